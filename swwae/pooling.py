@@ -345,9 +345,12 @@ class WaveletUnpool(nn.Module):
     def forward(self, v: Tensor, size) -> Tensor:
         import ptwt
 
+        import pywt
+
+        filter_len = pywt.Wavelet(self.wavelet).dec_len
         sizes = [tuple(size)]  # the size before each level of the forward transform
         for _ in range(self.levels - 1):
-            sizes.append(tuple(math.ceil(n / 2) for n in sizes[-1]))
+            sizes.append(tuple(pywt.dwt_coeff_len(n, filter_len, "reflect") for n in sizes[-1]))
         low = v
         for height, width in reversed(sizes):
             zeros = torch.zeros_like(low)

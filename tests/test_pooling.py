@@ -1,0 +1,294 @@
+"""The pooling contract (DESIGN 3.1): what, where, and unpooling bound to its pool."""
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from swwae.pooling import MODES, Unpool, WhatWherePool, make_pool
+
+SEED_X = torch.tensor([[1.0, 2, 3], [13, 3, 1], [4, 2, 9]]).view(1, 1, 3, 3)
+
+
+@st.composite
+def geometries(draw):
+    """A random pooling geometry and an input it fits: kernels 1-4, strides 1-4, padding up
+    to kernel // 2, odd, even and rectangular sizes, batch and channels above 1."""
+    kh, kw = draw(st.integers(1, 4)), draw(st.integers(1, 4))
+    sh, sw = draw(st.integers(1, 4)), draw(st.integers(1, 4))
+    ph, pw = draw(st.integers(0, kh // 2)), draw(st.integers(0, kw // 2))
+    height = draw(st.integers(max(1, kh - 2 * ph), 11))
+    width = draw(st.integers(max(1, kw - 2 * pw), 11))
+    n, c = draw(st.integers(1, 3)), draw(st.integers(1, 3))
+    seed = draw(st.integers(0, 2**16))
+    x = torch.randn(n, c, height, width, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
+    return dict(kernel_size=(kh, kw), stride=(sh, sw), padding=(ph, pw)), x
+
+
+def tie_free(*shape, dtype=torch.float64):
+    """Distinct values at least 0.1 apart: a large beta then makes soft equal hard."""
+    return torch.randperm(math.prod(shape), generator=torch.Generator().manual_seed(0)).to(dtype).view(shape) / 10
+
+
+# hard: the seed documents' examples
+
+
+def test_seed_example_overlapping_windows_count_wins():
+    what, where = WhatWherePool(kernel_size=2, stride=1)(SEED_X)
+    assert what.squeeze().tolist() == [[13, 3], [13, 9]]
+    assert where.mask.squeeze().tolist() == [[0, 0, 1], [2, 0, 0], [0, 0, 1]]
+
+
+def test_seed_example_arange_wins_bottom_right_of_every_window():
+    x = torch.arange(36.0).view(1, 1, 6, 6)
+    _, where = WhatWherePool(kernel_size=2, stride=2)(x)
+    expected = torch.zeros(6, 6)
+    expected[1::2, 1::2] = 1
+    assert torch.equal(where.mask.squeeze(), expected)
+
+
+def test_hard_what_is_max_pool_and_mask_is_one_hot_of_its_indices():
+    x = torch.randn(4, 3, 10, 10)
+    what, where = WhatWherePool(kernel_size=2)(x)
+    expected_what, indices = F.max_pool2d(x, 2, return_indices=True)
+    one_hot = torch.zeros(4, 3, 100).scatter_(2, indices.flatten(2), 1.0).view_as(x)
+    assert torch.equal(what, expected_what)
+    assert torch.equal(where.mask, one_hot)
+    assert not where.mask.requires_grad
+
+
+def test_hard_mask_counts_overlapping_wins():
+    x = torch.randn(2, 2, 9, 9)
+    what, where = WhatWherePool(kernel_size=3, stride=1)(x)
+    assert where.mask.sum() == what.numel()  # every window has exactly one winner
+    assert where.mask.max() > 1  # some pixel wins several windows
+
+
+def test_ties_pick_the_winner_max_pool_picks_and_padding_never_wins():
+    x = -torch.ones(1, 1, 4, 4)  # all tied, padded cells would be 0 > -1 if they could win
+    _, where = WhatWherePool(kernel_size=3, stride=2, padding=1)(x)
+    _, indices = F.max_pool2d(x, 3, 2, 1, return_indices=True)
+    assert where.mask.sum() == indices.numel()
+    assert torch.equal(where.mask, torch.zeros(1, 1, 16).scatter_add_(2, indices.flatten(2), torch.ones(1, 1, 4)).view_as(x))
+
+
+@settings(max_examples=150, deadline=None)
+@given(geometries())
+def test_hard_unpool_is_the_adjoint_of_pool(case):
+    geometry, x = case
+    pool = WhatWherePool(**geometry)
+    what, where = pool(x)
+    v = torch.randn_like(what)
+    x_hat = Unpool(pool)(v, where)
+    assert x_hat.shape == x.shape
+    # <unpool(v), x> == <v, pool(x)>: v[w] lands on the pixel that holds what[w]
+    assert torch.allclose((x_hat * x).sum(), (v * what).sum(), atol=1e-9)
+    assert torch.equal(Unpool(pool)(torch.ones_like(what), where), where.mask)
+
+
+@settings(max_examples=60, deadline=None)
+@given(geometries(), st.sampled_from(MODES))
+def test_every_mode_returns_the_input_shape_without_output_size(case, mode):
+    geometry, x = case
+    if mode == "wavelet":
+        geometry = dict(kernel_size=2)
+        if min(x.shape[-2:]) < 2:
+            return
+    pool = make_pool(mode, channels=x.shape[1], **geometry).double()
+    what, where = pool(x)
+    assert Unpool(pool).double()(what, where).shape == x.shape
+
+
+@pytest.mark.parametrize("size", [(8, 8), (7, 9)])
+def test_stride_equal_kernel_unpool_is_masked_nearest_upsampling(size):
+    x = torch.randn(2, 3, *size)
+    pool = WhatWherePool(kernel_size=2)
+    what, where = pool(x)
+    v = torch.randn_like(what)
+    up = F.interpolate(v, scale_factor=2, mode="nearest")
+    up = F.pad(up, (0, size[1] - up.shape[-1], 0, size[0] - up.shape[-2]))
+    assert torch.equal(Unpool(pool)(v, where), up * where.mask)
+
+
+def test_hard_gradients_flow_to_input_and_to_unpooled_values():
+    x = torch.randn(2, 2, 6, 6, requires_grad=True)
+    pool = WhatWherePool(kernel_size=2)
+    what, where = pool(x)
+    v = (what * 2).detach().requires_grad_(True)
+    (Unpool(pool)(v, where) ** 2).sum().backward()
+    assert x.grad is None or torch.count_nonzero(x.grad) == 0  # the switches are constants
+    assert torch.allclose(v.grad, 2 * v.detach())
+    (grad,) = torch.autograd.grad(pool(x)[0].sum(), x)
+    assert torch.equal(grad, where.mask)  # the gradient-of-sum trick, read off autograd
+
+
+def test_deterministic_algorithms_and_bit_identical_runs():
+    torch.use_deterministic_algorithms(True)
+    try:
+        results = []
+        for _ in range(2):
+            x = torch.randn(3, 4, 11, 11, generator=torch.Generator().manual_seed(1), requires_grad=True)
+            outs = []
+            for mode in ("hard", "soft"):
+                pool = WhatWherePool(kernel_size=3, stride=2, padding=1, mode=mode)
+                what, where = pool(x)
+                x_hat = Unpool(pool)(what, where)
+                (grad,) = torch.autograd.grad(x_hat.square().sum(), x)
+                outs += [what, x_hat, where.mask, grad]
+            results.append(outs)
+        assert all(torch.equal(a, b) for a, b in zip(*results))
+    finally:
+        torch.use_deterministic_algorithms(False)
+
+
+def test_works_under_no_grad_inference_mode_and_eval():
+    x = torch.randn(2, 3, 8, 8)
+    for context in (torch.no_grad, torch.inference_mode):
+        for mode in MODES:
+            pool = make_pool(mode, channels=3).eval()
+            with context():
+                what, where = pool(x)
+                x_hat = Unpool(pool)(what, where)
+                if where is not None:
+                    assert where.mask.shape == x.shape
+            assert x_hat.shape == x.shape
+
+
+# soft
+
+
+def test_soft_gradcheck_wrt_input_and_values():
+    pool = WhatWherePool(kernel_size=3, stride=2, padding=1, mode="soft", beta=2.0)
+    unpool = Unpool(pool)
+    x = torch.randn(1, 2, 5, 6, dtype=torch.float64, requires_grad=True)
+    v = torch.randn(1, 2, 3, 3, dtype=torch.float64, requires_grad=True)
+
+    def through_both(x, v):
+        what, where = pool(x)
+        return what, unpool(v, where)
+
+    assert torch.autograd.gradcheck(through_both, (x, v))
+
+
+def test_soft_tends_to_hard_as_beta_grows():
+    x = tie_free(2, 3, 9, 9)
+    hard, soft = WhatWherePool(3, 2), WhatWherePool(3, 2, mode="soft", beta=1e3)
+    (what_h, where_h), (what_s, where_s) = hard(x), soft(x)
+    v = torch.randn_like(what_h, dtype=torch.float64)
+    assert torch.allclose(what_s, what_h, atol=1e-9)
+    assert torch.allclose(where_s.mask, where_h.mask, atol=1e-9)
+    assert torch.allclose(Unpool(soft)(v, where_s), Unpool(hard)(v, where_h), atol=1e-9)
+
+
+def test_soft_small_beta_is_smooth():
+    x = tie_free(1, 1, 4, 4)
+    what, where = WhatWherePool(2, mode="soft", beta=0.01)(x)
+    assert torch.allclose(what, F.avg_pool2d(x, 2), atol=1e-2)  # beta -> 0: the mean
+    assert torch.allclose(where.mask.sum(), torch.tensor(4.0, dtype=x.dtype))  # mass preserved
+
+
+@pytest.mark.parametrize("scale", [1.0, 50.0])
+def test_soft_is_finite_for_large_beta_and_activations(scale):
+    x = (torch.rand(4, 8, 14, 14) * scale).requires_grad_(True)
+    pool = WhatWherePool(kernel_size=2, mode="soft", beta=100.0)
+    what, where = pool(x)
+    x_hat = Unpool(pool)(what, where)
+    (grad,) = torch.autograd.grad(x_hat.sum() + what.sum(), x)
+    for t in (what, where.row, where.col, where.mask, x_hat, grad):
+        assert torch.isfinite(t).all()
+
+
+def test_soft_positions_stay_inside_the_input_and_off_padding():
+    x = torch.randn(2, 2, 5, 5) * 10
+    _, where = WhatWherePool(kernel_size=3, stride=2, padding=1, mode="soft")(x)
+    assert where.row.min() >= 0 and where.row.max() <= 4
+    assert where.col.min() >= 0 and where.col.max() <= 4
+
+
+# bad input
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (dict(mode="sideways"), "mode"),
+        (dict(mode="soft", beta=0.0), "beta"),
+        (dict(kernel_size=0), "kernel_size"),
+        (dict(kernel_size=2, padding=2), "padding"),
+    ],
+)
+def test_bad_arguments_are_rejected(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        WhatWherePool(**kwargs)
+
+
+def test_kernel_larger_than_the_feature_map_is_a_clear_error():
+    with pytest.raises(ValueError, match="larger than the 3x3 feature map"):
+        WhatWherePool(kernel_size=4)(torch.randn(1, 1, 3, 3))
+
+
+def test_unknown_mode_lists_the_choices():
+    with pytest.raises(ValueError, match="upsample"):
+        make_pool("maxish")
+
+
+# where-free baselines
+
+
+@pytest.mark.parametrize("mode", ["upsample", "avg", "strided", "wavelet"])
+@pytest.mark.parametrize("size", [(28, 28), (7, 7), (6, 10)])
+def test_baselines_round_trip_shapes_and_have_no_where(mode, size):
+    x = torch.randn(2, 4, *size, requires_grad=True)
+    pool = make_pool(mode, channels=4, kernel_size=2)
+    what, where = pool(x)
+    assert where is None
+    x_hat = Unpool(pool)(what, where)
+    assert x_hat.shape == x.shape
+    x_hat.sum().backward()
+    assert torch.isfinite(x.grad).all()
+
+
+@pytest.mark.parametrize("kernel, wavelet", [(2, "haar"), (4, "haar"), (4, "db2")])
+@pytest.mark.parametrize("size", [(8, 8), (28, 28), (7, 7)])
+def test_wavelet_unpool_of_pooled_constant_image_gives_it_back(kernel, wavelet, size):
+    x = torch.full((1, 3, *size), 0.7)
+    pool = make_pool("wavelet", kernel_size=kernel, wavelet=wavelet)
+    what, _ = pool(x)
+    assert torch.allclose(what, torch.full_like(what, 0.7), atol=1e-5)  # the band is a mean
+    assert torch.allclose(Unpool(pool)(what, None), x, atol=1e-5)
+
+
+def test_upsample_baseline_is_nearest_upsampling():
+    x = torch.randn(1, 2, 8, 8)
+    pool = make_pool("upsample")
+    what, _ = pool(x)
+    assert torch.equal(what, F.max_pool2d(x, 2))
+    assert torch.equal(Unpool(pool)(what, None), F.interpolate(what, scale_factor=2, mode="nearest"))
+
+
+def test_dropping_the_where_falls_back_to_nearest_upsampling():
+    x = torch.randn(1, 2, 7, 7)
+    pool = WhatWherePool(kernel_size=2)
+    what, where = pool(x)
+    dropped = Unpool(pool)(what, None)
+    assert dropped.shape == x.shape
+    assert torch.equal(dropped[..., :6, :6], F.interpolate(what, scale_factor=2, mode="nearest"))
+
+
+def test_unpool_binds_to_its_own_pool_not_the_last_one_run():
+    a, b = WhatWherePool(kernel_size=2), WhatWherePool(kernel_size=3, stride=3)
+    xa, xb = torch.randn(1, 1, 8, 8), torch.randn(1, 1, 9, 9)
+    wa, _ = a(xa)
+    b(xb)
+    assert Unpool(a)(wa, None).shape == xa.shape
+    assert Unpool(b)(b(xb)[0], None).shape == xb.shape
+
+
+def test_strided_unpool_weights_belong_to_the_decoder_only():
+    pool = make_pool("strided", channels=3)
+    unpool = Unpool(pool)
+    names = [n for n, _ in unpool.named_parameters()]
+    assert names and all(n.startswith("upsampler.") for n in names)
