@@ -1,0 +1,138 @@
+"""LightningModule around the SWWAE: the three loss terms, metrics, optimiser.
+
+loss = lambda_nll * NLL(labelled samples) + lambda_rec * MSE(x_hat, x)
+       + lambda_m * sum_i MSE(decoded_i, encoder input_i)          (DESIGN 3.3)
+
+Unlabelled samples carry the label -1: they train the reconstruction terms only.
+"""
+
+from __future__ import annotations
+
+import lightning as L
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torchmetrics import MeanSquaredError
+from torchmetrics.classification import MulticlassAccuracy
+
+from swwae.errors import ConfigError
+from swwae.model import SWWAE, SWWAEOutput
+
+NET_KEYS = ("widths", "kernel_size", "pool_mode", "pool_size", "pool_stride", "pool_padding", "beta", "wavelet",
+            "nonlinearity", "batch_norm", "dropout", "classifier_dropout")
+SCHEDULERS = ("none", "cosine")
+
+
+class NonFiniteLossError(RuntimeError):
+    """Training produced a NaN or infinite loss; the message names the step and the term."""
+
+
+class SWWAEModule(L.LightningModule):
+    def __init__(
+        self,
+        image_shape=(1, 28, 28),
+        num_classes: int = 10,
+        name: str = "swwae",
+        widths=(32, 64),
+        kernel_size: int = 3,
+        pool_mode: str = "hard",
+        pool_size=2,
+        pool_stride=None,
+        pool_padding=0,
+        beta: float = 100.0,
+        wavelet: str = "haar",
+        nonlinearity: str = "relu",
+        batch_norm: bool = False,
+        dropout: float = 0.0,
+        classifier_dropout: float = 0.0,
+        lambda_rec: float = 1.0,
+        lambda_m: float = 0.1,
+        lambda_nll: float = 1.0,
+        lr: float = 1e-3,
+        weight_decay: float = 0.0,
+        scheduler: str = "cosine",
+    ):
+        super().__init__()
+        self.save_hyperparameters()
+        if min(lambda_rec, lambda_m, lambda_nll) < 0 or lambda_rec + lambda_m + lambda_nll == 0:
+            raise ConfigError("model.lambda_rec, lambda_m and lambda_nll must be >= 0 and not all 0")
+        if not lr > 0:
+            raise ConfigError(f"model.lr must be > 0, got {lr}")
+        if scheduler not in SCHEDULERS:
+            raise ConfigError(f"model.scheduler={scheduler!r} is unknown; choose one of {', '.join(SCHEDULERS)}")
+        hp = self.hparams
+        self.net = SWWAE(image_shape=tuple(image_shape), num_classes=num_classes if lambda_nll > 0 else None,
+                         **{k: hp[k] for k in NET_KEYS})
+        self.num_stages = len(self.net.encoders)
+        self.metrics = nn.ModuleDict({stage: self._metrics() for stage in ("val", "test")})
+
+    def _metrics(self) -> nn.ModuleDict:
+        """Exact dataset means (not means of batch means), one set per evaluation stage."""
+        metrics = {"recon_mse": MeanSquaredError()}
+        metrics |= {f"middle_mse_{i}": MeanSquaredError() for i in range(1, self.num_stages)}
+        if self.net.classifier is not None:
+            metrics["acc"] = MulticlassAccuracy(self.hparams.num_classes, average="micro")
+        return nn.ModuleDict(metrics)
+
+    def forward(self, x: torch.Tensor) -> SWWAEOutput:
+        return self.net(x)
+
+    def losses(self, out: SWWAEOutput, x: torch.Tensor, y: torch.Tensor) -> dict[str, torch.Tensor]:
+        """Every loss term, unweighted, plus the weighted total under ``loss``."""
+        hp = self.hparams
+        terms = {"recon_mse": F.mse_loss(out.recon, x)}
+        for i, (decoded, target) in enumerate(out.middle_pairs, start=1):
+            terms[f"middle_mse_{i}"] = F.mse_loss(decoded, target)
+        loss = hp.lambda_rec * terms["recon_mse"] + hp.lambda_m * sum(terms[f"middle_mse_{i}"] for i in range(1, self.num_stages))
+        if out.logits is not None:
+            labelled = y >= 0
+            # a batch without labels still yields a (zero) NLL connected to the head
+            nll = F.cross_entropy(out.logits[labelled], y[labelled]) if labelled.any() else out.logits.sum() * 0
+            terms["nll"] = nll
+            loss = loss + hp.lambda_nll * nll
+        terms["loss"] = loss
+        return terms
+
+    def training_step(self, batch, batch_idx):
+        x, y = batch
+        terms = self.losses(self(x), x, y)
+        bad = [name for name, value in terms.items() if not torch.isfinite(value)]
+        if bad:
+            raise NonFiniteLossError(
+                f"non-finite loss at epoch {self.current_epoch}, step {self.global_step}: "
+                + ", ".join(f"{name}={terms[name].item()}" for name in bad)
+                + "; lower model.lr or model.beta, or check the data"
+            )
+        self.log("train/loss", terms["loss"], prog_bar=True, on_step=True, on_epoch=True, batch_size=len(x))
+        for name, value in terms.items():
+            if name != "loss":
+                self.log(f"train/{name}", value, on_step=False, on_epoch=True, batch_size=len(x))
+        return terms["loss"]
+
+    def _evaluate(self, batch, stage: str):
+        x, y = batch
+        out = self(x)
+        metrics = self.metrics[stage]
+        metrics["recon_mse"].update(out.recon, x)
+        for i, (decoded, target) in enumerate(out.middle_pairs, start=1):
+            metrics[f"middle_mse_{i}"].update(decoded, target)
+        if "acc" in metrics:
+            metrics["acc"].update(out.logits, y)
+        self.log(f"{stage}/loss", self.losses(out, x, y)["loss"], batch_size=len(x))
+        for name, metric in metrics.items():
+            self.log(f"{stage}/{name}", metric, prog_bar=name in ("recon_mse", "acc"))
+
+    def validation_step(self, batch, batch_idx):
+        self._evaluate(batch, "val")
+
+    def test_step(self, batch, batch_idx):
+        self._evaluate(batch, "test")
+
+    def configure_optimizers(self):
+        hp = self.hparams
+        optimizer = torch.optim.Adam(self.parameters(), lr=hp.lr, weight_decay=hp.weight_decay)
+        if hp.scheduler == "none":
+            return optimizer
+        epochs = self.trainer.max_epochs if self.trainer.max_epochs and self.trainer.max_epochs > 0 else 1
+        scheduler = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=max(1, epochs))
+        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "epoch"}}
