@@ -1,0 +1,74 @@
+"""Evaluate a checkpoint: test metrics, and a PNG of its reconstructions.
+
+    python scripts/evaluate.py checkpoints/swwae_hard_mnist_sample_seed0/best.ckpt
+    python scripts/evaluate.py <ckpt> --split val --out recon.png --num-images 16
+
+The data come from the run config stored in the checkpoint (override the folder of a
+torchvision dataset with --data-root). The PNG holds rows input | reconstruction |
+reconstruction with the where dropped, then the where masks of each stage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import warnings
+from pathlib import Path
+
+import lightning as L
+import torch
+from hydra.utils import instantiate
+from torchvision.utils import save_image
+
+from swwae.checkpoints import load_model
+from swwae.errors import ConfigError
+from swwae.images import reconstruction_panels
+
+
+def evaluate(checkpoint: Path, split: str = "test", out: Path | None = None, num_images: int = 8,
+             data_root: str | None = None) -> dict[str, float]:
+    module, config = load_model(checkpoint)
+    data_cfg = dict(config["data"])
+    if data_root is not None and "root" in data_cfg:
+        data_cfg["root"] = data_root
+    datamodule = instantiate(data_cfg)
+    datamodule.setup("test")
+    trainer = L.Trainer(accelerator="cpu", devices=1, logger=False, enable_checkpointing=False,
+                        enable_model_summary=False, enable_progress_bar=False)
+    loader = datamodule.test_dataloader() if split == "test" else datamodule.val_dataloader()
+    run = trainer.test if split == "test" else trainer.validate
+    (results,) = run(module, dataloaders=loader, verbose=False)
+    metrics = {k.replace("val/", f"{split}/"): float(v) for k, v in results.items() if not k.endswith("loss")}
+
+    out = out or checkpoint.with_name(f"{checkpoint.stem}_{split}_reconstructions.png")
+    images = getattr(datamodule, f"{split}_x")[:num_images]
+    panels = reconstruction_panels(module.net, images)
+    # one picture: the reconstruction rows, then each stage's where mask (resized to the image)
+    rows = [panels["reconstructions"]]
+    rows += [torch.nn.functional.interpolate(p[None], size=(p.shape[1], rows[0].shape[2]), mode="nearest")[0]
+             for name, p in panels.items() if name.startswith("where/")]
+    save_image(torch.cat(rows, dim=1), out)
+    return metrics | {"png": str(out)}
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("checkpoint", type=Path)
+    parser.add_argument("--split", choices=["test", "val"], default="test")
+    parser.add_argument("--out", type=Path, default=None, help="PNG path (default: beside the checkpoint)")
+    parser.add_argument("--num-images", type=int, default=8)
+    parser.add_argument("--data-root", default=None, help="where the dataset lives, if not where training read it")
+    args = parser.parse_args(argv)
+    warnings.filterwarnings("ignore")
+    try:
+        result = evaluate(args.checkpoint, args.split, args.out, args.num_images, args.data_root)
+    except ConfigError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    print(json.dumps(result, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,144 @@
+"""The training job behind ``train.py``: config in, trained model, logs, checkpoints and
+``metrics.json`` out. Data flows one way: config -> datamodule + module -> Trainer ->
+callbacks/loggers -> files."""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import shutil
+import time
+from pathlib import Path
+
+import lightning as L
+import torch
+from hydra.errors import InstantiationException
+from hydra.utils import instantiate
+from lightning.pytorch.loggers import TensorBoardLogger
+from omegaconf import DictConfig, OmegaConf
+
+from swwae.callbacks import SaveRunConfig
+from swwae.errors import ConfigError
+
+log = logging.getLogger(__name__)
+
+# helpers
+
+
+def config_summary(cfg: DictConfig) -> dict:
+    """What tells runs apart in tables: model, data, seed and the run name."""
+    choices = cfg_choices(cfg)
+    return {"run_name": cfg.run_name, "model": choices.get("model"), "data": choices.get("data"), "seed": cfg.seed}
+
+
+def cfg_choices(cfg: DictConfig) -> dict:
+    try:
+        from hydra.core.hydra_config import HydraConfig
+
+        return dict(HydraConfig.get().runtime.choices)
+    except ValueError:  # outside a Hydra app (tests calling train() directly)
+        return {}
+
+
+def resume_checkpoint(cfg: DictConfig) -> str | None:
+    """``resume=true``: checkpoints/<run_name>/last.ckpt. A fresh run moves an old run's
+    checkpoints aside (nothing already saved is lost) rather than overwrite them."""
+    folder = Path(cfg.paths.checkpoint_dir) / cfg.run_name
+    last = folder / "last.ckpt"
+    if cfg.resume:
+        if last.is_file():
+            log.info("resuming from %s", last)
+            return str(last)
+        log.warning("resume=true but %s does not exist: starting a fresh run", last)
+        return None
+    if folder.is_dir() and any(folder.glob("*.ckpt")):
+        aside = folder.with_name(f"{folder.name}.previous-{time.strftime('%Y%m%d-%H%M%S')}")
+        shutil.move(str(folder), str(aside))
+        log.warning("%s held an earlier run: moved it to %s (use resume=true to continue a run)", folder, aside)
+    return None
+
+
+def latest_version(logger_cfg: DictConfig) -> int | None:
+    """The newest TensorBoard version folder of this run, so a resumed run continues its curves."""
+    root = Path(logger_cfg.save_dir) / logger_cfg.name
+    versions = [int(p.name.split("_")[1]) for p in root.glob("version_*") if p.name.split("_")[1].isdigit()]
+    return max(versions) if versions else None
+
+
+def build_loggers(cfg: DictConfig, resuming: bool) -> list:
+    loggers = []
+    for name, logger_cfg in (cfg.get("logger") or {}).items():
+        extra = {}
+        if resuming and logger_cfg.get("_target_", "").endswith("TensorBoardLogger"):
+            extra["version"] = latest_version(logger_cfg)
+        loggers.append(instantiate(logger_cfg, **extra))
+    return loggers
+
+
+def final_metrics(trainer: L.Trainer, prefix: str) -> dict[str, float]:
+    return {k: float(v) for k, v in trainer.callback_metrics.items() if k.startswith(prefix) and not k.endswith("loss")}
+
+
+def build(node, **kwargs):
+    """``hydra.utils.instantiate``, but our own ConfigError comes out unwrapped (one line)."""
+    try:
+        return instantiate(node, **kwargs)
+    except InstantiationException as err:
+        if isinstance(err.__cause__, ConfigError):
+            raise err.__cause__ from None
+        raise ConfigError(str(err).replace("\n", " ")) from err
+
+
+# the job
+
+
+def train(cfg: DictConfig) -> float:
+    """Train, test, write ``metrics.json``; return ``cfg.optimized_metric`` for sweepers."""
+    started = time.perf_counter()
+    if cfg.get("seed") is not None:
+        L.seed_everything(cfg.seed, workers=True, verbose=False)
+    datamodule = build(cfg.data, _convert_="all")
+    datamodule.prepare_data()
+    datamodule.setup("fit")  # load now: data errors stop the run before any training
+    module = build(cfg.model, image_shape=datamodule.image_shape, num_classes=datamodule.num_classes,
+                         _convert_="all")  # plain lists in hparams: checkpoints load with weights_only
+    ckpt_path = resume_checkpoint(cfg)
+    callbacks = [instantiate(c) for c in (cfg.get("callbacks") or {}).values()]
+    callbacks.append(SaveRunConfig(OmegaConf.to_container(cfg, resolve=True)))
+    loggers = build_loggers(cfg, resuming=ckpt_path is not None)
+    trainer: L.Trainer = instantiate(cfg.trainer, logger=loggers or False, callbacks=callbacks)
+
+    trainer.fit(module, datamodule=datamodule, ckpt_path=ckpt_path)
+    metrics = final_metrics(trainer, "val/")
+    if cfg.get("test"):
+        best = trainer.checkpoint_callback.best_model_path if trainer.checkpoint_callback else ""
+        trainer.test(module, datamodule=datamodule, ckpt_path=best or None, verbose=False)
+        metrics |= final_metrics(trainer, "test/")
+    metrics["train_time_s"] = time.perf_counter() - started
+    summary = config_summary(cfg) | {"epochs": trainer.current_epoch, "metrics": metrics}
+
+    if trainer.is_global_zero:
+        Path(cfg.paths.output_dir).mkdir(parents=True, exist_ok=True)
+        (Path(cfg.paths.output_dir) / "metrics.json").write_text(json.dumps(summary, indent=2))
+        for logger in trainer.loggers:
+            if isinstance(logger, TensorBoardLogger):  # the hparams table with final metrics
+                hparams = OmegaConf.to_container(cfg.model, resolve=True) | {"seed": cfg.seed, "data": summary["data"]}
+                logger.log_hyperparams(hparams, metrics={f"hp/{k}": v for k, v in metrics.items()})
+                logger.experiment.flush()
+        shown = " ".join(f"{k}={metrics[k]:.4f}" for k in ("test/recon_mse", "test/acc") if k in metrics)
+        print(f"done: {cfg.run_name}: {shown} ({metrics['train_time_s']:.0f} s) -> {cfg.paths.output_dir}")
+
+    value = metrics.get(cfg.optimized_metric, math.nan)
+    if not math.isfinite(value):
+        raise ConfigError(f"{cfg.optimized_metric} was not computed (is it a metric this run logs?)")
+    return value
+
+
+def set_torch_defaults() -> None:
+    """Quieter, faster defaults for in-memory tensors on CPU."""
+    import warnings
+
+    warnings.filterwarnings("ignore", ".*does not have many workers.*")
+    warnings.filterwarnings("ignore", ".*LeafSpec.*")
+    torch.set_float32_matmul_precision("high")

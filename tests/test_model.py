@@ -1,0 +1,69 @@
+"""The SWWAE network (DESIGN 3.2): stages, bound unpooling, outputs, and bad configs."""
+
+import pytest
+import torch
+
+from swwae.errors import ConfigError
+from swwae.model import SWWAE
+from swwae.pooling import MODES
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("image_shape", [(1, 28, 28), (3, 32, 32)])
+def test_every_mode_reconstructs_the_exact_input_shape(mode, image_shape):
+    # 28 -> 14 -> 7 -> 3 (odd sizes on the way) must come back to 28 exactly
+    net = SWWAE(image_shape=image_shape, widths=[4, 6, 8], pool_mode=mode)
+    x = torch.rand(2, *image_shape)
+    out = net(x)
+    assert out.recon.shape == x.shape
+    assert 0 <= out.recon.min() and out.recon.max() <= 1
+    assert len(out.whats) == len(out.wheres) == len(out.decoded) == 3
+    for decoded, target in out.middle_pairs:
+        assert decoded.shape == target.shape
+    assert out.logits.shape == (2, 10)
+    assert (out.wheres[0] is None) == (mode not in ("hard", "soft"))
+
+
+def test_each_decoder_stage_unpools_with_its_own_encoder_pool():
+    net = SWWAE(widths=[4, 8], pool_size=2)
+    assert all(unpool.pool is pool for unpool, pool in zip(net.unpools, net.pools))
+    assert [p.input_size for p in net.pools] == [(28, 28), (14, 14)]  # from the dry run
+
+
+def test_the_where_carries_information_the_decoder_uses():
+    torch.manual_seed(0)
+    net = SWWAE(widths=[8, 8]).eval()
+    x = torch.rand(4, 1, 28, 28)
+    with torch.no_grad():
+        recon = net(x).recon
+    assert not torch.allclose(recon, net.reconstruct_without_where(x))
+
+
+def test_no_classifier_head_without_classes():
+    out = SWWAE(widths=[4], num_classes=None)(torch.rand(1, 1, 28, 28))
+    assert out.logits is None
+
+
+def test_gradients_reach_every_parameter_through_both_paths():
+    net = SWWAE(widths=[4, 8], pool_mode="soft", beta=10.0)
+    out = net(torch.rand(3, 1, 28, 28))
+    (out.recon.square().mean() + out.logits.logsumexp(1).mean()).backward()
+    assert all(p.grad is not None and torch.isfinite(p.grad).all() for p in net.parameters())
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (dict(widths=[]), "widths"),
+        (dict(pool_mode="soft", beta=0.0), "beta"),
+        (dict(pool_mode="nearest"), "pool_mode"),
+        (dict(pool_size=7, widths=[4, 4, 4]), "larger than the 4x4 feature map"),
+        (dict(kernel_size=4), "odd"),
+        (dict(pool_mode="wavelet", pool_size=3), "power-of-two"),
+        (dict(nonlinearity="swish"), "nonlinearity"),
+    ],
+)
+def test_bad_configs_are_one_clear_error(kwargs, message):
+    with pytest.raises(ConfigError, match=message) as err:
+        SWWAE(**kwargs)
+    assert "\n" not in str(err.value)
