@@ -1,11 +1,17 @@
 """Pool + unpool, forward + backward: hard and soft what-where against native max (un)pooling.
 
-    python scripts/bench_pooling.py [--repeats 30] [--batch 128] [--device cpu]
+    python scripts/bench_pooling.py [--repeats 30] [--batch 128] [--device cpu] [--threads N]
 
 The three variants run interleaved in one process (round-robin), so machine noise hits them
-alike; the table gives medians and ratios to native (targets, DESIGN 4: hard <= 1.0x,
-soft <= 2.0x, hard peak memory <= 1.1x). Native is nn.MaxPool2d(return_indices=True) +
-nn.MaxUnpool2d: the usual way, which overwrites where windows overlap.
+alike; the table gives median times, and ratios to native as the median over rounds of
+each round's ratio (a load that drifts between rounds cancels out; the targets are judged
+on it), and as the ratio of the best rounds (closest to an idle machine). On a loaded
+machine the soft path, which runs many more, smaller ops than native, pays more for every
+thread the OS takes away: compare with --threads 1. Targets, DESIGN 4:
+hard <= 1.0x, soft <= 2.0x, hard peak memory <= 1.1x. Native is
+nn.MaxPool2d(return_indices=True) + nn.MaxUnpool2d: the usual way, which overwrites where
+windows overlap. Peak memory is the most tensor memory alive at once during one step,
+beyond the input (on CPU, tracked through torch's dispatcher: quiet, exact, a little slow).
 """
 
 from __future__ import annotations
@@ -13,15 +19,18 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
-import tracemalloc
+import weakref
 
 import torch
 from torch import nn
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_leaves
 
 from swwae.pooling import Unpool, WhatWherePool
 
 CASES = [dict(kernel_size=2, stride=2), dict(kernel_size=3, stride=2)]
 TARGETS = {"hard": 1.0, "soft": 2.0}
+MEMORY_TARGETS = {"hard": 1.1}
 
 
 def native_step(kernel_size, stride):
@@ -56,6 +65,39 @@ def run_once(step, x, device):
     return time.perf_counter() - start
 
 
+class _PeakTensorMemory(TorchDispatchMode):
+    """Bytes of the tensor storages allocated while active (and still alive), and their peak.
+
+    Every aten op, backward ones included, goes through ``__torch_dispatch__``; an output
+    whose storage is not one of the op's inputs' is a new allocation, counted until the
+    storage is freed. Unlike the memory profiler, this prints nothing and counts nothing
+    twice."""
+
+    def __init__(self):
+        super().__init__()
+        self.live = self.peak = 0
+        self.sizes = {}  # data_ptr -> nbytes of the storages counted and still alive
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        inputs = {t.untyped_storage().data_ptr() for t in tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)}
+        for t in tree_leaves(out):
+            if not isinstance(t, torch.Tensor):
+                continue
+            storage = t.untyped_storage()
+            key, size = storage.data_ptr(), storage.nbytes()
+            if size and key not in inputs and key not in self.sizes:
+                self.sizes[key] = size
+                self.live += size
+                self.peak = max(self.peak, self.live)
+                weakref.finalize(storage, self._free, key)
+        return out
+
+    def _free(self, key):
+        self.live -= self.sizes.pop(key)
+
+
 def peak_memory(step, x, device):
     """Peak bytes allocated by one forward + backward, beyond the input itself."""
     x = x.detach().requires_grad_(True)
@@ -65,17 +107,9 @@ def peak_memory(step, x, device):
         base = torch.cuda.memory_allocated()
         step(x).square().sum().backward()
         return torch.cuda.max_memory_allocated() - base
-    # CPU: torch's allocator reports through the profiler; tracemalloc misses torch buffers
-    from torch.profiler import ProfilerActivity, profile
-
-    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+    with _PeakTensorMemory() as tracker:
         step(x).square().sum().backward()
-    events = sorted((e for e in prof.events() if e.cpu_memory_usage), key=lambda e: e.time_range.start)
-    live = peak = 0
-    for e in events:
-        live += e.cpu_memory_usage
-        peak = max(peak, live)
-    return peak
+    return tracker.peak
 
 
 def main(argv=None):
@@ -85,14 +119,18 @@ def main(argv=None):
     parser.add_argument("--channels", type=int, default=32)
     parser.add_argument("--size", type=int, default=28)
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--threads", type=int, default=None, help="CPU threads (default: torch's)")
     args = parser.parse_args(argv)
+    if args.threads is not None:
+        torch.set_num_threads(args.threads)
     device = torch.device(args.device)
     torch.manual_seed(0)
     x = torch.randn(args.batch, args.channels, args.size, args.size, device=device)
     print(f"input {tuple(x.shape)} float32 on {device}, torch {torch.__version__}, "
           f"{torch.get_num_threads()} threads, {args.repeats} interleaved repeats\n")
-    print("| case | variant | median ms | ratio to native | target | peak MiB | memory ratio |")
-    print("|---|---|---|---|---|---|---|")
+    print("| case | variant | median ms | ratio to native | best-round ratio | target "
+          "| peak MiB | memory ratio | target |")
+    print("|---|---|---|---|---|---|---|---|---|")
     failed = False
     for case in CASES:
         steps = {"native": native_step(**case), "hard": swwae_step(**case, mode="hard"),
@@ -105,18 +143,23 @@ def main(argv=None):
             for name, step in steps.items():
                 times[name].append(run_once(step, x, device))
         medians = {name: statistics.median(t) for name, t in times.items()}
+        ratios = {name: statistics.median(a / b for a, b in zip(t, times["native"])) for name, t in times.items()}
+        best = {name: min(t) / min(times["native"]) for name, t in times.items()}
         memory = {name: peak_memory(step, x, device) for name, step in steps.items()}
         label = f"{case['kernel_size']}x{case['kernel_size']} stride {case['stride']}"
         for name in steps:
-            ratio = medians[name] / medians["native"]
-            target = TARGETS.get(name)
-            if target is not None and ratio > target:
-                failed = True
+            target, mem_target = TARGETS.get(name), MEMORY_TARGETS.get(name)
             mem_ratio = memory[name] / memory["native"]
-            print(f"| {label} | {name} | {medians[name] * 1e3:.2f} | {ratio:.2f}x | "
-                  f"{'' if target is None else f'<= {target:.1f}x'} | {memory[name] / 2**20:.1f} | {mem_ratio:.2f}x |")
+            if (target is not None and ratios[name] > target) or (mem_target is not None and mem_ratio > mem_target):
+                failed = True
+            print(f"| {label} | {name} | {medians[name] * 1e3:.2f} | {ratios[name]:.2f}x | {best[name]:.2f}x "
+                  f"| {_target(target)} | {memory[name] / 2**20:.1f} | {mem_ratio:.2f}x | {_target(mem_target)} |")
     print("\nall targets met" if not failed else "\nsome targets missed (see ratios above)")
     return 0
+
+
+def _target(value):
+    return "" if value is None else f"<= {value:.1f}x"
 
 
 if __name__ == "__main__":

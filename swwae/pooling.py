@@ -111,25 +111,46 @@ class HardWhere:
 
 
 class SoftWhere:
-    """Continuous positions (input-pixel coordinates) of the soft argmax of each window."""
+    """Continuous positions of the soft argmax of each window, shaped like ``what``.
 
-    def __init__(self, row: Tensor, col: Tensor, shape: torch.Size):
-        self.row, self.col, self.shape = row, col, shape
+    Each position lies inside its own window, on valid (unpadded) cells. It is kept
+    relative to the window's first cell (``in_window_row``, ``in_window_col``, in
+    [0, k - 1]), which is what unpooling works with; ``row`` and ``col``, in input-pixel
+    coordinates, are derived on first read (differentiable too).
+    """
+
+    def __init__(self, in_window_row: Tensor, in_window_col: Tensor, shape: torch.Size, geometry: Geometry):
+        self.in_window_row, self.in_window_col = in_window_row, in_window_col
+        self.shape, self.geometry = shape, geometry
+
+    @cached_property
+    def row(self) -> Tensor:
+        return self.in_window_row + _window_origins(self.geometry, self.shape[-2:], self.in_window_row)[0][0]
+
+    @cached_property
+    def col(self) -> Tensor:
+        return self.in_window_col + _window_origins(self.geometry, self.shape[-2:], self.in_window_col)[1][0]
 
     def unpool(self, v: Tensor) -> Tensor:
-        return splat(v, self.row, self.col, self.shape)
+        """Bilinear splat of each v at its position (== ``splat(v, row, col, shape)``)."""
+        dtype = torch.promote_types(v.dtype, self.in_window_row.dtype)
+        q_row, q_col = self.in_window_row.to(dtype), self.in_window_col.to(dtype)
+        return _WindowSplat.apply(v.to(dtype), q_row, q_col, self.geometry, tuple(self.shape))
 
     @cached_property
     def mask(self) -> Tensor:
         """Soft bed of nails: ``unpool(ones)``, a constant."""
         with torch.no_grad():
-            return splat(torch.ones_like(self.row), self.row.detach(), self.col.detach(), self.shape)
+            return _WindowSplat.apply(torch.ones_like(self.in_window_row), self.in_window_row,
+                                      self.in_window_col, self.geometry, tuple(self.shape))
 
 
 def splat(v: Tensor, row: Tensor, col: Tensor, shape) -> Tensor:
     """Add each value of ``v`` at (row, col) by bilinear weights onto the 4 nearest pixels.
 
-    Differentiable in ``v`` and in the positions; overlapping deposits add up.
+    Differentiable in ``v`` and in the positions; overlapping deposits add up. Any
+    positions inside the image work (a generic scatter-add); ``SoftWhere.unpool`` does the
+    same for positions inside their pooling windows, faster.
     """
     n, c, height, width = shape
     row0, col0 = row.detach().floor(), col.detach().floor()
@@ -143,6 +164,291 @@ def splat(v: Tensor, row: Tensor, col: Tensor, shape) -> Tensor:
             values.append((v * wr * wc).flatten(2))
     out = v.new_zeros(n, c, height * width)
     return out.scatter_add(2, torch.cat(indices, 2), torch.cat(values, 2)).view(shape)
+
+
+# soft pooling internals
+#
+# The soft path works in a "window layout", (N, C, kh, kw, Ho, Wo), contiguous: plane
+# (i, j) holds cell (i, j) of every window. Per-window sums and maxima are then
+# element-wise ops between whole planes, vectorised along Ho * Wo, instead of reductions
+# over tiny inner dimensions of a strided view (~10x slower on CPU); broadcasting a
+# per-window value over the cells also keeps long contiguous inner loops. Tensors with one
+# value per window are (N, C, Ho, Wo); per cell row or column of a window, (N, C, k, Ho, Wo).
+# The pool and the splat are autograd Functions with hand-written backward passes: as
+# plain autograd, the same maths records dozens of ops, each one more pass over memory.
+
+# Exponents below this are clamped before exp: exp(-80) ~ 1.8e-35 is a zero weight for
+# every purpose (the winner has weight 1), while exp of anything below ~ -87 (float32
+# denormals and underflow) is ~10x slower on CPU, and beta = 100 sends most exponents there.
+_LOGIT_FLOOR = -80.0
+
+
+def _window_view(t: Tensor, g: Geometry) -> Tensor:
+    """A strided view of the (already padded) ``t`` (N, C, H, W) in window layout."""
+    (kh, kw), (sh, sw) = g.kernel, g.stride
+    return t.unfold(2, kh, sh).unfold(3, kw, sw).permute(0, 1, 4, 5, 2, 3)
+
+
+def _to_windows(x: Tensor, g: Geometry, fill: float = 0.0) -> Tensor:
+    """The windows of ``x`` (N, C, H, W) in window layout, padded cells set to ``fill``.
+
+    One strided copy, ~3x faster than im2col (``F.unfold``), which gives the same layout.
+    Always a new tensor, even where the view is contiguous already (1x1 windows): callers
+    write into it."""
+    ph, pw = g.padding
+    if ph or pw:
+        x = F.pad(x, (pw, pw, ph, ph), value=fill)
+    windows = _window_view(x, g)
+    return torch.empty_like(windows, memory_format=torch.contiguous_format).copy_(windows)
+
+
+def _tiles_in_pairs(g: Geometry, shape, dtype) -> bool:
+    """Whether 2-wide windows tile the image exactly (the usual 2x2 pool), so that image
+    row ho * kh + i is the cells (i, 0) and (i, 1) of window row ho, interleaved: one
+    ``_interleave`` writes it, contiguously."""
+    (kh, kw), (sh, sw) = g.kernel, g.stride
+    height, width = shape[-2:]
+    return ((kw, sw, sh) == (2, 2, kh) and not any(g.padding) and height % kh == 0 and width % 2 == 0
+            and dtype in (torch.float32, torch.float64))
+
+
+def _interleave(a: Tensor, b: Tensor, out: Tensor | None = None) -> Tensor:
+    """a[..., k] and b[..., k] side by side along the last dimension, as (real, imaginary)
+    pairs written by torch.complex: ~2x faster than a copy into every other float."""
+    if out is None:
+        return torch.view_as_real(torch.complex(a, b))
+    torch.complex(a, b, out=torch.view_as_complex(out))
+    return out
+
+
+def _from_windows(t: Tensor, g: Geometry, shape) -> Tensor:
+    """Adjoint of ``_to_windows``: add every window cell onto its pixel of an (N, C, H, W)
+    image, dropping padded cells. ``F.fold`` (col2im) does it in one deterministic pass:
+    each output pixel is summed in a fixed order."""
+    n, c, height, width = shape
+    (kh, kw), ho, wo = g.kernel, t.shape[-2], t.shape[-1]
+    if t.numel() == 0:  # F.fold refuses zero channels
+        return t.new_zeros(shape)
+    if _tiles_in_pairs(g, shape, t.dtype):
+        rows = t.new_empty(n, c, ho, kh, wo, 2)  # the image, by window rows
+        for i in range(kh):
+            _interleave(t[:, :, i, 0], t[:, :, i, 1], out=rows[:, :, :, i])
+        return rows.view(shape)
+    return F.fold(t.reshape(n, c * kh * kw, ho * wo), (height, width), g.kernel, padding=g.padding, stride=g.stride)
+
+
+def _per_window(t: Tensor) -> Tensor:
+    """(N, C, Ho, Wo) -> broadcastable against the window layout."""
+    return t[:, :, None, None]
+
+
+def _combine_cells(t: Tensor, dim: int) -> Tensor:
+    """Sum over the cells of one window axis, ``dim``, slice by slice: k - 1 element-wise
+    ops on whole planes beat torch's reduction over a short, non-innermost dimension."""
+    cells = t.unbind(dim)
+    if len(cells) == 1:
+        return cells[0].clone()
+    out = cells[0] + cells[1]
+    for cell in cells[2:]:
+        out.add_(cell)
+    return out
+
+
+def _weight_moments(weights: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """Each window's total weight, and its soft argmax (sum_ij (i, j) e_ij / total) in
+    window cells: (N, C, Ho, Wo) each.
+
+    For 2x2 windows, three plane additions, and row_1 / total <= 1 exactly. For bigger
+    windows on CPU, one (3, K) x (K, Ho * Wo) matrix product per plane replaces 2 (k - 1)
+    plane passes at ~2x the speed (on GPUs element-wise passes are cheap, and TF32 would
+    round the weights); the caller clamps the positions into their windows."""
+    n, c, kh, kw, ho, wo = weights.shape
+    if kh * kw > 4 and weights.device.type == "cpu":
+        cells = torch.arange(kh * kw, device=weights.device)
+        moments = torch.stack((torch.ones_like(cells), cells // kw, cells % kw)).to(weights.dtype)
+        total, row, col = torch.matmul(moments, weights.view(n * c, kh * kw, ho * wo)).view(n, c, 3, ho, wo).unbind(2)
+        return total, row / total, col / total
+    by_row, by_col = _combine_cells(weights, 3), _combine_cells(weights, 2)  # (N, C, k, Ho, Wo)
+    total = _combine_cells(by_row, 2)
+    return total, _mean_offset(by_row, total), _mean_offset(by_col, total)
+
+
+def _mean_offset(t: Tensor, total: Tensor) -> Tensor:
+    """sum_i i * t_i / total over the cells (dim 2) of one window axis: with t the weights
+    summed across the other axis, the soft argmax along this one."""
+    k = t.shape[2]
+    if k == 1:
+        return torch.zeros_like(total)
+    if k == 2:
+        return t[:, :, 1] / total
+    out = t[:, :, 1].clone()
+    for i in range(2, k):
+        out.add_(t[:, :, i], alpha=i)
+    return out.div_(total)
+
+
+def _window_origins(g: Geometry, size, like: Tensor):
+    """Per axis: each window's first cell (maybe a padded one), and its first and last valid
+    cells, in input-pixel coordinates, shaped (Ho, 1) for rows and (Wo,) for columns."""
+    axes = []
+    for axis, (k, s, p, n) in enumerate(zip(g.kernel, g.stride, g.padding, size)):
+        m = pooled_size(n, k, s, p)
+        first = torch.arange(m, device=like.device, dtype=like.dtype) * s - p
+        shape = (m, 1) if axis == 0 else (m,)
+        axes.append(tuple(t.view(shape) for t in (first, first.clamp(min=0), (first + k - 1).clamp(max=n - 1))))
+    return axes
+
+
+def _valid_cells(g: Geometry, size, like: Tensor) -> Tensor | None:
+    """1 on window cells inside the image, 0 on padded ones (window layout, N = C = 1);
+    None without padding."""
+    if not any(g.padding):
+        return None
+    return _to_windows(like.new_ones(1, 1, *size), g)
+
+
+def _tent(q: Tensor, k: int) -> Tensor:
+    """Bilinear weights (N, C, k, Ho, Wo) of the k cells of a window axis for in-window
+    positions q in [0, k - 1]: relu(1 - |q - i|), shared by the two cells around q."""
+    if k == 1:
+        return torch.ones_like(q).unsqueeze(2)
+    if k == 2:
+        return torch.stack((1 - q, q), 2)
+    cells = torch.arange(k, device=q.device, dtype=q.dtype).view(k, 1, 1)
+    return (q.unsqueeze(2) - cells).abs_().neg_().add_(1).clamp_(min=0)
+
+
+def _left_cell(q: Tensor, k: int) -> Tensor:
+    """The cell left of in-window position q along an axis of k cells: the bilinear splat
+    at q reaches it and the next one. On a cell exactly, that cell (as floor()), except
+    the last, which is the right one of its pair: the splat stays in the window."""
+    return q.floor().clamp_(0, max(k - 2, 0))
+
+
+class _SoftPoolFunction(torch.autograd.Function):
+    """x -> (what, row, col): soft max and soft argmax of every window (see WhatWherePool),
+    the positions relative to each window's first cell.
+
+    Backward, per window with weights a, for incoming grads (gw, gr, gc) and
+    u_i = z_i gw + r_i gr + c_i gc (r_i, c_i: cell i's row and column in the window):
+    dL/dz_i = a_i gw + beta a_i (u_i - sum_j a_j u_j).
+    """
+
+    @staticmethod
+    def forward(ctx, x: Tensor, geometry: Geometry, beta: float):
+        (kh, kw), padded = geometry.kernel, any(geometry.padding)
+        z = _to_windows(x, geometry, fill=-math.inf)  # (N, C, kh, kw, Ho, Wo); pads never win
+        top = z.flatten(2, 3).amax(2)
+        # logits beta (z - top): each window's max subtracted (softmax is shift-invariant),
+        # so they are <= 0, exactly 0 at the max, whatever the scale of x (unlike
+        # beta z - beta top); then clamped, which also makes -inf cells finite
+        logits = z.sub_(_per_window(top)).mul_(beta).clamp_(min=_LOGIT_FLOOR)
+        weights = logits.exp()  # unnormalised, 1 at the max
+        if padded:  # padded cells never win
+            weights.mul_(_valid_cells(geometry, x.shape[-2:], x))
+        total, q_row, q_col = _weight_moments(weights)
+        # what = sum(a z) = top + sum(a logits) / beta: finite with a -inf cell (zero
+        # weight), and free of the cancellation of sum(a z) when all z are large
+        weighted = logits.mul_(weights)
+        mean_logit = weighted.flatten(2, 3).sum(2).div_(total)
+        what = torch.add(top, mean_logit, alpha=1 / beta)
+        if padded or kh > 2 or kw > 2:  # the clamp undoes rounding, keeps positions off pads
+            (first_r, lo_r, hi_r), (first_c, lo_c, hi_c) = _window_origins(geometry, x.shape[-2:], x)
+            q_row = torch.clamp(q_row, lo_r - first_r, hi_r - first_r)
+            q_col = torch.clamp(q_col, lo_c - first_c, hi_c - first_c)
+        ctx.save_for_backward(weights, weighted, total, mean_logit, q_row, q_col)
+        ctx.geometry, ctx.beta, ctx.shape = geometry, beta, x.shape
+        return what, q_row, q_col
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad_what: Tensor, grad_row: Tensor, grad_col: Tensor):
+        weights, weighted, total, mean_logit, q_row, q_col = ctx.saved_tensors
+        beta, (kh, kw) = ctx.beta, ctx.geometry.kernel
+        # With e the unnormalised weights, s their sum (a = e / s), l the logits and
+        # z = top + l / beta: dL/dz_ij = G e_ij l_ij + e_ij (K + beta (R i + Q j)), per
+        # window G = gw / s, R = gr / s, Q = gc / s and K = G (1 - mean(l)) - beta (R row +
+        # Q col) (in-window positions): the 1 / s goes into the per-window coefficients, so
+        # the normalised weights are never materialised.
+        g, r, q = grad_what / total, grad_row / total, grad_col / total
+        k = torch.addcmul(g, g, mean_logit, value=-1)
+        k.addcmul_(r, q_row, value=-beta).addcmul_(q, q_col, value=-beta)
+        rows = torch.arange(kh, device=k.device, dtype=k.dtype).view(kh, 1, 1)
+        cols = torch.arange(kw, device=k.device, dtype=k.dtype).view(kw, 1, 1)
+        per_row = torch.addcmul(k.unsqueeze(2), rows, r.unsqueeze(2), value=beta)  # (N, C, kh, Ho, Wo)
+        per_col = q.unsqueeze(2) * (cols * beta)  # (N, C, kw, Ho, Wo)
+        grad = per_row.unsqueeze(3) + per_col.unsqueeze(2)
+        del per_row, per_col, r, q, k  # before the next allocations: a lower peak
+        grad.mul_(weights).addcmul_(weighted, _per_window(g))
+        return _from_windows(grad, ctx.geometry, ctx.shape), None, None
+
+
+class _WindowSplat(torch.autograd.Function):
+    """(v, row, col) -> bilinear splat of each v at its position, inside its own window
+    (row, col relative to the window's first cell, in [0, k - 1]).
+
+    Inside a window, the 4-pixel bilinear splat is the product of per-axis tent weights
+    relu(1 - |q - i|) over all its cells (q: the position relative to the window), which
+    is 0 off the 4 nearest pixels; windows are then added back onto the image. 2x2
+    windows, the common case, take a shortcut: their tents are (1 - q, q), so the splat
+    and its gradients are linear interpolations, a few ops on per-window planes.
+    """
+
+    @staticmethod
+    def forward(ctx, v: Tensor, q_row: Tensor, q_col: Tensor, geometry: Geometry, shape):
+        ctx.geometry, ctx.shape = geometry, shape
+        ctx.save_for_backward(v, q_row, q_col)
+        if geometry.kernel == (2, 2):
+            lower = v * q_row  # v's share on the window's lower row
+            if _tiles_in_pairs(geometry, shape, v.dtype):  # window rows are image rows
+                rows = torch.stack((v - lower, lower), 3)  # (N, C, Ho, 2, Wo)
+                right = rows * q_col.unsqueeze(3)
+                return _interleave(rows.sub_(right), right).view(shape)
+            cells = v.new_empty(v.shape[:2] + (2, 2) + v.shape[2:])
+            for i, on_row in enumerate((v - lower, lower)):
+                right = torch.mul(on_row, q_col, out=cells[:, :, i, 1])
+                torch.sub(on_row, right, out=cells[:, :, i, 0])
+            return _from_windows(cells, geometry, shape)
+        (kh, kw) = geometry.kernel
+        w_row, w_col = _tent(q_row, kh), _tent(q_col, kw)  # (N, C, k, Ho, Wo)
+        cells = (w_row * v.unsqueeze(2)).unsqueeze(3) * w_col.unsqueeze(2)
+        return _from_windows(cells, geometry, shape)
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad: Tensor):
+        v, q_row, q_col = ctx.saved_tensors
+        g, (ph, pw) = ctx.geometry, ctx.geometry.padding
+        padded = F.pad(grad, (pw, pw, ph, ph)) if ph or pw else grad
+        if g.kernel == (2, 2):
+            by_rows = _window_view(padded, g).permute(0, 1, 4, 2, 5, 3)  # a view, no copy
+            return _WindowSplat.bilinear_grads(by_rows, v, q_row, q_col) + (None, None)
+        # the splat only reached the 2x2 cells around each position: gather those
+        left_row, left_col = _left_cell(q_row, g.kernel[0]), _left_cell(q_col, g.kernel[1])
+        (first_r, _, _), (first_c, _, _) = _window_origins(g, ctx.shape[-2:], q_row)
+        width = padded.shape[-1]
+        top_left = (left_row + first_r + ph).mul_(width).add_(left_col + first_c + pw)
+        # a NaN position (its window held NaN or +inf) gets NaN grads, not an index out of bounds
+        top_left = top_left.nan_to_num_(0.0).long()
+        down, right = (width if g.kernel[0] > 1 else 0), (1 if g.kernel[1] > 1 else 0)  # 1-cell axis: stay
+        corners = torch.tensor([[0, right], [down, down + right]], device=grad.device)
+        index = (top_left[..., None, None] + corners).flatten(2)  # (N, C, Ho * Wo * 4)
+        values = padded.flatten(2).gather(2, index).view(top_left.shape + (2, 2))
+        by_rows = values.permute(0, 1, 2, 4, 3, 5)  # (N, C, Ho, 2, Wo, 2)
+        return _WindowSplat.bilinear_grads(by_rows, v, q_row - left_row, q_col - left_col) + (None, None)
+
+    @staticmethod
+    def bilinear_grads(g: Tensor, v: Tensor, frac_row: Tensor, frac_col: Tensor):
+        """Grads of a bilinear splat of v at (frac_row, frac_col) in [0, 1]^2 onto 2x2
+        cells, from the cells' incoming grad ``g``, (N, C, Ho, 2, Wo, 2) by window rows:
+        ``g`` interpolated at frac_col along each row, then at frac_row; the position
+        grads are the slopes of those interpolations."""
+        across = g[..., 1] - g[..., 0]  # (N, C, Ho, 2, Wo): slope along each cell row
+        at_col = torch.addcmul(g[..., 0], across, frac_col.unsqueeze(3))  # value at frac_col
+        down = at_col[:, :, :, 1] - at_col[:, :, :, 0]
+        grad_v = torch.addcmul(at_col[:, :, :, 0], down, frac_row)
+        grad_col = torch.lerp(across[:, :, :, 0], across[:, :, :, 1], frac_row).mul_(v)
+        return grad_v, down.mul_(v), grad_col
 
 
 def window_owner_upsample(v: Tensor, size, geometry: Geometry) -> Tensor:
@@ -204,25 +510,8 @@ class WhatWherePool(_Pool):
         return what, HardWhere(indices, x, g)
 
     def _soft(self, x: Tensor):
-        g = self.geometry
-        (kh, kw), (sh, sw), (ph, pw) = g.kernel, g.stride, g.padding
-        padded = F.pad(x, (pw, pw, ph, ph)) if ph or pw else x
-        windows = padded.unfold(2, kh, sh).unfold(3, kw, sw)  # (N, C, Ho, Wo, kh, kw), a view
-        # Stabilise with each window's max: softmax is shift-invariant, so detaching it
-        # changes no gradient, and every exponent is <= 0 (no overflow at any beta).
-        top = F.max_pool2d(x.detach(), g.kernel, g.stride, g.padding)
-        logits = self.beta * (windows - top[..., None, None])
-        if ph or pw:  # padded cells never win
-            valid = F.pad(x.new_ones(1, 1, *x.shape[-2:]), (pw, pw, ph, ph)).unfold(2, kh, sh).unfold(3, kw, sw)
-            logits = logits.masked_fill(valid == 0, -math.inf)
-        weights = torch.softmax(logits.flatten(-2), dim=-1).view_as(logits)
-        what = (weights * windows).sum((-2, -1))
-        ho, wo = what.shape[-2:]
-        row_base = (torch.arange(ho, device=x.device, dtype=x.dtype) * sh - ph)[:, None]
-        col_base = torch.arange(wo, device=x.device, dtype=x.dtype) * sw - pw
-        row = row_base + (weights.sum(-1) * torch.arange(kh, device=x.device, dtype=x.dtype)).sum(-1)
-        col = col_base + (weights.sum(-2) * torch.arange(kw, device=x.device, dtype=x.dtype)).sum(-1)
-        return what, SoftWhere(row, col, x.shape)
+        what, in_window_row, in_window_col = _SoftPoolFunction.apply(x, self.geometry, self.beta)
+        return what, SoftWhere(in_window_row, in_window_col, x.shape, self.geometry)
 
 
 class MaxUpsamplePool(_Pool):

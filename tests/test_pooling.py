@@ -8,7 +8,7 @@ import torch.nn.functional as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from swwae.pooling import MODES, Unpool, WhatWherePool, make_pool
+from swwae.pooling import MODES, Unpool, WhatWherePool, make_pool, splat
 
 SEED_X = torch.tensor([[1.0, 2, 3], [13, 3, 1], [4, 2, 9]]).view(1, 1, 3, 3)
 
@@ -207,6 +207,149 @@ def test_soft_positions_stay_inside_the_input_and_off_padding():
     assert where.row.min() >= 0 and where.row.max() <= 4
     assert where.col.min() >= 0 and where.col.max() <= 4
 
+
+def reference_soft(x, geometry, beta):
+    """The soft contract (DESIGN 3.1) written plainly with autograd: the fast path in
+    swwae.pooling must agree with it."""
+    (kh, kw), (sh, sw), (ph, pw) = (_pair(geometry.get(k, d)) for k, d in
+                                    (("kernel_size", 2), ("stride", geometry.get("kernel_size", 2)), ("padding", 0)))
+    windows = F.pad(x, (pw, pw, ph, ph)).unfold(2, kh, sh).unfold(3, kw, sw)  # (N, C, Ho, Wo, kh, kw)
+    valid = F.pad(torch.ones_like(x[:1, :1]), (pw, pw, ph, ph)).unfold(2, kh, sh).unfold(3, kw, sw) > 0
+    logits = (beta * windows).masked_fill(~valid, -math.inf)
+    a = torch.softmax(logits.flatten(-2), -1).view_as(windows)
+    ho, wo = windows.shape[2:4]
+    row = (torch.arange(ho, dtype=x.dtype) * sh - ph)[:, None] + (a.sum(-1) * torch.arange(kh, dtype=x.dtype)).sum(-1)
+    col = torch.arange(wo, dtype=x.dtype) * sw - pw + (a.sum(-2) * torch.arange(kw, dtype=x.dtype)).sum(-1)
+    return (a * windows).sum((-2, -1)), row, col
+
+
+def _pair(value):
+    return (value, value) if isinstance(value, int) else tuple(value)
+
+
+@settings(max_examples=80, deadline=None)
+@given(geometries(), st.sampled_from([0.5, 4.0, 100.0]))
+def test_soft_matches_the_plain_autograd_reference(case, beta):
+    geometry, x = case
+    x = (x * 3).requires_grad_(True)
+    pool = WhatWherePool(**geometry, mode="soft", beta=beta)
+    what, where = pool(x)
+    ref_what, ref_row, ref_col = reference_soft(x, geometry, beta)
+    assert torch.allclose(what, ref_what, atol=1e-9)
+    assert torch.allclose(where.row, ref_row, atol=1e-9) and torch.allclose(where.col, ref_col, atol=1e-9)
+    v = torch.randn_like(what).requires_grad_(True)
+    x_hat = Unpool(pool)(v, where)
+    ref_x_hat = splat(v, ref_row, ref_col, x.shape)  # the generic 4-corner splat
+    assert torch.allclose(x_hat, ref_x_hat, atol=1e-9)
+    assert torch.allclose(where.mask, splat(torch.ones_like(v), ref_row, ref_col, x.shape), atol=1e-9)
+    if beta < 100:  # at beta = 100 the gradients are too ill-conditioned to compare
+        w_what, w_hat = torch.randn_like(what), torch.randn_like(x_hat)
+        grads = torch.autograd.grad((what * w_what).sum() + (x_hat * w_hat).sum(), (x, v))
+        ref_grads = torch.autograd.grad((ref_what * w_what).sum() + (ref_x_hat * w_hat).sum(), (x, v))
+        for grad, ref in zip(grads, ref_grads):
+            assert torch.allclose(grad, ref, atol=1e-7)
+
+
+@pytest.mark.parametrize(
+    "geometry, size",
+    [
+        (dict(kernel_size=2), (4, 6)),  # windows tile the image: the interleaving fast path
+        (dict(kernel_size=2), (5, 7)),  # odd sizes: a row and a column left out
+        (dict(kernel_size=2, stride=1), (4, 5)),  # overlapping 2x2 windows
+        (dict(kernel_size=2, padding=1), (4, 5)),  # padded 2x2 windows
+        (dict(kernel_size=(2, 3), stride=(2, 1), padding=(1, 1)), (4, 5)),  # rectangular
+    ],
+)
+def test_soft_gradcheck_on_each_path(geometry, size):
+    pool = WhatWherePool(**geometry, mode="soft", beta=1.5)
+    unpool = Unpool(pool)
+    x = torch.randn(2, 2, *size, dtype=torch.float64, requires_grad=True)
+    v = torch.randn_like(pool(x)[0]).requires_grad_(True)
+
+    def through_both(x, v):
+        what, where = pool(x)
+        return what, where.row, where.col, unpool(v, where), unpool(what, where)
+
+    assert torch.autograd.gradcheck(through_both, (x, v))
+
+
+@pytest.mark.parametrize("kernel, stride, padding", [(2, 2, 0), (2, 1, 0), (3, 2, 1)])
+def test_soft_is_deterministic_and_works_without_grad(kernel, stride, padding):
+    x = torch.randn(3, 4, 12, 12, generator=torch.Generator().manual_seed(2))
+    pool = WhatWherePool(kernel, stride, padding, mode="soft")
+
+    def run():
+        xr = x.clone().requires_grad_(True)
+        what, where = pool(xr)
+        x_hat = Unpool(pool)(what * 2, where)
+        (grad,) = torch.autograd.grad(x_hat.square().sum() + where.row.sum(), xr)
+        return what, where.row, where.col, where.mask, x_hat, grad
+
+    torch.use_deterministic_algorithms(True)
+    try:
+        first, second = run(), run()
+    finally:
+        torch.use_deterministic_algorithms(False)
+    assert all(torch.equal(a, b) for a, b in zip(first, second))
+    for context in (torch.no_grad, torch.inference_mode):
+        with context():
+            what, where = pool(x)
+            assert torch.equal(what, first[0]) and torch.equal(where.mask, first[3])
+            assert torch.equal(Unpool(pool)(what * 2, where), first[4])
+
+
+def test_soft_float32_at_beta_100_is_the_softmax_to_float_precision():
+    # exponents below -80 are clamped (exp is slow there): weights that small are zeros
+    x = torch.randn(2, 3, 8, 8) * 5
+    what, where = WhatWherePool(2, mode="soft", beta=100.0)(x)
+    ref_what, ref_row, ref_col = reference_soft(x.double(), dict(kernel_size=2), 100.0)
+    assert torch.allclose(what.double(), ref_what, atol=1e-5)
+    assert torch.allclose(where.row.double(), ref_row, atol=1e-5)
+    assert torch.allclose(where.col.double(), ref_col, atol=1e-5)
+    assert torch.allclose(where.mask.sum(), torch.tensor(float(what.numel())))  # mass kept
+
+
+@pytest.mark.parametrize("scale", [1e8, 1e30])
+def test_soft_of_large_values_is_still_near_the_max(scale):
+    # beta (z - max) is exactly 0 at the max; beta z - beta max would lose it to rounding
+    x = torch.randn(2, 4, 8, 8, generator=torch.Generator().manual_seed(0)) * scale
+    what, where = WhatWherePool(2, mode="soft", beta=100.0)(x)
+    assert torch.allclose(what, F.max_pool2d(x, 2), rtol=1e-5, atol=0)
+    assert torch.isfinite(where.row).all() and torch.isfinite(where.mask).all()
+
+
+def test_soft_ignores_a_minus_inf_cell_like_max_pool2d():
+    x = torch.tensor([[1.0, 2.0], [-math.inf, 0.0]]).view(1, 1, 2, 2).requires_grad_(True)
+    what, where = WhatWherePool(2, mode="soft", beta=100.0)(x)
+    assert torch.allclose(what, torch.tensor(2.0))
+    assert torch.allclose(where.row, torch.tensor(0.0)) and torch.allclose(where.col, torch.tensor(1.0))
+    what.sum().backward()
+    assert torch.isfinite(x.grad).all()
+
+
+@pytest.mark.parametrize("kernel, size", [(1, (4, 4)), ((2, 2), (2, 2)), ((2, 1), (2, 2)), ((3, 3), (3, 3))])
+def test_soft_never_writes_into_its_input_and_has_a_backward_pass(kernel, size):
+    # 1x1 windows, or one window over the whole input: the window layout of x is x itself
+    x = torch.randn(2, 3, *size)
+    before = x.clone()
+    x.requires_grad_(True)
+    pool = WhatWherePool(kernel_size=kernel, mode="soft", beta=1.0)
+    what, where = pool(x)
+    assert torch.equal(x.detach(), before)
+    (what.sum() + Unpool(pool)(what, where).sum()).backward()
+    if kernel == 1:  # what is x itself
+        assert torch.equal(what, before) and torch.allclose(x.grad, 2 * torch.ones_like(x))
+
+
+@pytest.mark.parametrize("kernel", [(2, 2), (1, 2), (3, 3)])
+def test_soft_backward_survives_nan_and_inf_windows(kernel):
+    # a window holding NaN or +inf has a NaN soft argmax: NaN grads there, no bad index
+    x = torch.tensor([[math.nan, 1.0, 2.0], [3.0, math.inf, 0.0], [1.0, 2.0, 3.0]]).view(1, 1, 3, 3)
+    x.requires_grad_(True)
+    pool = WhatWherePool(kernel_size=kernel, mode="soft", beta=1.0)
+    what, where = pool(x)
+    Unpool(pool)(what, where).sum().backward()
+    assert x.grad.shape == x.shape
 
 # bad input
 
