@@ -1,17 +1,55 @@
-"""Reading checkpoints back: the model and the run config, or one clear error."""
+"""Reading checkpoints back: the model and the run config, or one clear error; and which
+checkpoint ``resume=true`` continues from."""
 
 from __future__ import annotations
 
+import logging
 import pickle
 import zipfile
 from pathlib import Path
 
 import torch
 
+from swwae.checkpoint_io import remove_stale_temp_files
 from swwae.errors import ConfigError
 from swwae.module import SWWAEModule
 
+log = logging.getLogger(__name__)
+
 UNREADABLE = (RuntimeError, EOFError, OSError, ValueError, pickle.UnpicklingError, zipfile.BadZipFile, KeyError)
+REQUIRED_KEYS = ("state_dict", "hyper_parameters", "swwae_config")
+# data settings that say where the files are or how they are read, not what is trained on
+DATA_KEYS_FREE_TO_CHANGE = ("root", "download", "num_workers")
+
+# helpers
+
+
+def _first_line(err: BaseException, limit: int = 200) -> str:
+    text = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _plain(value):
+    """Tuples and lists compare equal (hparams come back from a checkpoint as either)."""
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    return value
+
+
+def config_differences(saved: dict, current: dict, ignore=(), prefix: str = "") -> list[str]:
+    """``<prefix>key: <saved> -> <current>`` for every setting that differs."""
+    missing = "<unset>"
+    keys = sorted((set(saved) | set(current)) - set(ignore))
+    return [
+        f"{prefix}{k}: {_plain(saved.get(k, missing))} -> {_plain(current.get(k, missing))}"
+        for k in keys
+        if _plain(saved.get(k, missing)) != _plain(current.get(k, missing))
+    ]
+
+
+# reading
 
 
 def read_checkpoint(path) -> dict:
@@ -21,10 +59,16 @@ def read_checkpoint(path) -> dict:
         raise ConfigError(f"checkpoint {path} does not exist")
     try:
         checkpoint = torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as err:
+        if "weights only" in str(err).lower():  # a pickle of arbitrary objects: not ours
+            raise ConfigError(
+                f"checkpoint {path} holds pickled objects, not tensors and plain values: "
+                f"it was not written by swwae's train.py"
+            ) from None
+        raise ConfigError(f"checkpoint {path} is unreadable (truncated or corrupt?): {_first_line(err)}") from None
     except UNREADABLE as err:
-        reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        raise ConfigError(f"checkpoint {path} is unreadable (truncated or corrupt?): {reason}") from None
-    if not isinstance(checkpoint, dict) or "state_dict" not in checkpoint or "swwae_config" not in checkpoint:
+        raise ConfigError(f"checkpoint {path} is unreadable (truncated or corrupt?): {_first_line(err)}") from None
+    if not isinstance(checkpoint, dict) or any(k not in checkpoint for k in REQUIRED_KEYS):
         raise ConfigError(f"checkpoint {path} was not written by swwae's train.py (no state_dict or run config)")
     return checkpoint
 
@@ -36,6 +80,75 @@ def load_model(path) -> tuple[SWWAEModule, dict]:
         module = SWWAEModule(**checkpoint["hyper_parameters"])
         module.load_state_dict(checkpoint["state_dict"])
     except (TypeError, RuntimeError, KeyError) as err:
-        first = str(err).strip().splitlines()[0]
-        raise ConfigError(f"checkpoint {path} does not fit swwae's model: {first}") from None
+        raise ConfigError(f"checkpoint {path} does not fit swwae's model: {_first_line(err)}") from None
     return module.eval(), checkpoint["swwae_config"]
+
+
+# resuming
+
+
+def resume_candidates(folder) -> list[Path]:
+    """``last.ckpt``, ``best.ckpt``, then any other ``*.ckpt``, newest first."""
+    folder = Path(folder)
+    named = [folder / "last.ckpt", folder / "best.ckpt"]
+    others = sorted((p for p in folder.glob("*.ckpt") if p not in named), key=lambda p: p.stat().st_mtime, reverse=True)
+    return [p for p in named if p.is_file()] + others
+
+
+def newest_readable(folder) -> tuple[Path | None, dict | None, list[str]]:
+    """(path, checkpoint) of the first of ``resume_candidates`` that reads back as an swwae
+    checkpoint, or (None, None); and ``name: reason`` for each one passed over."""
+    skipped = []
+    for path in resume_candidates(folder) if Path(folder).is_dir() else []:
+        try:
+            return path, read_checkpoint(path), skipped
+        except ConfigError as err:
+            skipped.append(f"{path.name}: {err}")
+    return None, None, skipped
+
+
+def pick_resume_checkpoint(folder) -> tuple[Path, dict] | None:
+    """What ``resume=true`` continues from: ``newest_readable``, with a warning for each
+    checkpoint passed over; ``None`` if the folder holds no checkpoint at all; ConfigError
+    (one line) if it holds some and none of them reads back."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        return None
+    for stale in remove_stale_temp_files(folder):
+        log.warning("removed %s, left by a save that was interrupted", stale)
+    path, checkpoint, skipped = newest_readable(folder)
+    for reason in skipped:
+        log.warning("cannot resume from %s", reason)
+    if path is None and skipped:
+        raise ConfigError(
+            f"resume=true but no checkpoint in {folder} reads back ({'; '.join(skipped)}): "
+            f"resume=false starts the run over (the old folder is moved aside, not deleted)"
+        )
+    if path is not None and skipped:
+        log.warning("resuming from %s (epoch %s) instead", path, checkpoint.get("epoch"))
+    return None if path is None else (path, checkpoint)
+
+
+def check_resumable(path: Path, checkpoint: dict, module, datamodule=None) -> None:
+    """ConfigError (one line) unless ``checkpoint`` was trained with the current model and
+    data config: resuming it would fail in ``load_state_dict``, or silently train on."""
+    advice = "use another run_name or resume=false"
+    diffs = config_differences(checkpoint["hyper_parameters"], dict(module.hparams), prefix="model.")
+    if diffs:
+        shown = "; ".join(diffs[:4]) + ("; ..." if len(diffs) > 4 else "")
+        raise ConfigError(f"{path} was trained with a different model config ({shown}): {advice}")
+    saved_data = checkpoint.get("datamodule_hyper_parameters")
+    current_data = dict(getattr(datamodule, "hparams", {}) or {})
+    if saved_data is not None and current_data:
+        diffs = config_differences(saved_data, current_data, ignore=DATA_KEYS_FREE_TO_CHANGE, prefix="data.")
+        if diffs:
+            shown = "; ".join(diffs[:4]) + ("; ..." if len(diffs) > 4 else "")
+            raise ConfigError(f"{path} was trained with a different data config ({shown}): {advice}")
+    expected = {k: tuple(v.shape) for k, v in module.state_dict().items()}
+    saved = {k: tuple(v.shape) for k, v in checkpoint["state_dict"].items()}
+    if expected != saved:
+        wrong = sorted(k for k in expected.keys() | saved.keys() if expected.get(k) != saved.get(k))
+        raise ConfigError(
+            f"{path} does not fit the current model ({len(wrong)} tensors differ, e.g. {wrong[0]}: "
+            f"{saved.get(wrong[0], 'missing')} there, {expected.get(wrong[0], 'missing')} now): {advice}"
+        )

@@ -23,8 +23,10 @@ NET_KEYS = ("widths", "kernel_size", "pool_mode", "pool_size", "pool_stride", "p
 SCHEDULERS = ("none", "cosine")
 
 
-class NonFiniteLossError(RuntimeError):
-    """Training produced a NaN or infinite loss; the message names the step and the term."""
+class NonFiniteLossError(ConfigError):
+    """Training produced a NaN or infinite loss (or weights); the message names the step and
+    the term. A ConfigError, so ``train.py`` prints it as one ``error:`` line and exits
+    non-zero; it stops the run before anything non-finite is saved over a checkpoint."""
 
 
 class SWWAEModule(L.LightningModule):
@@ -127,6 +129,19 @@ class SWWAEModule(L.LightningModule):
 
     def test_step(self, batch, batch_idx):
         self._evaluate(batch, "test")
+
+    def on_save_checkpoint(self, checkpoint: dict) -> None:
+        """Refuse to save non-finite weights: weights that blow up in the last step of an
+        epoch would otherwise reach last.ckpt (through a NaN validation) before the next
+        training step notices, and overwrite the last good checkpoint."""
+        bad = [name for name, t in checkpoint["state_dict"].items()
+               if t.is_floating_point() and not torch.isfinite(t).all()]
+        if bad:
+            raise NonFiniteLossError(
+                f"non-finite weights at epoch {checkpoint.get('epoch')}, step {checkpoint.get('global_step')} "
+                f"({', '.join(bad[:3])}{', ...' if len(bad) > 3 else ''}); not saved over the last checkpoint; "
+                "lower model.lr or model.beta, or check the data"
+            )
 
     def configure_optimizers(self):
         hp = self.hparams

@@ -16,10 +16,14 @@ import torch
 from hydra.errors import InstantiationException
 from hydra.utils import instantiate
 from lightning.pytorch.loggers import TensorBoardLogger
+from lightning.pytorch.plugins.io import CheckpointIO
 from omegaconf import DictConfig, OmegaConf
 
-from swwae.callbacks import SaveRunConfig
+from swwae.callbacks import BatchSeed, SaveRunConfig
+from swwae.checkpoint_io import AtomicCheckpointIO
+from swwae.checkpoints import check_resumable, newest_readable, pick_resume_checkpoint
 from swwae.errors import ConfigError
+from swwae.module import NonFiniteLossError
 
 log = logging.getLogger(__name__)
 
@@ -41,22 +45,72 @@ def cfg_choices(cfg: DictConfig) -> dict:
         return {}
 
 
-def resume_checkpoint(cfg: DictConfig) -> str | None:
-    """``resume=true``: checkpoints/<run_name>/last.ckpt. A fresh run moves an old run's
-    checkpoints aside (nothing already saved is lost) rather than overwrite them."""
-    folder = Path(cfg.paths.checkpoint_dir) / cfg.run_name
-    last = folder / "last.ckpt"
-    if cfg.resume:
-        if last.is_file():
-            log.info("resuming from %s", last)
-            return str(last)
-        log.warning("resume=true but %s does not exist: starting a fresh run", last)
+def resume_checkpoint(cfg: DictConfig, module=None, datamodule=None) -> str | None:
+    """``resume=true``: the newest checkpoint of checkpoints/<run_name>/ that reads back
+    (last.ckpt, else best.ckpt, ... with a warning), checked to fit the current model and
+    data config; None for a fresh run."""
+    if not cfg.resume:
         return None
+    folder = Path(cfg.paths.checkpoint_dir) / cfg.run_name
+    found = pick_resume_checkpoint(folder)
+    if found is None:
+        log.warning("resume=true but %s holds no checkpoint: starting a fresh run", folder)
+        return None
+    path, checkpoint = found
+    if module is not None:
+        check_resumable(path, checkpoint, module, datamodule)
+    for scheduler in checkpoint.get("lr_schedulers") or []:
+        if scheduler.get("T_max") not in (None, cfg.trainer.get("max_epochs")):
+            log.warning("%s holds a cosine schedule over %s epochs; this run has trainer.max_epochs=%s: the "
+                        "learning rate keeps the old schedule (0 at epoch %s, rising after)", path,
+                        scheduler["T_max"], cfg.trainer.get("max_epochs"), scheduler["T_max"])
+    log.info("resuming from %s (epoch %s, step %s)", path, checkpoint.get("epoch"), checkpoint.get("global_step"))
+    return str(path)
+
+
+def move_old_run_aside(cfg: DictConfig) -> None:
+    """A fresh run moves an old run's checkpoints aside (nothing already saved is lost)
+    rather than overwrite them."""
+    folder = Path(cfg.paths.checkpoint_dir) / cfg.run_name
     if folder.is_dir() and any(folder.glob("*.ckpt")):
         aside = folder.with_name(f"{folder.name}.previous-{time.strftime('%Y%m%d-%H%M%S')}")
         shutil.move(str(folder), str(aside))
         log.warning("%s held an earlier run: moved it to %s (use resume=true to continue a run)", folder, aside)
-    return None
+
+
+def check_seed(seed) -> None:
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**32):
+        raise ConfigError(f"seed must be an integer in 0..{2**32 - 1} (or null), got {seed!r}")
+
+
+def check_monitor(cfg: DictConfig, module) -> None:
+    """``optimized_metric`` must be a validation metric this model logs: ModelCheckpoint
+    watches it at every validation, and sweepers read it at the end."""
+    names = sorted({"val/loss", *(f"val/{name}" for name in module.metrics["val"])})
+    if cfg.optimized_metric not in names:
+        raise ConfigError(f"optimized_metric={cfg.optimized_metric} is not a validation metric of this model; "
+                          f"choose one of {', '.join(names)}")
+    if cfg.get("optimized_mode") not in ("min", "max"):
+        raise ConfigError(f"optimized_mode must be min or max, got {cfg.get('optimized_mode')!r}")
+
+
+def kept_checkpoint(cfg: DictConfig) -> str:
+    """What a run that stopped on an error leaves to resume from, in words."""
+    path, checkpoint, _ = newest_readable(Path(cfg.paths.checkpoint_dir) / cfg.run_name)
+    if path is None:
+        return "no checkpoint was saved"
+    return f"{path} (epoch {checkpoint.get('epoch')}, step {checkpoint.get('global_step')}) is kept"
+
+
+def build_trainer(cfg: DictConfig, loggers: list, callbacks: list) -> L.Trainer:
+    """The Trainer of ``cfg.trainer``, saving checkpoints atomically (``AtomicCheckpointIO``)
+    unless the config names a CheckpointIO plugin of its own."""
+    given = cfg.trainer.get("plugins") or []
+    given = list(given) if OmegaConf.is_list(given) or isinstance(given, (list, tuple)) else [given]
+    plugins = [build(p) if OmegaConf.is_dict(p) else p for p in given]  # nodes with _target_, or names
+    if not any(isinstance(p, CheckpointIO) for p in plugins):
+        plugins.append(AtomicCheckpointIO())
+    return build(cfg.trainer, logger=loggers or False, callbacks=callbacks, plugins=plugins)
 
 
 def latest_version(logger_cfg: DictConfig) -> int | None:
@@ -72,7 +126,7 @@ def build_loggers(cfg: DictConfig, resuming: bool) -> list:
         extra = {}
         if resuming and logger_cfg.get("_target_", "").endswith("TensorBoardLogger"):
             extra["version"] = latest_version(logger_cfg)
-        loggers.append(instantiate(logger_cfg, **extra))
+        loggers.append(build(logger_cfg, **extra))
     return loggers
 
 
@@ -96,6 +150,7 @@ def build(node, **kwargs):
 def train(cfg: DictConfig) -> float:
     """Train, test, write ``metrics.json``; return ``cfg.optimized_metric`` for sweepers."""
     started = time.perf_counter()
+    check_seed(cfg.get("seed"))
     if cfg.get("seed") is not None:
         L.seed_everything(cfg.seed, workers=True, verbose=False)
     datamodule = build(cfg.data, _convert_="all")
@@ -103,13 +158,21 @@ def train(cfg: DictConfig) -> float:
     datamodule.setup("fit")  # load now: data errors stop the run before any training
     module = build(cfg.model, image_shape=datamodule.image_shape, num_classes=datamodule.num_classes,
                          _convert_="all")  # plain lists in hparams: checkpoints load with weights_only
-    ckpt_path = resume_checkpoint(cfg)
-    callbacks = [instantiate(c) for c in (cfg.get("callbacks") or {}).values()]
+    check_monitor(cfg, module)
+    ckpt_path = resume_checkpoint(cfg, module, datamodule)
+    callbacks = [build(c) for c in (cfg.get("callbacks") or {}).values()]
     callbacks.append(SaveRunConfig(OmegaConf.to_container(cfg, resolve=True)))
+    if cfg.get("seed") is not None:
+        callbacks.append(BatchSeed(cfg.seed))  # a resumed run replays the uninterrupted one
     loggers = build_loggers(cfg, resuming=ckpt_path is not None)
-    trainer: L.Trainer = instantiate(cfg.trainer, logger=loggers or False, callbacks=callbacks)
+    trainer = build_trainer(cfg, loggers, callbacks)
+    if ckpt_path is None:  # every check passed: only now touch what is on disk
+        move_old_run_aside(cfg)
 
-    trainer.fit(module, datamodule=datamodule, ckpt_path=ckpt_path)
+    try:
+        trainer.fit(module, datamodule=datamodule, ckpt_path=ckpt_path)
+    except NonFiniteLossError as err:  # one line for train.py, saying what is left to resume from
+        raise NonFiniteLossError(f"{err}; {kept_checkpoint(cfg)}") from None
     metrics = final_metrics(trainer, "val/")
     if cfg.get("test"):
         best = trainer.checkpoint_callback.best_model_path if trainer.checkpoint_callback else ""
