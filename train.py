@@ -1,26 +1,64 @@
 """Train a Stacked What-Where Auto-encoder: ``python train.py model=swwae_hard``.
 
-Thin Hydra entry point; the job is ``swwae.run.train``. Bad input (a wrong config value, a
-missing dataset) ends with one ``error:`` line and exit status 2.
+Thin Hydra entry point; the job is ``swwae.run.train``.
+
+* A single run: bad input (a wrong config value, a missing dataset, a non-finite loss) ends
+  with one ``error:`` line and exit status 2; anything else raises as usual.
+* A job of a multirun (``-m``): any exception is caught, the job folder gets a
+  ``metrics.json`` with ``"status": "failed"`` and the one-line error (a traceback, if any,
+  goes to the job's ``train.log``), and the job returns NaN, so the other jobs still run.
+  The ``SweepSummary`` callback (``configs/hydra/default.yaml``) lists the failure in the
+  sweep's ``summary.md`` and then makes the sweep exit with status 1.
 """
 
+import logging
+import math
 import sys
 
 import hydra
+from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
 from omegaconf import DictConfig
 
 from swwae.errors import ConfigError
+from swwae.module import NonFiniteLossError
 from swwae.run import set_torch_defaults, train
+from swwae.sweep import one_line, write_failed_job
+
+USER_ERRORS = (ConfigError, NonFiniteLossError)  # their message says it all: no traceback
+log = logging.getLogger("train")
+
+
+def sweep_job_failed(cfg: DictConfig, err: Exception) -> float:
+    """Record a failed multirun job in its folder and let the sweep go on."""
+    hydra_cfg = HydraConfig.get()
+    choices = hydra_cfg.runtime.choices
+    info = {"model": choices.get("model"), "data": choices.get("data"), "seed": cfg.get("seed")}
+    try:
+        info = {"run_name": cfg.run_name} | info
+    except Exception:  # the run name itself may be what failed to resolve
+        pass
+    if not isinstance(err, USER_ERRORS):
+        log.error("job failed", exc_info=err)  # the full traceback, in the job's train.log
+    error = one_line(err, plain=USER_ERRORS)
+    write_failed_job(hydra_cfg.runtime.output_dir, info, error)
+    print(f"error: sweep job {hydra_cfg.job.num} ({info.get('run_name', '?')}) failed: {error}", file=sys.stderr)
+    return math.nan
 
 
 @hydra.main(config_path="configs", config_name="train", version_base="1.3")
 def main(cfg: DictConfig) -> float:
     set_torch_defaults()
+    multirun = HydraConfig.get().mode == RunMode.MULTIRUN
     try:
         return train(cfg)
-    except ConfigError as err:
-        print(f"error: {err}", file=sys.stderr)
-        sys.exit(2)
+    except Exception as err:
+        if multirun:
+            return sweep_job_failed(cfg, err)
+        if isinstance(err, USER_ERRORS):
+            print(f"error: {err}", file=sys.stderr)
+            sys.exit(2)
+        raise
 
 
 if __name__ == "__main__":

@@ -1,0 +1,48 @@
+"""Summarise a sweep folder again: summary.md (a table, mean ± std over seeds per config)
+and summary.png, the same files the sweep wrote at its end.
+
+    python scripts/compare_runs.py multirun/2026-01-01_12-00-00
+    python scripts/compare_runs.py <sweep dir> --recon            # + reconstructions.png
+    python scripts/compare_runs.py <sweep dir> --recon docs/pool_size.png --num-images 6
+
+--recon also assembles one figure of reconstructions, one panel per config (its first
+finished seed's best checkpoint, rows input | reconstruction | reconstruction with the
+where dropped); with a numeric override such as model.pool_size the panels form a grid over
+it. Exit status: 0, or 1 when a job of the sweep failed (the summary is written anyway),
+or 2 for a bad folder.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import warnings
+from pathlib import Path
+
+from swwae.errors import ConfigError
+from swwae.sweep import reconstruction_figure, write_summary
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("sweep_dir", type=Path)
+    parser.add_argument("--recon", nargs="?", const="", default=None, metavar="PNG",
+                        help="also write a reconstruction figure (default: <sweep dir>/reconstructions.png)")
+    parser.add_argument("--num-images", type=int, default=6)
+    parser.add_argument("--split", choices=["val", "test"], default="test")
+    args = parser.parse_args(argv)
+    warnings.filterwarnings("ignore")
+    try:
+        summary = write_summary(args.sweep_dir)
+        print((args.sweep_dir / "summary.md").read_text(), end="")
+        if args.recon is not None:
+            out = Path(args.recon) if args.recon else args.sweep_dir / "reconstructions.png"
+            print(f"reconstructions: {reconstruction_figure(summary, out, args.num_images, args.split)}")
+    except ConfigError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    return 1 if summary.failed else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,91 @@
+"""Deconvnet projections of a trained SWWAE (Zeiler & Fergus): the strongest activations
+of one stage, each sent back to pixel space through the switches recorded on the forward
+pass (unpool -> ReLU -> transposed encoder conv), as an image grid.
+
+    python scripts/project.py checkpoints/swwae_hard_mnist_sample_seed0/best.ckpt stage=2
+    python scripts/project.py <ckpt> stage=1 top=32 images=1000 split=test out=proj.png
+
+Options (key=value): stage (1..number of stages; default: the top one), top (how many
+activations, default 16), images (how many images of the split to search, default 500),
+split (val | test, default val), distinct=false (allow several picks from one channel),
+zoom (pixel magnification of the PNG, default 3), out (PNG path; default beside the
+checkpoint). The grid shows each pick's image above its projection (grey is zero, light
+positive, dark negative). Where-free models (upsample, avg, strided, wavelet) project too,
+through their where-free upsampling, and the script says so.
+"""
+
+from __future__ import annotations
+
+import sys
+import warnings
+from pathlib import Path
+
+import torch.nn.functional as F
+from hydra.utils import instantiate
+from torchvision.utils import save_image
+
+from swwae.checkpoints import load_model
+from swwae.errors import ConfigError
+from swwae.pooling import WHERE_MODES
+from swwae.projection import check_stage, project, projection_grid, strongest
+
+OPTIONS = {"stage": int, "top": int, "images": int, "split": str, "distinct": str, "zoom": int, "out": Path}
+
+
+def parse(argv: list[str]) -> tuple[Path, dict]:
+    if not argv or "=" in argv[0] or argv[0] in ("-h", "--help"):
+        raise SystemExit(__doc__)
+    options = {}
+    for arg in argv[1:]:
+        key, sep, value = arg.partition("=")
+        if not sep or key not in OPTIONS:
+            raise ConfigError(f"unknown option {arg!r}; use key=value with a key of {', '.join(OPTIONS)}")
+        try:
+            options[key] = OPTIONS[key](value)
+        except ValueError:
+            raise ConfigError(f"{key}={value!r} is not a valid {OPTIONS[key].__name__}") from None
+    if options.get("split", "val") not in ("val", "test"):
+        raise ConfigError(f"split={options['split']!r}: choose val or test")
+    if options.get("distinct", "true").lower() not in ("true", "false"):
+        raise ConfigError(f"distinct={options['distinct']!r}: choose true or false")
+    for key in ("top", "images", "zoom"):
+        if key in options and options[key] < 1:
+            raise ConfigError(f"{key}={options[key]} must be >= 1")
+    return Path(argv[0]), options
+
+
+def run(checkpoint: Path, stage: int | None = None, top: int = 16, images: int = 500, split: str = "val",
+        distinct: str = "true", zoom: int = 3, out: Path | None = None) -> Path:
+    module, config = load_model(checkpoint)
+    net = module.net
+    stage = len(net.encoders) if stage is None else stage
+    check_stage(net, stage)  # before loading any data
+    if net.pool_mode not in WHERE_MODES:
+        print(f"note: pool_mode={net.pool_mode} keeps no where: unpooling runs without switches "
+              "(where-free upsampling), so nothing localises the projections", file=sys.stderr)
+    datamodule = instantiate(config["data"])
+    datamodule.setup("test")
+    x = getattr(datamodule, f"{split}_x")[:images]
+    picks = strongest(net, x, stage, top=top, distinct_channels=distinct.lower() == "true")
+    projections = project(net, x[picks.image], picks, stage)
+    out = out or checkpoint.with_name(f"{checkpoint.stem}_projection_stage{stage}.png")
+    grid = projection_grid(x[picks.image], projections, nrow=min(len(picks), 8))
+    save_image(F.interpolate(grid[None], scale_factor=zoom, mode="nearest")[0], out)
+    print(f"{out}: {len(picks)} strongest activations of stage {stage} ({net.pool_mode} pooling), "
+          f"channels {picks.channel.tolist()}")
+    return out
+
+
+def main(argv=None) -> int:
+    warnings.filterwarnings("ignore")
+    try:
+        checkpoint, options = parse(sys.argv[1:] if argv is None else argv)
+        run(checkpoint, **options)
+    except ConfigError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,162 @@
+"""Deconvnet projections (Zeiler & Fergus, 2014): what input pattern drives a unit.
+
+Pure torch: no Lightning, no Hydra. Take the strongest activations of stage k's ``what``,
+keep one of them and zero everything else, and send it down to pixel space the way the
+forward pass came up, stage by stage:
+
+    unpool with the switches recorded on the forward pass  ->  rectify (ReLU)
+    ->  filter with the *transposed encoder* conv (conv_transpose2d, the encoder's weights)
+
+Biases and batch norm are left out, as in the deconvnet. With the hard where the unpooling
+puts every value back on the pixel that won its window, so a projection lives only on the
+pixels the switches allow (grown by the conv kernels); with the soft where it is splatted
+at the soft-argmax positions. Where-free pools (``upsample``, ``avg``, ``strided``,
+``wavelet``) still project, through their own where-free way back up (``Unpool`` with
+``where=None``), but nothing localises the result: that is the picture of what the where
+buys.
+
+    picks = strongest(net, images, stage=2, top=16)
+    proj = project(net, images[picks.image], picks, stage=2)   # (16, C, H, W)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from swwae.errors import ConfigError
+from swwae.model import SWWAE
+
+# helpers
+
+
+def encoder_conv(block: nn.Sequential) -> nn.Conv2d:
+    """The conv of an encoder stage (conv -> [batch norm] -> nonlinearity -> [dropout])."""
+    return next(m for m in block if isinstance(m, nn.Conv2d))
+
+
+def check_stage(net: SWWAE, stage: int) -> None:
+    n = len(net.encoders)
+    if not isinstance(stage, int) or isinstance(stage, bool) or not 1 <= stage <= n:
+        raise ConfigError(f"stage={stage} is out of range: this model has {n} stage{'s' * (n > 1)} (1..{n})")
+
+
+@torch.no_grad()
+def encode_to(net: SWWAE, x: Tensor, stage: int):
+    """The forward pass up to stage ``stage``: (whats, wheres, pre-pool sizes), one per stage."""
+    check_stage(net, stage)
+    whats, wheres, sizes = [], [], []
+    for encoder, pool in zip(net.encoders[:stage], net.pools[:stage]):
+        h = encoder(x)
+        sizes.append(h.shape[-2:])
+        x, where = pool(h)
+        whats.append(x)
+        wheres.append(where)
+    return whats, wheres, sizes
+
+
+@torch.no_grad()
+def deconvolve(net: SWWAE, v: Tensor, wheres: list, sizes: list, stage: int) -> Tensor:
+    """Send ``v`` (shaped like stage ``stage``'s what) down to pixel space: per stage,
+    unpool (recorded switches) -> ReLU -> transposed encoder conv."""
+    check_stage(net, stage)
+    for i in reversed(range(stage)):
+        v = net.unpools[i](v, wheres[i], output_size=sizes[i])
+        conv = encoder_conv(net.encoders[i])
+        v = F.conv_transpose2d(F.relu(v), conv.weight, stride=conv.stride, padding=conv.padding,
+                               dilation=conv.dilation, groups=conv.groups)
+    return v
+
+
+# classes
+
+
+@dataclass
+class Picks:
+    """The chosen activations of one stage: image index (into the searched images), channel,
+    position in the what, and the activation value; strongest first."""
+
+    image: Tensor
+    channel: Tensor
+    row: Tensor
+    col: Tensor
+    value: Tensor
+
+    def __len__(self) -> int:
+        return len(self.value)
+
+
+@torch.no_grad()
+def strongest(net: SWWAE, x: Tensor, stage: int, top: int = 16, distinct_channels: bool = True,
+              batch_size: int = 256) -> Picks:
+    """The ``top`` strongest (image, channel) activations of stage ``stage``'s what over the
+    images ``x``: each pair at its maximal position. With ``distinct_channels`` every pick
+    is a different channel (each at its best image), so one busy channel does not fill
+    the grid."""
+    was_training = net.training
+    net.eval()
+    try:
+        peaks, places = [], []
+        for chunk in x.split(batch_size):
+            what = encode_to(net, chunk, stage)[0][-1]  # (n, C, h, w)
+            peak, place = what.flatten(2).max(2)  # (n, C)
+            peaks.append(peak)
+            places.append(place)
+    finally:
+        net.train(was_training)
+    peak, place = torch.cat(peaks), torch.cat(places)  # (N, C)
+    width = what.shape[-1]
+    if distinct_channels:
+        value, image = peak.max(0)  # per channel: its best image
+        channel = torch.arange(peak.shape[1])
+    else:
+        value = peak.flatten()
+        image = torch.arange(peak.shape[0]).repeat_interleave(peak.shape[1])
+        channel = torch.arange(peak.shape[1]).repeat(peak.shape[0])
+    order = value.argsort(descending=True, stable=True)[:top]
+    image, channel, value = image[order], channel[order], value[order]
+    flat = place[image, channel]
+    return Picks(image, channel, flat // width, flat % width, value)
+
+
+@torch.no_grad()
+def project(net: SWWAE, images: Tensor, picks: Picks, stage: int) -> Tensor:
+    """One projection per pick: ``images[j]`` is the image of pick j (so pass
+    ``x[picks.image]``); returns (len(picks), C, H, W), in input-pixel space."""
+    was_training = net.training
+    net.eval()
+    try:
+        whats, wheres, sizes = encode_to(net, images, stage)
+        v = torch.zeros_like(whats[-1])
+        j = torch.arange(len(picks))
+        v[j, picks.channel, picks.row, picks.col] = whats[-1][j, picks.channel, picks.row, picks.col]
+        return deconvolve(net, v, wheres, sizes, stage)
+    finally:
+        net.train(was_training)
+
+
+def signed_to_unit(t: Tensor) -> Tensor:
+    """Per image: divide by its largest |value| and map [-1, 1] to [0, 1] (grey is zero)."""
+    peak = t.flatten(1).abs().amax(1).clamp_min(1e-12).view(-1, *[1] * (t.dim() - 1))
+    return (t / peak + 1) / 2
+
+
+def projection_grid(images: Tensor, projections: Tensor, nrow: int | None = None) -> Tensor:
+    """(3, H, W) picture: the images of the picks above their projections, pick by pick
+    (columns), in rows of ``nrow`` picks."""
+    from torchvision.utils import make_grid
+
+    n = len(images)
+    nrow = nrow or n
+    tiles = []
+    for start in range(0, n, nrow):
+        chunk = slice(start, start + nrow)
+        tiles += [images[chunk].clamp(0, 1), signed_to_unit(projections[chunk])]
+        pad = nrow - len(images[chunk])
+        if pad:  # keep the columns aligned in the last row pair
+            blank = torch.ones(pad, *images.shape[1:])
+            tiles[-2], tiles[-1] = torch.cat([tiles[-2], blank]), torch.cat([tiles[-1], blank])
+    return make_grid(torch.cat(tiles), nrow=nrow, pad_value=1)

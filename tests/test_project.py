@@ -1,0 +1,135 @@
+"""Deconvnet projections (swwae/projection.py, scripts/project.py): shapes, the switches
+confine a hard model's projection, where-free models still project, clear errors."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from conftest import ROOT, run_cli
+from scripts.project import main as project_main
+from swwae.errors import ConfigError
+from swwae.model import SWWAE
+from swwae.module import SWWAEModule
+from swwae.projection import deconvolve, encode_to, project, projection_grid, strongest
+
+DATA = {"_target_": "swwae.data.MNISTSampleDataModule", "batch_size": 128, "num_labels": None, "seed": 0,
+        "split_seed": 0, "num_workers": 0, "val_size": 500, "test_size": 500}
+
+
+def net(mode="hard", widths=(4, 8)):
+    torch.manual_seed(0)
+    return SWWAE(widths=widths, pool_mode=mode, num_classes=None).eval()
+
+
+def images(n=6):
+    return torch.rand(n, 1, 28, 28, generator=torch.Generator().manual_seed(1))
+
+
+def dilate(mask: torch.Tensor, kernel: int = 3) -> torch.Tensor:
+    return F.max_pool2d(mask.float(), kernel, stride=1, padding=kernel // 2) > 0
+
+
+@pytest.mark.parametrize("mode", ["hard", "soft", "upsample", "avg", "strided", "wavelet"])
+def test_projections_have_the_image_shape(mode):
+    model, x = net(mode), images()
+    for stage in (1, 2):
+        picks = strongest(model, x, stage, top=4)
+        assert len(picks) == 4 and len(set(picks.channel.tolist())) == 4  # distinct channels
+        assert (picks.value[:-1] >= picks.value[1:]).all()  # strongest first
+        proj = project(model, x[picks.image], picks, stage)
+        assert proj.shape == (4, 1, 28, 28) and torch.isfinite(proj).all()
+        grid = projection_grid(x[picks.image], proj, nrow=3)
+        assert grid.shape[0] == 3 and 0 <= grid.min() and grid.max() <= 1
+
+
+def test_picks_are_the_strongest_activations():
+    model, x = net("hard"), images()
+    picks = strongest(model, x, 2, top=3, distinct_channels=False)
+    top = encode_to(model, x, 2)[0][-1]
+    assert picks.value[0] == top.max()
+    assert top[picks.image, picks.channel, picks.row, picks.col].tolist() == picks.value.tolist()
+
+
+def test_a_hard_projection_lives_only_where_the_switches_allow():
+    model, x = net("hard"), images(1)
+    whats, wheres, sizes = encode_to(model, x, 1)
+    # one activation of stage 1: its pixel is the switch of its window; the transposed 3x3 conv
+    # can only spread it to that pixel's 3x3 neighbourhood
+    c, r, s = 2, 5, 9
+    v = torch.zeros_like(whats[0])
+    v[0, c, r, s] = 1.0
+    winner = wheres[0].indices[0, c, r, s]
+    allowed = torch.zeros(1, 1, *sizes[0], dtype=torch.bool)
+    allowed.view(-1)[winner] = True
+    single = deconvolve(model, v, wheres, sizes, 1)
+    assert single.abs().sum() > 0
+    assert (single[~dilate(allowed)] == 0).all()
+
+    # from stage 2 down: only on (the neighbourhoods of) pixels that won a stage-1 window
+    picks = strongest(model, x, 2, top=4)
+    proj = project(model, x[picks.image], picks, 2)
+    switches = (wheres[0].mask > 0).any(1, keepdim=True)
+    assert proj.abs().sum() > 0
+    assert (proj[~dilate(switches).expand_as(proj)] == 0).all()
+
+    # upsampling without a where spreads the same single activation over its whole window
+    free = net("upsample")
+    whats, wheres, sizes = encode_to(free, x, 1)
+    v = torch.zeros_like(whats[0])
+    v[0, c, r, s] = 1.0
+    assert (single != 0).sum() <= 9 < (deconvolve(free, v, wheres, sizes, 1) != 0).sum()
+
+
+def test_a_bad_stage_is_a_config_error():
+    with pytest.raises(ConfigError, match=r"stage=3 is out of range: this model has 2 stages \(1\.\.2\)"):
+        strongest(net(), images(), 3)
+    with pytest.raises(ConfigError, match="out of range"):
+        encode_to(net(), images(), 0)
+
+
+# the script
+
+
+def fake_checkpoint(path, mode="hard"):
+    torch.manual_seed(0)
+    module = SWWAEModule(widths=[4, 8], pool_mode=mode)
+    torch.save({"state_dict": module.state_dict(), "hyper_parameters": dict(module.hparams),
+                "swwae_config": {"data": DATA, "model": {"pool_mode": mode}}}, path)
+    return path
+
+
+def test_the_script_writes_a_grid(tmp_path):
+    ckpt = fake_checkpoint(tmp_path / "best.ckpt")
+    result = run_cli(ROOT / "scripts" / "project.py", ckpt, "stage=2", "top=6", "images=100", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-2000:]
+    png = tmp_path / "best_projection_stage2.png"
+    assert png.stat().st_size > 1000 and str(png) in result.stdout
+
+
+def test_where_free_models_project_and_say_so(tmp_path, capsys):
+    ckpt = fake_checkpoint(tmp_path / "up.ckpt", "upsample")
+    assert project_main([str(ckpt), "stage=1", "top=4", "images=50", f"out={tmp_path / 'p.png'}"]) == 0
+    assert "pool_mode=upsample keeps no where" in capsys.readouterr().err
+    assert (tmp_path / "p.png").is_file()
+
+
+@pytest.mark.parametrize("args, message", [
+    (["stage=3"], "error: stage=3 is out of range: this model has 2 stages (1..2)"),
+    (["stage=two"], "error: stage='two' is not a valid int"),
+    (["layer=1"], "error: unknown option 'layer=1'"),
+])
+def test_bad_options_are_one_error_line(tmp_path, capsys, args, message):
+    ckpt = fake_checkpoint(tmp_path / "best.ckpt")
+    assert project_main([str(ckpt), *args]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(message)
+
+
+def test_a_bad_checkpoint_is_one_error_line(tmp_path, capsys):
+    bad = tmp_path / "broken.ckpt"
+    bad.write_bytes(b"not a checkpoint")
+    assert project_main([str(bad), "stage=1"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"error: checkpoint {bad} ")

@@ -1,0 +1,182 @@
+"""Sweeps (DESIGN 3.5, 3.6): ``python train.py -m`` ends with summary.md + summary.png in
+the sweep folder, failed jobs are listed and make the sweep exit non-zero, presets give
+every job its own run name, and ``scripts/compare_runs.py`` rebuilds the summary."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+
+import pytest
+from hydra import compose, initialize_config_dir
+from hydra.core.global_hydra import GlobalHydra
+from hydra.core.hydra_config import HydraConfig
+
+from conftest import CONFIG_DIR, ROOT, run_cli
+from swwae.sweep import collect, markdown, numeric_axis, write_summary
+
+TINY = ["trainer.max_epochs=1", "+trainer.limit_train_batches=2", "+trainer.limit_val_batches=1",
+        "model.widths=[8]", "data.batch_size=32", "callbacks.progress_bar.refresh_rate=0",
+        "+trainer.enable_model_summary=false"]
+
+
+def sweep(tmp, *overrides):
+    return run_cli(ROOT / "train.py", "-m", *overrides, *TINY, f"hydra.sweep.dir={tmp / 'sweep'}",
+                   f"paths.log_dir={tmp / 'logs'}", f"paths.checkpoint_dir={tmp / 'checkpoints'}", cwd=tmp)
+
+
+def table_rows(text: str) -> dict[str, list[str]]:
+    rows = [line.strip("|").split("|") for line in text.splitlines() if line.startswith("| `")]
+    return {cells[0].strip().strip("`"): [c.strip() for c in cells[1:]] for cells in rows}
+
+
+@pytest.fixture(scope="module")
+def hard_soft_sweep(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("sweep")
+    result = sweep(tmp, "model=swwae_hard,swwae_soft")
+    assert result.returncode == 0, result.stderr[-3000:]
+    return tmp / "sweep"
+
+
+def test_a_sweep_ends_with_a_summary_table_and_plot(hard_soft_sweep):
+    text = (hard_soft_sweep / "summary.md").read_text()
+    rows = table_rows(text)
+    assert set(rows) == {"model=swwae_hard", "model=swwae_soft"}
+    header = next(line for line in text.splitlines() if line.startswith("| config"))
+    for column in ("seeds", "failed", "test recon MSE", "test acc", "test error %", "train time (s)"):
+        assert column in header
+    for cells in rows.values():
+        assert cells[:2] == ["1", "0"]  # one seed, none failed
+        assert 0 < float(cells[2]) < 1 and 0 <= float(cells[3]) <= 1
+    assert "2 jobs, 2 configs, 0 failed" in text
+    assert (hard_soft_sweep / "summary.png").stat().st_size > 5000
+    for job in sorted(p for p in hard_soft_sweep.iterdir() if p.is_dir()):
+        metrics = json.loads((job / "metrics.json").read_text())
+        assert math.isfinite(metrics["metrics"]["test/recon_mse"])
+
+
+def test_compare_runs_rebuilds_the_summary_and_a_reconstruction_figure(hard_soft_sweep, capsys):
+    before = (hard_soft_sweep / "summary.md").read_text()
+    (hard_soft_sweep / "summary.md").unlink()
+    (hard_soft_sweep / "summary.png").unlink()
+    from scripts.compare_runs import main
+
+    assert main([str(hard_soft_sweep), "--recon", "--num-images", "4"]) == 0
+    assert (hard_soft_sweep / "summary.md").read_text() == before
+    assert "model=swwae_soft" in capsys.readouterr().out
+    assert (hard_soft_sweep / "summary.png").is_file()
+    assert (hard_soft_sweep / "reconstructions.png").stat().st_size > 5000
+
+
+def test_compare_runs_on_a_missing_folder_is_one_error_line(tmp_path, capsys):
+    from scripts.compare_runs import main
+
+    assert main([str(tmp_path / "nothing")]) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [f"error: sweep folder {tmp_path / 'nothing'} does not exist"]
+
+
+def test_a_failed_job_is_listed_and_the_sweep_exits_nonzero(tmp_path):
+    result = sweep(tmp_path, "model=swwae_soft", "model.beta=1,-1")
+    assert result.returncode == 1
+    assert "Traceback" not in result.stderr
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert errors[0].startswith("error: sweep job 1") and "model.beta must be > 0" in errors[0]
+    assert errors[-1].startswith("error: 1 of 2 sweep jobs failed")
+
+    text = (tmp_path / "sweep" / "summary.md").read_text()
+    rows = table_rows(text)
+    assert rows["model.beta=1"][:2] == ["1", "0"] and rows["model.beta=-1"][:2] == ["0", "1"]
+    assert "Failed jobs:" in text and "model.beta must be > 0 for soft pooling, got -1" in text
+    failed = json.loads(next((tmp_path / "sweep").glob("1_*/metrics.json")).read_text())
+    assert failed["status"] == "failed" and failed["model"] == "swwae_soft" and failed["seed"] == 0
+    assert (tmp_path / "sweep" / "summary.png").is_file()
+
+
+# summaries from job folders alone (no training)
+
+
+def fake_job(sweep_dir, num, overrides, metrics=None, **record):
+    folder = sweep_dir / f"{num}_job"
+    (folder / ".hydra").mkdir(parents=True)
+    (folder / ".hydra" / "overrides.yaml").write_text("".join(f"- {o}\n" for o in overrides))
+    if metrics is not None:
+        record = {"run_name": f"run{num}", "seed": int(overrides[-1].split("=")[1]), "metrics": metrics} | record
+        (folder / "metrics.json").write_text(json.dumps(record))
+    return folder
+
+
+def test_groups_take_mean_and_sample_std_over_seeds(tmp_path):
+    for num, (model, seed) in enumerate(itertools.product(["swwae_hard", "upsample"], [0, 1, 2])):
+        mse = {"swwae_hard": [0.01, 0.02, 0.03], "upsample": [0.05, 0.05, 0.05]}[model][seed]
+        fake_job(tmp_path, num, ["data.batch_size=64", f"model={model}", f"seed={seed}"],
+                 {"test/recon_mse": mse, "test/acc": 0.9, "test/middle_mse_1": 0.2, "train_time_s": 10.0})
+    summary = write_summary(tmp_path)
+    assert [g.label for g in summary.groups] == ["model=swwae_hard", "model=upsample"]
+    assert summary.common == {"data.batch_size": "64"}
+    mean, std = summary.groups[0].stat("test/recon_mse")
+    assert mean == pytest.approx(0.02) and std == pytest.approx(0.01)  # sample std, n - 1
+    assert summary.groups[1].stat("test/error_pct")[0] == pytest.approx(10.0)
+    rows = table_rows((tmp_path / "summary.md").read_text())
+    assert rows["model=swwae_hard"] == ["3", "0", "0.0200 ± 0.0100", "0.9000 ± 0.0000", "10.00 ± 0.00",
+                                        "0.2000 ± 0.0000", "10 ± 0"]
+    assert (tmp_path / "summary.png").is_file()
+
+
+def test_unfinished_jobs_count_as_failed_and_numeric_keys_become_an_axis(tmp_path):
+    jobs = list(itertools.product(["swwae_hard", "upsample"], ["2", "4", "7"]))
+    for num, (model, pool) in enumerate(jobs):
+        finished = (model, pool) != ("upsample", "7")
+        fake_job(tmp_path, num, [f"model={model}", f"model.pool_size={pool}", "seed=0"],
+                 {"test/recon_mse": 0.01 * int(pool)} if finished else None)
+    summary = collect(tmp_path)
+    assert numeric_axis(summary) == "model.pool_size"
+    assert [j.folder.name for j in summary.failed] == ["5_job"]
+    text = markdown(summary)
+    assert "did not finish" in text and "1 failed" in text
+    write_summary(tmp_path)
+    assert (tmp_path / "summary.png").is_file()
+
+
+# presets
+
+
+def sweep_params(preset: str) -> dict[str, list[str]]:
+    import yaml
+
+    params = yaml.safe_load((CONFIG_DIR / "experiment" / f"{preset}.yaml").read_text())["hydra"]["sweeper"]["params"]
+    return {key: str(values).split(",") for key, values in params.items()}
+
+
+@pytest.mark.parametrize("preset", ["hard_vs_soft", "pool_size", "semi_supervised"])
+def test_sweep_presets_give_every_job_its_own_run_name(preset):
+    params = sweep_params(preset)
+    assert len(params.pop("seed")) == 3  # every preset runs over seeds
+    names = set()
+    try:
+        for values in itertools.product(*params.values()):
+            overrides = [f"experiment={preset}", *(f"{k}={v}" for k, v in zip(params, values))]
+            GlobalHydra.instance().clear()
+            with initialize_config_dir(str(CONFIG_DIR), version_base="1.3"):
+                cfg = compose("train", overrides=overrides, return_hydra_config=True)
+            HydraConfig.instance().set_config(cfg)
+            names.add(cfg.run_name)
+            assert "seed0" in cfg.run_name
+    finally:
+        GlobalHydra.instance().clear()
+    assert len(names) == math.prod(len(v) for v in params.values())
+
+
+def test_hard_vs_soft_sweeps_beta_for_soft_only():
+    arms = sweep_params("hard_vs_soft")["+experiment/pooling@_global_"]
+    modes = []
+    try:
+        for arm in arms:
+            GlobalHydra.instance().clear()
+            with initialize_config_dir(str(CONFIG_DIR), version_base="1.3"):
+                cfg = compose("train", overrides=["experiment=hard_vs_soft", f"+experiment/pooling@_global_={arm}"])
+            modes.append((cfg.model.pool_mode, cfg.model.beta))
+    finally:
+        GlobalHydra.instance().clear()
+    assert sorted(m for m, _ in modes) == sorted(["hard", "soft", "soft", "soft", "upsample", "avg", "strided", "wavelet"])
+    assert sorted(b for m, b in modes if m == "soft") == [1.0, 10.0, 100.0]
