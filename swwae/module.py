@@ -105,10 +105,11 @@ class SWWAEModule(L.LightningModule):
                 + ", ".join(f"{name}={terms[name].item()}" for name in bad)
                 + "; lower model.lr or model.beta, or check the data"
             )
-        self.log("train/loss", terms["loss"], prog_bar=True, on_step=True, on_epoch=True, batch_size=len(x))
+        self.log("train/loss", terms["loss"], prog_bar=True, on_step=True, on_epoch=True, batch_size=len(x),
+                 sync_dist=True)
         for name, value in terms.items():
             if name != "loss":
-                self.log(f"train/{name}", value, on_step=False, on_epoch=True, batch_size=len(x))
+                self.log(f"train/{name}", value, on_step=False, on_epoch=True, batch_size=len(x), sync_dist=True)
         return terms["loss"]
 
     def _evaluate(self, batch, stage: str):
@@ -120,7 +121,7 @@ class SWWAEModule(L.LightningModule):
             metrics[f"middle_mse_{i}"].update(decoded, target)
         if "acc" in metrics:
             metrics["acc"].update(out.logits, y)
-        self.log(f"{stage}/loss", self.losses(out, x, y)["loss"], batch_size=len(x))
+        self.log(f"{stage}/loss", self.losses(out, x, y)["loss"], batch_size=len(x), sync_dist=True)
         for name, metric in metrics.items():
             self.log(f"{stage}/{name}", metric, prog_bar=name in ("recon_mse", "acc"))
 

@@ -174,12 +174,13 @@ def train(cfg: DictConfig) -> float:
     except NonFiniteLossError as err:  # one line for train.py, saying what is left to resume from
         raise NonFiniteLossError(f"{err}; {kept_checkpoint(cfg)}") from None
     metrics = final_metrics(trainer, "val/")
+    best = trainer.checkpoint_callback.best_model_path if trainer.checkpoint_callback else ""
     if cfg.get("test"):
-        best = trainer.checkpoint_callback.best_model_path if trainer.checkpoint_callback else ""
         trainer.test(module, datamodule=datamodule, ckpt_path=best or None, verbose=False)
         metrics |= final_metrics(trainer, "test/")
     metrics["train_time_s"] = time.perf_counter() - started
-    summary = config_summary(cfg) | {"epochs": trainer.current_epoch, "metrics": metrics}
+    summary = config_summary(cfg) | {"status": "ok", "epochs": trainer.current_epoch, "checkpoint": best or None,
+                                     "metrics": metrics}
 
     if trainer.is_global_zero:
         Path(cfg.paths.output_dir).mkdir(parents=True, exist_ok=True)
