@@ -403,7 +403,7 @@ class _WindowSplat(torch.autograd.Function):
             if _tiles_in_pairs(geometry, shape, v.dtype):  # window rows are image rows
                 rows = torch.stack((v - lower, lower), 3)  # (N, C, Ho, 2, Wo)
                 right = rows * q_col.unsqueeze(3)
-                return _interleave(rows.sub_(right), right).view(shape)
+                return _interleave(rows.sub_(right), right).reshape(shape)  # reshape: channels_last input gives a strided result
             cells = v.new_empty(v.shape[:2] + (2, 2) + v.shape[2:])
             for i, on_row in enumerate((v - lower, lower)):
                 right = torch.mul(on_row, q_col, out=cells[:, :, i, 1])

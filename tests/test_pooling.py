@@ -435,3 +435,11 @@ def test_strided_unpool_weights_belong_to_the_decoder_only():
     unpool = Unpool(pool)
     names = [n for n, _ in unpool.named_parameters()]
     assert names and all(n.startswith("upsampler.") for n in names)
+
+
+def test_soft_accepts_channels_last_input():
+    x = torch.randn(2, 4, 8, 8).to(memory_format=torch.channels_last)
+    pool = WhatWherePool(kernel_size=2, mode="soft")
+    what, where = pool(x)
+    expected_what, expected_where = pool(x.contiguous())
+    assert torch.allclose(Unpool(pool)(what, where), Unpool(pool)(expected_what, expected_where))

@@ -1,0 +1,209 @@
+"""Training step (forward, backward, Adam step): SWWAE hard and soft against the same network
+built on native max (un)pooling, at MNIST and CIFAR-10 shapes; time and peak memory.
+
+    python scripts/bench_training.py [--repeats 20] [--batch 128] [--widths 32 64] [--shapes mnist cifar10]
+
+``native`` is the very network of ``swwae_hard`` (same convs, same weights, same losses:
+``SWWAEModule.losses``) whose pools are swapped for ``nn.MaxPool2d(return_indices=True)``
+and whose unpools for ``nn.MaxUnpool2d``. The variants run interleaved in one process
+(round-robin), so machine noise hits them alike; the table gives medians and ratios to
+native: the ratio of the medians, and the median of the ratios of steps run back to back
+(targets, DESIGN 4: hard <= 1.05x, soft <= 1.5x; hard peak memory <= 1.1x). Peak
+memory is the high-water mark of torch's CPU allocator during one step (profiler memory
+events, allocation by allocation), or ``torch.cuda.max_memory_allocated`` on a GPU. The
+page faults a step count memory fetched afresh from the OS: on CPU, glibc hands the freed
+activations back at the end of every step (``--keep-freed-memory`` shows the difference).
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import resource
+import statistics
+import sys
+import time
+
+import torch
+from torch import nn
+
+from swwae.module import SWWAEModule
+
+SHAPES = {"mnist": (1, 28, 28), "cifar10": (3, 32, 32)}
+VARIANTS = ("native", "hard", "soft")
+TARGETS = {"hard": 1.05, "soft": 1.5}
+MEMORY_TARGETS = {"hard": 1.1}
+
+# helpers
+
+
+class NativeWhere:
+    """The where of nn.MaxPool2d(return_indices=True): indices, undone by nn.MaxUnpool2d."""
+
+    def __init__(self, indices, size, unpool: nn.MaxUnpool2d):
+        self.indices, self.size, self._unpool = indices, size, unpool
+
+    def unpool(self, v):
+        return self._unpool(v, self.indices, output_size=self.size)
+
+
+class NativeMaxPool(nn.Module):
+    """nn.MaxPool2d + nn.MaxUnpool2d behind the interface of ``swwae.pooling.WhatWherePool``
+    (``what, where = pool(x)``, ``Unpool`` calls ``where.unpool(v)``), same geometry."""
+
+    def __init__(self, like):
+        super().__init__()
+        g = like.geometry
+        self.geometry, self.input_size = g, like.input_size
+        self.max_pool = nn.MaxPool2d(g.kernel, g.stride, g.padding, return_indices=True)
+        self.max_unpool = nn.MaxUnpool2d(g.kernel, g.stride, g.padding)
+
+    def forward(self, x):
+        self.input_size = tuple(x.shape[-2:])
+        what, indices = self.max_pool(x)
+        return what, NativeWhere(indices, x.shape[-2:], self.max_unpool)
+
+
+def make_module(variant: str, image_shape, widths) -> SWWAEModule:
+    """The swwae_hard / swwae_soft network (configs/model defaults), or its native twin.
+    Same seed: the same initial weights in every variant."""
+    torch.manual_seed(0)
+    module = SWWAEModule(image_shape=image_shape, widths=list(widths), lr=2e-3,
+                         pool_mode="soft" if variant == "soft" else "hard")
+    if variant == "native":
+        for i, pool in enumerate(module.net.pools):
+            module.net.pools[i] = NativeMaxPool(pool)  # net.unpools[i] calls where.unpool(v)
+    return module
+
+
+def make_step(module: SWWAEModule, x, y):
+    """One training step, as Lightning's automatic optimisation does it."""
+    optimizer = torch.optim.Adam(module.parameters(), lr=module.hparams.lr)
+
+    def step():
+        optimizer.zero_grad(set_to_none=True)
+        loss = module.losses(module(x), x, y)["loss"]
+        loss.backward()
+        optimizer.step()
+        return loss
+
+    return step
+
+
+def timed(step, device) -> tuple[float, int]:
+    """Seconds of one step, and the page faults it took (fresh memory from the OS)."""
+    faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    start = time.perf_counter()
+    step()
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+    return time.perf_counter() - start, resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults
+
+
+def keep_freed_memory() -> bool:
+    """Ask glibc to keep freed memory for reuse instead of returning it to the OS (as jemalloc
+    or tcmalloc would): otherwise every step faults its activations in again, page by page."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+    except OSError:
+        return False
+    m_trim_threshold, m_mmap_threshold = -1, -3
+    return bool(libc.mallopt(m_trim_threshold, 1 << 30) and libc.mallopt(m_mmap_threshold, 1 << 25))
+
+
+def peak_memory(step, device) -> int:
+    """Peak bytes allocated during one step beyond what was live before it (weights, Adam
+    state, the batch)."""
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        base = torch.cuda.memory_allocated()
+        step()
+        torch.cuda.synchronize()
+        return torch.cuda.max_memory_allocated() - base
+    # CPU: every allocation and free of torch's allocator, in order, from the profiler
+    # (tracemalloc does not see torch buffers; per-op totals would count nested ops twice)
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        step()
+    events = sorted((e.start_ns(), e.nbytes()) for e in prof.profiler.kineto_results.events()
+                    if e.name() == "[memory]" and str(e.device_type()).endswith("CPU"))
+    live = peak = 0
+    for _, nbytes in events:
+        live += nbytes
+        peak = max(peak, live)
+    return peak
+
+
+def bench_shape(name: str, args, device) -> tuple[list[str], bool]:
+    image_shape = SHAPES[name]
+    torch.manual_seed(1)
+    x = torch.rand(args.batch, *image_shape, device=device)
+    y = torch.randint(0, 10, (args.batch,), device=device)
+    steps = {v: make_step(make_module(v, image_shape, args.widths).to(device), x, y) for v in args.variants}
+    times, faults = {v: [] for v in steps}, {v: [] for v in steps}
+    for _ in range(args.warmup):
+        for step in steps.values():
+            step()
+    for _ in range(args.repeats):
+        for v, step in steps.items():
+            seconds, n = timed(step, device)
+            times[v].append(seconds)
+            faults[v].append(n)
+    medians = {v: statistics.median(t) for v, t in times.items()}
+    # ratio of the medians, and the median of the ratios of steps run back to back (robust to drifts)
+    paired = {v: statistics.median(a / b for a, b in zip(t, times["native"])) for v, t in times.items()}
+    memory = {v: peak_memory(step, device) for v, step in steps.items()}
+    rows, ok = [], True
+    label = f"{name} {'x'.join(map(str, image_shape))}"
+    for v in steps:
+        ratio, mem_ratio = medians[v] / medians["native"], memory[v] / memory["native"]
+        target, mem_target = TARGETS.get(v), MEMORY_TARGETS.get(v)
+        ok &= (target is None or min(ratio, paired[v]) <= target) and (mem_target is None or mem_ratio <= mem_target)
+        spread = statistics.quantiles(times[v], n=4) if len(times[v]) > 1 else [medians[v]] * 3
+        rows.append(f"| {label} | {v} | {medians[v] * 1e3:.1f} | {spread[0] * 1e3:.0f}-{spread[2] * 1e3:.0f} | "
+                    f"{ratio:.2f}x | {paired[v]:.2f}x | {'' if target is None else f'<= {target}x'} | "
+                    f"{memory[v] / 2**20:.1f} | {mem_ratio:.2f}x | {'' if mem_target is None else f'<= {mem_target}x'} | "
+                    f"{statistics.median(faults[v]):.0f} |")
+    return rows, ok
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--repeats", type=int, default=20)
+    parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--batch", type=int, default=128)
+    parser.add_argument("--widths", type=int, nargs="+", default=[32, 64])
+    parser.add_argument("--shapes", nargs="+", choices=sorted(SHAPES), default=["mnist", "cifar10"])
+    parser.add_argument("--variants", nargs="+", choices=VARIANTS, default=list(VARIANTS))
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's own choice)")
+    parser.add_argument("--keep-freed-memory", action="store_true",
+                        help="glibc keeps freed memory (mallopt), instead of handing it back to the OS")
+    args = parser.parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    kept = args.keep_freed_memory and keep_freed_memory()
+    if "native" not in args.variants:
+        args.variants = ["native", *args.variants]
+    device = torch.device(args.device)
+    print(f"training step (forward, backward, Adam step), batch {args.batch}, widths {args.widths}, on {device}, "
+          f"torch {torch.__version__}, threads: {torch.get_num_threads()}, {args.repeats} interleaved repeats"
+          f"{', glibc keeps freed memory' if kept else ''}\n")
+    print("| shapes | variant | median ms | IQR ms | ratio of medians | paired ratio | target | peak MiB | "
+          "memory ratio | target | page faults a step |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    all_ok = True
+    for name in args.shapes:
+        rows, ok = bench_shape(name, args, device)
+        print("\n".join(rows), flush=True)
+        all_ok &= ok
+    print("\nall targets met" if all_ok else "\nsome targets missed (see ratios above)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
