@@ -99,10 +99,11 @@ class SWWAE(nn.Module):
             features = int(torch.tensor(self.top_shape).prod())
             self.classifier = nn.Sequential(nn.Flatten(), nn.Dropout(classifier_dropout), nn.Linear(features, num_classes))
 
-    def encode(self, x: Tensor):
-        """Image -> (whats, wheres, pre-pool sizes), one entry per stage."""
+    def encode(self, x: Tensor, stages: int | None = None):
+        """Image -> (whats, wheres, pre-pool sizes), one entry per stage (the first
+        ``stages`` only, if given)."""
         whats, wheres, sizes = [], [], []
-        for encoder, pool in zip(self.encoders, self.pools):
+        for encoder, pool in zip(self.encoders[:stages], self.pools[:stages]):
             h = encoder(x)
             sizes.append(h.shape[-2:])
             x, where = pool(h)

@@ -48,14 +48,7 @@ def check_stage(net: SWWAE, stage: int) -> None:
 def encode_to(net: SWWAE, x: Tensor, stage: int):
     """The forward pass up to stage ``stage``: (whats, wheres, pre-pool sizes), one per stage."""
     check_stage(net, stage)
-    whats, wheres, sizes = [], [], []
-    for encoder, pool in zip(net.encoders[:stage], net.pools[:stage]):
-        h = encoder(x)
-        sizes.append(h.shape[-2:])
-        x, where = pool(h)
-        whats.append(x)
-        wheres.append(where)
-    return whats, wheres, sizes
+    return net.encode(x, stages=stage)
 
 
 @torch.no_grad()
