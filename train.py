@@ -21,11 +21,10 @@ from hydra.types import RunMode
 from omegaconf import DictConfig
 
 from swwae.errors import ConfigError
-from swwae.module import NonFiniteLossError
 from swwae.run import set_torch_defaults, train
 from swwae.sweep import one_line, write_failed_job
 
-USER_ERRORS = (ConfigError, NonFiniteLossError)  # their message says it all: no traceback
+USER_ERRORS = (ConfigError,)  # their message says it all (NonFiniteLossError is one): no traceback
 log = logging.getLogger("train")
 
 
