@@ -1,6 +1,7 @@
 """Pool + unpool, forward + backward: hard and soft what-where against native max (un)pooling.
 
     python scripts/bench_pooling.py [--repeats 30] [--batch 128] [--device cpu] [--threads N]
+                                    [--no-keep-freed-memory]
 
 The three variants run interleaved in one process (round-robin), so machine noise hits them
 alike; the table gives median times, and ratios to native as the median over rounds of
@@ -10,8 +11,12 @@ machine the soft path, which runs many more, smaller ops than native, pays more 
 thread the OS takes away: compare with --threads 1. Targets, DESIGN 4:
 hard <= 1.0x, soft <= 2.0x, hard peak memory <= 1.1x. Native is
 nn.MaxPool2d(return_indices=True) + nn.MaxUnpool2d: the usual way, which overwrites where
-windows overlap. Peak memory is the most tensor memory alive at once during one step,
-beyond the input (on CPU, tracked through torch's dispatcher: quiet, exact, a little slow).
+windows overlap. As in ``train.py`` (``keep_freed_memory: true``), glibc keeps freed memory
+for the next step (``swwae.host_memory``); ``--no-keep-freed-memory`` leaves glibc's default,
+which hands large blocks back to the OS and faults them in again at every step: that costs
+the soft path, with its many temporaries, the most. Peak memory is the most tensor memory
+alive at once during one step, beyond the input (on CPU, tracked through torch's
+dispatcher: quiet, exact, a little slow).
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
+from swwae.host_memory import keep_freed_memory
 from swwae.pooling import Unpool, WhatWherePool
 
 CASES = [dict(kernel_size=2, stride=2), dict(kernel_size=3, stride=2)]
@@ -120,14 +126,18 @@ def main(argv=None):
     parser.add_argument("--size", type=int, default=28)
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--threads", type=int, default=None, help="CPU threads (default: torch's)")
+    parser.add_argument("--keep-freed-memory", action=argparse.BooleanOptionalAction, default=True,
+                        help="glibc keeps freed memory for the next step, as train.py has it (default: yes)")
     args = parser.parse_args(argv)
+    kept = args.keep_freed_memory and keep_freed_memory()
     if args.threads is not None:
         torch.set_num_threads(args.threads)
     device = torch.device(args.device)
     torch.manual_seed(0)
     x = torch.randn(args.batch, args.channels, args.size, args.size, device=device)
     print(f"input {tuple(x.shape)} float32 on {device}, torch {torch.__version__}, "
-          f"{torch.get_num_threads()} threads, {args.repeats} interleaved repeats\n")
+          f"{torch.get_num_threads()} threads, {args.repeats} interleaved repeats, "
+          f"{'glibc keeps freed memory' if kept else 'glibc default (hands freed memory back)'}\n")
     print("| case | variant | median ms | ratio to native | best-round ratio | target "
           "| peak MiB | memory ratio | target |")
     print("|---|---|---|---|---|---|---|---|---|")

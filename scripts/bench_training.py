@@ -11,14 +11,15 @@ native: the ratio of the medians, and the median of the ratios of steps run back
 (targets, DESIGN 4: hard <= 1.05x, soft <= 1.5x; hard peak memory <= 1.1x). Peak
 memory is the high-water mark of torch's CPU allocator during one step (profiler memory
 events, allocation by allocation), or ``torch.cuda.max_memory_allocated`` on a GPU. The
-page faults a step count memory fetched afresh from the OS: on CPU, glibc hands the freed
-activations back at the end of every step (``--keep-freed-memory`` shows the difference).
+page faults a step count memory fetched afresh from the OS. As in ``train.py``
+(``keep_freed_memory: true``), glibc keeps freed memory for the next step; with
+``--no-keep-freed-memory`` it hands the activations back at the end of every step, as it
+does by default, and every step faults them in again.
 """
 
 from __future__ import annotations
 
 import argparse
-import ctypes
 import resource
 import statistics
 import sys
@@ -27,6 +28,7 @@ import time
 import torch
 from torch import nn
 
+from swwae.host_memory import keep_freed_memory
 from swwae.module import SWWAEModule
 
 SHAPES = {"mnist": (1, 28, 28), "cifar10": (3, 32, 32)}
@@ -100,19 +102,6 @@ def timed(step, device) -> tuple[float, int]:
     return time.perf_counter() - start, resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults
 
 
-def keep_freed_memory() -> bool:
-    """Ask glibc to keep freed memory for reuse instead of returning it to the OS (as jemalloc
-    or tcmalloc would): otherwise every step faults its activations in again, page by page."""
-    if not sys.platform.startswith("linux"):
-        return False
-    try:
-        libc = ctypes.CDLL("libc.so.6")
-    except OSError:
-        return False
-    m_trim_threshold, m_mmap_threshold = -1, -3
-    return bool(libc.mallopt(m_trim_threshold, 1 << 30) and libc.mallopt(m_mmap_threshold, 1 << 25))
-
-
 def peak_memory(step, device) -> int:
     """Peak bytes allocated during one step beyond what was live before it (weights, Adam
     state, the batch)."""
@@ -181,8 +170,8 @@ def main(argv=None) -> int:
     parser.add_argument("--variants", nargs="+", choices=VARIANTS, default=list(VARIANTS))
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's own choice)")
-    parser.add_argument("--keep-freed-memory", action="store_true",
-                        help="glibc keeps freed memory (mallopt), instead of handing it back to the OS")
+    parser.add_argument("--keep-freed-memory", action=argparse.BooleanOptionalAction, default=True,
+                        help="glibc keeps freed memory for the next step, as train.py has it (default: yes)")
     args = parser.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -192,7 +181,7 @@ def main(argv=None) -> int:
     device = torch.device(args.device)
     print(f"training step (forward, backward, Adam step), batch {args.batch}, widths {args.widths}, on {device}, "
           f"torch {torch.__version__}, threads: {torch.get_num_threads()}, {args.repeats} interleaved repeats"
-          f"{', glibc keeps freed memory' if kept else ''}\n")
+          f"{', glibc keeps freed memory' if kept else ', glibc default (hands freed memory back)'}\n")
     print("| shapes | variant | median ms | IQR ms | ratio of medians | paired ratio | target | peak MiB | "
           "memory ratio | target | page faults a step |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")

@@ -23,6 +23,7 @@ from swwae.callbacks import BatchSeed, SaveRunConfig
 from swwae.checkpoint_io import AtomicCheckpointIO
 from swwae.checkpoints import check_resumable, newest_readable, pick_resume_checkpoint
 from swwae.errors import ConfigError
+from swwae.host_memory import keep_freed_memory
 from swwae.module import NonFiniteLossError
 
 log = logging.getLogger(__name__)
@@ -150,6 +151,8 @@ def build(node, **kwargs):
 def train(cfg: DictConfig) -> float:
     """Train, test, write ``metrics.json``; return ``cfg.optimized_metric`` for sweepers."""
     started = time.perf_counter()
+    if cfg.get("keep_freed_memory") and keep_freed_memory():
+        log.debug("glibc keeps freed memory for reuse (keep_freed_memory=true)")
     check_seed(cfg.get("seed"))
     if cfg.get("seed") is not None:
         L.seed_everything(cfg.seed, workers=True, verbose=False)
