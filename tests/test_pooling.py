@@ -258,6 +258,9 @@ def test_soft_matches_the_plain_autograd_reference(case, beta):
         (dict(kernel_size=2, stride=1), (4, 5)),  # overlapping 2x2 windows
         (dict(kernel_size=2, padding=1), (4, 5)),  # padded 2x2 windows
         (dict(kernel_size=(2, 3), stride=(2, 1), padding=(1, 1)), (4, 5)),  # rectangular
+        (dict(kernel_size=3), (7, 8)),  # bigger windows apart: placed by one copy, 4-corner scatter splat
+        (dict(kernel_size=2, stride=3), (7, 7)),  # gaps between the windows
+        (dict(kernel_size=2, padding=1), (5, 5)),  # 2-wide windows apart, odd padded width
     ],
 )
 def test_soft_gradcheck_on_each_path(geometry, size):
@@ -273,7 +276,7 @@ def test_soft_gradcheck_on_each_path(geometry, size):
     assert torch.autograd.gradcheck(through_both, (x, v))
 
 
-@pytest.mark.parametrize("kernel, stride, padding", [(2, 2, 0), (2, 1, 0), (3, 2, 1)])
+@pytest.mark.parametrize("kernel, stride, padding", [(2, 2, 0), (2, 1, 0), (3, 2, 1), (3, 3, 1)])
 def test_soft_is_deterministic_and_works_without_grad(kernel, stride, padding):
     x = torch.randn(3, 4, 12, 12, generator=torch.Generator().manual_seed(2))
     pool = WhatWherePool(kernel, stride, padding, mode="soft")
