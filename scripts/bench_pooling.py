@@ -1,7 +1,7 @@
 """Pool + unpool, forward + backward: hard and soft what-where against native max (un)pooling.
 
     python scripts/bench_pooling.py [--repeats 30] [--batch 128] [--device cpu] [--threads N]
-                                    [--no-keep-freed-memory]
+                                    [--cases 2x2s2 3x3s2 4x4s4 ...] [--no-keep-freed-memory]
 
 The three variants run interleaved in one process (round-robin), so machine noise hits them
 alike; the table gives median times, and ratios to native as the median over rounds of
@@ -34,9 +34,21 @@ from torch.utils._pytree import tree_leaves
 from swwae.host_memory import keep_freed_memory
 from swwae.pooling import Unpool, WhatWherePool
 
-CASES = [dict(kernel_size=2, stride=2), dict(kernel_size=3, stride=2)]
+CASES = ["2x2s2", "3x3s2"]  # kernel x kernel, stride
 TARGETS = {"hard": 1.0, "soft": 2.0}
 MEMORY_TARGETS = {"hard": 1.1}
+
+
+def parse_case(text: str) -> dict:
+    """'3x3s2' -> dict(kernel_size=3, stride=2)."""
+    try:
+        size, stride = text.lower().split("s")
+        height, width = size.split("x")
+        if height != width:
+            raise ValueError
+        return dict(kernel_size=int(height), stride=int(stride))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"a case is KxKsS, e.g. 3x3s2 (3x3 windows, stride 2), got {text!r}") from None
 
 
 def native_step(kernel_size, stride):
@@ -126,6 +138,8 @@ def main(argv=None):
     parser.add_argument("--size", type=int, default=28)
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--threads", type=int, default=None, help="CPU threads (default: torch's)")
+    parser.add_argument("--cases", nargs="+", type=parse_case, default=[parse_case(c) for c in CASES],
+                        help="pooling geometries, KxKsS (default: 2x2s2 3x3s2)")
     parser.add_argument("--keep-freed-memory", action=argparse.BooleanOptionalAction, default=True,
                         help="glibc keeps freed memory for the next step, as train.py has it (default: yes)")
     args = parser.parse_args(argv)
@@ -142,7 +156,7 @@ def main(argv=None):
           "| peak MiB | memory ratio | target |")
     print("|---|---|---|---|---|---|---|---|---|")
     failed = False
-    for case in CASES:
+    for case in args.cases:
         steps = {"native": native_step(**case), "hard": swwae_step(**case, mode="hard"),
                  "soft": swwae_step(**case, mode="soft")}
         times = {name: [] for name in steps}

@@ -24,6 +24,13 @@ def test_bench_pooling(capsys):
     assert bench_pooling.main(["--repeats", "1", "--batch", "2", "--channels", "2", "--size", "8"]) == 0
     out = capsys.readouterr().out
     assert "| 2x2 stride 2 | hard |" in out and "| 3x3 stride 2 | soft |" in out
+    assert bench_pooling.main(["--repeats", "1", "--batch", "2", "--channels", "2", "--size", "8",
+                               "--cases", "4x4s4", "--no-keep-freed-memory"]) == 0
+    out = capsys.readouterr().out
+    assert "| 4x4 stride 4 | soft |" in out and "2x2" not in out and "glibc default" in out
+    with pytest.raises(SystemExit):  # argparse: one line naming the expected form
+        bench_pooling.main(["--cases", "3x2s2"])
+    assert "KxKsS" in capsys.readouterr().err
 
 
 def test_bench_training(capsys):
