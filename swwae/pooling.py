@@ -365,6 +365,24 @@ def _splat_corners(q_row: Tensor, q_col: Tensor, g: Geometry, shape):
     return top_left[..., None, None] + corners, q_row - left_row, q_col - left_col
 
 
+def _add_at(image: Tensor, index: Tensor, values: Tensor, flat: bool | None = None) -> Tensor:
+    """image[n, c, index[n, c, i]] += values[n, c, i], in place, for (N, C, L) tensors.
+
+    On CPU, ``scatter_add_`` row by row: parallel over (n, c), each row in a fixed order,
+    deterministic. Elsewhere (``flat``), one ``scatter_add_`` over the flattened image:
+    CUDA runs it with atomics (exact wherever windows do not overlap: one value a pixel),
+    and deterministically under ``torch.use_deterministic_algorithms``, which refuses a
+    multi-dimensional one in older torch."""
+    if flat is None:
+        flat = image.device.type != "cpu"
+    if not flat:
+        return image.scatter_add_(2, index, values)
+    n, c, length = image.shape
+    rows = torch.arange(0, n * c * length, length, device=image.device).view(n, c, 1)
+    image.view(-1).scatter_add_(0, (index + rows).view(-1), values.reshape(-1))
+    return image
+
+
 class _SoftPoolFunction(torch.autograd.Function):
     """x -> (what, row, col): soft max and soft argmax of every window (see WhatWherePool),
     the positions relative to each window's first cell.
@@ -449,16 +467,14 @@ class _WindowSplat(torch.autograd.Function):
                 right = torch.mul(on_row, q_col, out=cells[:, :, i, 1])
                 torch.sub(on_row, right, out=cells[:, :, i, 0])
             return _from_windows(cells, geometry, shape)
-        # bigger windows: the 4 weights of each splat, added onto their pixels (scatter_add
-        # on the padded image: deterministic on CPU, each row of indices in a fixed order)
+        # bigger windows: the 4 weights of each splat, added onto their pixels
         index, frac_row, frac_col = _splat_corners(q_row, q_col, geometry, shape)
         lower = v * frac_row
         by_row = torch.stack((v - lower, lower), -1)  # (N, C, Ho, Wo, 2): upper and lower pixels
         right = by_row * frac_col.unsqueeze(-1)
         values = torch.stack((by_row.sub_(right), right), -1)  # (N, C, Ho, Wo, 2, 2), as index
         (n, c, height, width), (ph, pw) = shape, geometry.padding
-        image = v.new_zeros(n, c, (height + 2 * ph) * (width + 2 * pw))
-        image.scatter_add_(2, index.flatten(2), values.flatten(2))
+        image = _add_at(v.new_zeros(n, c, (height + 2 * ph) * (width + 2 * pw)), index.flatten(2), values.flatten(2))
         return image.view(n, c, height + 2 * ph, width + 2 * pw)[:, :, ph:ph + height, pw:pw + width]
 
     @staticmethod

@@ -1,5 +1,6 @@
 """The pooling contract (DESIGN 3.1): what, where, and unpooling bound to its pool."""
 
+import itertools
 import math
 
 import pytest
@@ -8,7 +9,7 @@ import torch.nn.functional as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from swwae.pooling import MODES, Unpool, WhatWherePool, make_pool, splat
+from swwae.pooling import MODES, Unpool, WhatWherePool, _add_at, make_pool, splat
 
 SEED_X = torch.tensor([[1.0, 2, 3], [13, 3, 1], [4, 2, 9]]).view(1, 1, 3, 3)
 
@@ -274,6 +275,21 @@ def test_soft_gradcheck_on_each_path(geometry, size):
         return what, where.row, where.col, unpool(v, where), unpool(what, where)
 
     assert torch.autograd.gradcheck(through_both, (x, v))
+
+
+def test_splat_adds_the_same_row_by_row_and_flat():
+    """Bigger windows splat with _add_at: row by row on CPU, flat elsewhere (CUDA, where it
+    must stay deterministic); CI has no GPU, so the flat path is checked here."""
+    generator = torch.Generator().manual_seed(3)
+    index = torch.randint(0, 10, (2, 3, 40), generator=generator)  # repeated targets add up
+    values = torch.randn(2, 3, 40, dtype=torch.float64, generator=generator)
+    rows = _add_at(torch.zeros(2, 3, 10, dtype=torch.float64), index, values, flat=False)
+    flat = _add_at(torch.zeros(2, 3, 10, dtype=torch.float64), index, values, flat=True)
+    expected = torch.zeros(2, 3, 10, dtype=torch.float64)
+    for n, c, i in itertools.product(range(2), range(3), range(40)):
+        expected[n, c, index[n, c, i]] += values[n, c, i]
+    torch.testing.assert_close(rows, expected)
+    torch.testing.assert_close(flat, expected)
 
 
 @pytest.mark.parametrize("kernel, stride, padding", [(2, 2, 0), (2, 1, 0), (3, 2, 1), (3, 3, 1)])
