@@ -227,18 +227,13 @@ def _from_windows(t: Tensor, g: Geometry, shape) -> Tensor:
 
     Windows apart (stride >= kernel, the usual case) give every cell a pixel of its own,
     so this is one copy into place (2-wide windows: ``_interleave`` writes, ~2x faster
-    still). Overlapping windows take ``F.fold`` (col2im), ~2.5x slower on CPU: one
+    still; 2x2 windows tiling the image fill it whole, rows at a time). Overlapping windows take ``F.fold`` (col2im), ~2.5x slower on CPU: one
     deterministic pass in which each output pixel is summed in a fixed order."""
     n, c, height, width = shape
     (kh, kw), (sh, sw), (ph, pw) = g.kernel, g.stride, g.padding
     ho, wo = t.shape[-2:]
     if t.numel() == 0:  # F.fold refuses zero channels
         return t.new_zeros(shape)
-    if _tiles_in_pairs(g, shape, t.dtype):  # the image, by window rows
-        rows = t.new_empty(n, c, ho, kh, wo, 2)
-        for i in range(kh):
-            _interleave(t[:, :, i, 0], t[:, :, i, 1], out=rows[:, :, :, i])
-        return rows.view(shape)
     if sh < kh or sw < kw:
         return F.fold(t.reshape(n, c * kh * kw, ho * wo), (height, width), g.kernel, padding=g.padding, stride=g.stride)
     pairs = (kw, sw) == (2, 2) and t.dtype in (torch.float32, torch.float64)
