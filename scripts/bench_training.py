@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import resource
 import statistics
-import sys
 import time
 
 import torch
