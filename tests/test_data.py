@@ -20,15 +20,9 @@ from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
 from swwae import data as swdata
-from swwae.data import (
-    BatchTensorDataset,
-    CIFAR10DataModule,
-    MNISTDataModule,
-    MNISTSampleDataModule,
-    balanced_subset,
-    batch_loader,
-    stratified_split,
-)
+from swwae.batching import BatchTensorDataset, batch_loader
+from swwae.data import CIFAR10DataModule, MNISTDataModule, MNISTSampleDataModule
+from swwae.splits import balanced_subset, stratified_split
 from swwae.errors import ConfigError
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs" / "data"

@@ -1,0 +1,151 @@
+"""Whole batches from in-memory tensors: no per-sample calls, no collate.
+
+A sampler hands out one *batch of indices* at a time and the dataset answers it with one
+gather, ``(x[idx], y[idx])``. The batch sampler sits in the DataLoader's ``sampler`` slot
+(``batch_size=None``): under DDP Lightning wraps a plain ``sampler`` in its
+``DistributedSamplerWrapper``, which then deals whole batches out to the ranks.
+
+Every order is a pure function of (seed, epoch): Lightning calls ``set_epoch`` before each
+training epoch (through its wrapper too, under DDP), so a resumed run replays exactly the
+batches of an uninterrupted one.
+
+Semi-supervised batches (:class:`LabelledBatchSampler`) hold a fixed number of labelled
+samples each, cycled through the labelled subset, and label-hidden samples for the rest.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import torch
+from torch import Tensor
+from torch.utils.data import BatchSampler, DataLoader, Dataset, RandomSampler, Sampler, SequentialSampler
+
+from swwae.splits import LABELLED_CYCLES, SHUFFLE, derive_seed, generator
+
+UNLABELLED = -1  # the label of a sample whose label the model must not see
+
+
+class SemiSupervisedBatch(NamedTuple):
+    """One batch of a :class:`LabelledBatchSampler`: indices whose labels it keeps, then
+    indices whose labels it hides."""
+
+    labelled: list[int]
+    unlabelled: list[int]
+
+
+class BatchTensorDataset(Dataset):
+    """Tensors indexed by a whole batch of indices at once.
+
+    ``dataset[[i, j, ...]]`` is one gather (``index_select`` copies whole rows: ~4x faster
+    than ``x[idx]`` on CPU); ``dataset[SemiSupervisedBatch(...)]`` is the same with the
+    labels of the second part set to ``UNLABELLED``.
+    """
+
+    def __init__(self, x: Tensor, y: Tensor) -> None:
+        if len(x) != len(y):
+            raise ValueError(f"x has {len(x)} samples but y has {len(y)}")
+        self.x, self.y = x, y
+
+    def __len__(self) -> int:
+        return len(self.x)
+
+    def __getitem__(self, idx) -> tuple[Tensor, Tensor]:
+        if isinstance(idx, SemiSupervisedBatch):
+            labelled, unlabelled = (torch.as_tensor(i, dtype=torch.long, device=self.x.device) for i in idx)
+            x = self.x.index_select(0, torch.cat([labelled, unlabelled]))
+            y = torch.cat([self.y.index_select(0, labelled), self.y.new_full((len(unlabelled),), UNLABELLED)])
+            return x, y
+        idx = torch.as_tensor(idx, dtype=torch.long, device=self.x.device)
+        if idx.dim() != 1 or (len(idx) and int(idx.min()) < 0):  # one sample, or negative indices
+            return self.x[idx], self.y[idx]
+        return self.x.index_select(0, idx), self.y.index_select(0, idx)
+
+
+class EpochRandomSampler(RandomSampler):
+    """A RandomSampler whose order in epoch ``e`` is a pure function of ``(seed, e)``.
+
+    Every DDP rank draws the *same* permutation, which Lightning's wrapper then shards
+    without overlap. Iterated outside Lightning without ``set_epoch``, the generator simply
+    moves on: each pass is still a new, reproducible order.
+    """
+
+    def __init__(self, data_source: Dataset, seed: int) -> None:
+        super().__init__(data_source, generator=torch.Generator())
+        self.seed = seed
+        self.set_epoch(0)
+
+    def set_epoch(self, epoch: int) -> None:
+        self.generator.manual_seed(derive_seed(self.seed, SHUFFLE, epoch))
+
+
+class EpochBatchSampler(BatchSampler):
+    """A BatchSampler that forwards ``set_epoch`` to the sampler it batches."""
+
+    def set_epoch(self, epoch: int) -> None:
+        if callable(getattr(self.sampler, "set_epoch", None)):
+            self.sampler.set_epoch(epoch)
+
+
+class LabelledBatchSampler(Sampler):
+    """Semi-supervised batches: ``labelled_per_batch`` labelled samples in *every* batch, the
+    rest of the batch label-hidden samples.
+
+    The label-hidden part is a shuffled pass over all ``num_samples`` training samples (their
+    labels hidden, labelled ones included, as the paper's 60,000 unlabelled MNIST digits
+    include its labelled ones): that pass is one epoch, whatever the number of labels. The
+    labelled part is one endless stream through the ``labelled`` indices in reshuffled
+    cycles, so every label is seen equally often per cycle; epoch ``e`` starts at position
+    ``e * len(self) * labelled_per_batch`` of that stream, and cycle ``c`` is ordered by
+    (seed, c) alone. So every batch is a pure function of (seed, epoch).
+
+    Drawn at random from the whole split, a batch of 128 holds 128 * 100 / 4000 ~ 3
+    labelled samples at 100 labels out of 4,000, and the classifier sees a label once an
+    epoch, on batches of 0 to 3 samples.
+    """
+
+    def __init__(self, num_samples: int, labelled: Tensor, batch_size: int, labelled_per_batch: int, seed: int = 0):
+        if not 1 <= labelled_per_batch < batch_size:
+            raise ValueError(f"labelled_per_batch must be in 1..{batch_size - 1}, got {labelled_per_batch}")
+        if len(labelled) < 1 or num_samples < 1:
+            raise ValueError("a semi-supervised batch needs labelled and unlabelled samples")
+        self.num_samples, self.labelled = num_samples, torch.as_tensor(labelled, dtype=torch.long)
+        self.labelled_per_batch, self.unlabelled_per_batch = labelled_per_batch, batch_size - labelled_per_batch
+        self.seed, self.epoch = seed, 0
+
+    def __len__(self) -> int:
+        return math.ceil(self.num_samples / self.unlabelled_per_batch)
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+
+    def labelled_stream(self, start: int, count: int) -> Tensor:
+        """Positions ``start .. start + count - 1`` of the endless stream of labelled indices."""
+        n = len(self.labelled)
+        parts = []
+        for cycle in range(start // n, (start + count - 1) // n + 1):
+            order = self.labelled[torch.randperm(n, generator=generator(self.seed, LABELLED_CYCLES, cycle))]
+            lo, hi = max(start - cycle * n, 0), min(start + count - cycle * n, n)
+            parts.append(order[lo:hi])
+        return torch.cat(parts)
+
+    def __iter__(self):
+        epoch, self.epoch = self.epoch, self.epoch + 1  # without set_epoch, the next pass moves on
+        k, batches = self.labelled_per_batch, len(self)
+        hidden = torch.randperm(self.num_samples, generator=generator(self.seed, SHUFFLE, epoch))
+        labelled = self.labelled_stream(epoch * batches * k, batches * k)
+        for b, chunk in enumerate(hidden.split(self.unlabelled_per_batch)):
+            yield SemiSupervisedBatch(labelled[b * k:(b + 1) * k].tolist(), chunk.tolist())
+
+
+def batch_loader(x: Tensor, y: Tensor, batch_size: int, shuffle: bool, seed: int = 0, num_workers: int = 0,
+                 sampler: Sampler | None = None) -> DataLoader:
+    """A DataLoader of whole batches gathered from in-memory tensors: shuffled (by (seed,
+    epoch)) or in order, or as ``sampler`` says. The last batch may be smaller."""
+    dataset = BatchTensorDataset(x, y)
+    if sampler is None:
+        order = EpochRandomSampler(dataset, seed) if shuffle else SequentialSampler(dataset)
+        sampler = EpochBatchSampler(order, batch_size=batch_size, drop_last=False)
+    return DataLoader(dataset, sampler=sampler, batch_size=None, num_workers=num_workers,
+                      persistent_workers=num_workers > 0)
