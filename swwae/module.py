@@ -50,6 +50,7 @@ class SWWAEModule(L.LightningModule):
         lambda_rec: float = 1.0,
         lambda_m: float = 0.1,
         lambda_nll: float = 1.0,
+        input_noise: float = 0.0,
         lr: float = 1e-3,
         weight_decay: float = 0.0,
         scheduler: str = "cosine",
@@ -58,6 +59,8 @@ class SWWAEModule(L.LightningModule):
         self.save_hyperparameters()
         if min(lambda_rec, lambda_m, lambda_nll) < 0 or lambda_rec + lambda_m + lambda_nll == 0:
             raise ConfigError("model.lambda_rec, lambda_m and lambda_nll must be >= 0 and not all 0")
+        if not input_noise >= 0:
+            raise ConfigError(f"model.input_noise must be >= 0, got {input_noise}")
         if not lr > 0:
             raise ConfigError(f"model.lr must be > 0, got {lr}")
         if scheduler not in SCHEDULERS:
@@ -97,7 +100,8 @@ class SWWAEModule(L.LightningModule):
 
     def training_step(self, batch, batch_idx):
         x, y = batch
-        terms = self.losses(self(x), x, y)
+        noisy = x + self.hparams.input_noise * torch.randn_like(x) if self.hparams.input_noise else x
+        terms = self.losses(self(noisy), x, y)  # denoising: the targets are the clean images
         bad = [name for name, value in terms.items() if not torch.isfinite(value)]
         if bad:
             raise NonFiniteLossError(
