@@ -105,6 +105,12 @@ class Job:
         return metrics
 
     @property
+    def monitor(self) -> str | None:
+        """The metric that picked the job's best checkpoint, e.g. ``val/acc (max)``."""
+        monitor = self.record.get("monitor") or {}
+        return f"{monitor['metric']} ({monitor['mode']})" if monitor.get("metric") else None
+
+    @property
     def seed(self):
         return self.record.get("seed", next((self.overrides[k] for k in SEED_KEYS if k in self.overrides), None))
 
@@ -228,6 +234,15 @@ def markdown(summary: Summary) -> str:
                  "Mean ± sample std (n - 1) over seeds.")
     if summary.common:
         lines.append("Common overrides: `" + " ".join(f"{k}={v}" for k, v in summary.common.items()) + "`")
+    monitors: dict[str, list[str]] = {}
+    for group in summary.groups:
+        for monitor in dict.fromkeys(j.monitor for j in group.ok if j.monitor):
+            monitors.setdefault(monitor, []).append(group.label)
+    if len(monitors) == 1:
+        lines.append(f"Checkpoints picked by {next(iter(monitors))}.")
+    elif monitors:
+        lines.append("Checkpoints picked by " + "; ".join(f"{m} for `{'`, `'.join(labels)}`"
+                                                         for m, labels in monitors.items()) + ".")
     lines.append("")
     heads = ["config", "seeds", "failed", *(header(m)[0] for m in summary.columns)]
     lines += ["| " + " | ".join(heads) + " |", "|" + "|".join(["---"] + ["---:"] * (len(heads) - 1)) + "|"]

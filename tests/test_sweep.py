@@ -50,6 +50,7 @@ def test_a_sweep_ends_with_a_summary_table_and_plot(hard_soft_sweep):
         assert cells[:2] == ["1", "0"]  # one seed, none failed
         assert 0 < float(cells[2]) < 1 and 0 <= float(cells[3]) <= 1
     assert "2 jobs, 2 configs, 0 failed" in text
+    assert "Checkpoints picked by val/recon_mse (min)." in text
     assert (hard_soft_sweep / "summary.png").stat().st_size > 5000
     for job in sorted(p for p in hard_soft_sweep.iterdir() if p.is_dir()):
         metrics = json.loads((job / "metrics.json").read_text())
@@ -121,6 +122,17 @@ def test_groups_take_mean_and_sample_std_over_seeds(tmp_path):
     assert rows["model=swwae_hard"] == ["3", "0", "0.0200 ± 0.0100", "0.9000 ± 0.0000", "10.00 ± 0.00",
                                         "0.2000 ± 0.0000", "10 ± 0"]
     assert (tmp_path / "summary.png").is_file()
+
+
+def test_the_summary_says_which_metric_picked_each_configs_checkpoints(tmp_path):
+    monitors = {"swwae_hard": {"metric": "val/acc", "mode": "max"},
+                "classifier_only": {"metric": "val/acc", "mode": "max"},
+                "upsample": {"metric": "val/recon_mse", "mode": "min"}}
+    for num, model in enumerate(monitors):
+        fake_job(tmp_path, num, [f"model={model}", "seed=0"], {"test/acc": 0.9}, monitor=monitors[model])
+    text = markdown(collect(tmp_path))
+    assert ("Checkpoints picked by val/acc (max) for `model=swwae_hard`, `model=classifier_only`; "
+            "val/recon_mse (min) for `model=upsample`.") in text
 
 
 def test_unfinished_jobs_count_as_failed_and_numeric_keys_become_an_axis(tmp_path):
