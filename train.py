@@ -20,11 +20,10 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig
 
-from swwae.errors import ConfigError
+from swwae.errors import UserError, one_line
 from swwae.run import set_torch_defaults, train
-from swwae.sweep import one_line, write_failed_job
+from swwae.sweep import write_failed_job
 
-USER_ERRORS = (ConfigError,)  # their message says it all (NonFiniteLossError is one): no traceback
 log = logging.getLogger("train")
 
 
@@ -37,9 +36,9 @@ def sweep_job_failed(cfg: DictConfig, err: Exception) -> float:
         info = {"run_name": cfg.run_name} | info
     except Exception:  # the run name itself may be what failed to resolve
         pass
-    if not isinstance(err, USER_ERRORS):
+    if not isinstance(err, UserError):  # its message says it all: no traceback
         log.error("job failed", exc_info=err)  # the full traceback, in the job's train.log
-    error = one_line(err, plain=USER_ERRORS)
+    error = one_line(err)
     write_failed_job(hydra_cfg.runtime.output_dir, info, error)
     print(f"error: sweep job {hydra_cfg.job.num} ({info.get('run_name', '?')}) failed: {error}", file=sys.stderr)
     return math.nan
@@ -54,7 +53,7 @@ def main(cfg: DictConfig) -> float:
     except Exception as err:
         if multirun:
             return sweep_job_failed(cfg, err)
-        if isinstance(err, USER_ERRORS):
+        if isinstance(err, UserError):
             print(f"error: {err}", file=sys.stderr)
             sys.exit(2)
         raise

@@ -19,7 +19,7 @@ import sys
 import warnings
 from pathlib import Path
 
-from swwae.errors import ConfigError
+from swwae.errors import UserError
 from swwae.sweep import reconstruction_figure, write_summary
 
 
@@ -38,7 +38,7 @@ def main(argv=None) -> int:
         if args.recon is not None:
             out = Path(args.recon) if args.recon else args.sweep_dir / "reconstructions.png"
             print(f"reconstructions: {reconstruction_figure(summary, out, args.num_images, args.split)}")
-    except ConfigError as err:
+    except UserError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     return 1 if summary.failed else 0

@@ -22,7 +22,7 @@ from hydra.utils import instantiate
 from torchvision.utils import save_image
 
 from swwae.checkpoints import load_model
-from swwae.errors import ConfigError
+from swwae.errors import UserError
 from swwae.images import reconstruction_panels
 
 
@@ -63,7 +63,7 @@ def main(argv=None) -> int:
     warnings.filterwarnings("ignore")
     try:
         result = evaluate(args.checkpoint, args.split, args.out, args.num_images, args.data_root)
-    except ConfigError as err:
+    except UserError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     print(json.dumps(result, indent=2))

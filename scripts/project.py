@@ -25,7 +25,7 @@ from hydra.utils import instantiate
 from torchvision.utils import save_image
 
 from swwae.checkpoints import load_model
-from swwae.errors import ConfigError
+from swwae.errors import ConfigError, UserError
 from swwae.pooling import WHERE_MODES
 from swwae.projection import check_stage, project, projection_grid, strongest
 
@@ -81,7 +81,7 @@ def main(argv=None) -> int:
     try:
         checkpoint, options = parse(sys.argv[1:] if argv is None else argv)
         run(checkpoint, **options)
-    except ConfigError as err:
+    except UserError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     return 0

@@ -11,7 +11,7 @@ from pathlib import Path
 import torch
 
 from swwae.checkpoint_io import remove_stale_temp_files
-from swwae.errors import ConfigError
+from swwae.errors import CheckpointError, one_line
 from swwae.module import SWWAEModule
 
 log = logging.getLogger(__name__)
@@ -22,11 +22,6 @@ REQUIRED_KEYS = ("state_dict", "hyper_parameters", "swwae_config")
 DATA_KEYS_FREE_TO_CHANGE = ("root", "download", "num_workers")
 
 # helpers
-
-
-def _first_line(err: BaseException, limit: int = 200) -> str:
-    text = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _plain(value):
@@ -56,20 +51,20 @@ def read_checkpoint(path) -> dict:
     """The checkpoint's dict, checked to be one that swwae's train.py wrote."""
     path = Path(path)
     if not path.is_file():
-        raise ConfigError(f"checkpoint {path} does not exist")
+        raise CheckpointError(f"checkpoint {path} does not exist")
     try:
         checkpoint = torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as err:
         if "weights only" in str(err).lower():  # a pickle of arbitrary objects: not ours
-            raise ConfigError(
+            raise CheckpointError(
                 f"checkpoint {path} holds pickled objects, not tensors and plain values: "
                 f"it was not written by swwae's train.py"
             ) from None
-        raise ConfigError(f"checkpoint {path} is unreadable (truncated or corrupt?): {_first_line(err)}") from None
+        raise CheckpointError(f"checkpoint {path} is unreadable (truncated or corrupt?): {one_line(err, limit=200)}") from None
     except UNREADABLE as err:
-        raise ConfigError(f"checkpoint {path} is unreadable (truncated or corrupt?): {_first_line(err)}") from None
+        raise CheckpointError(f"checkpoint {path} is unreadable (truncated or corrupt?): {one_line(err, limit=200)}") from None
     if not isinstance(checkpoint, dict) or any(k not in checkpoint for k in REQUIRED_KEYS):
-        raise ConfigError(f"checkpoint {path} was not written by swwae's train.py (no state_dict or run config)")
+        raise CheckpointError(f"checkpoint {path} was not written by swwae's train.py (no state_dict or run config)")
     return checkpoint
 
 
@@ -80,7 +75,7 @@ def load_model(path) -> tuple[SWWAEModule, dict]:
         module = SWWAEModule(**checkpoint["hyper_parameters"])
         module.load_state_dict(checkpoint["state_dict"])
     except (TypeError, RuntimeError, KeyError) as err:
-        raise ConfigError(f"checkpoint {path} does not fit swwae's model: {_first_line(err)}") from None
+        raise CheckpointError(f"checkpoint {path} does not fit swwae's model: {one_line(err, limit=200)}") from None
     return module.eval(), checkpoint["swwae_config"]
 
 
@@ -102,14 +97,14 @@ def newest_readable(folder) -> tuple[Path | None, dict | None, list[str]]:
     for path in resume_candidates(folder) if Path(folder).is_dir() else []:
         try:
             return path, read_checkpoint(path), skipped
-        except ConfigError as err:
+        except CheckpointError as err:
             skipped.append(f"{path.name}: {err}")
     return None, None, skipped
 
 
 def pick_resume_checkpoint(folder) -> tuple[Path, dict] | None:
     """What ``resume=true`` continues from: ``newest_readable``, with a warning for each
-    checkpoint passed over; ``None`` if the folder holds no checkpoint at all; ConfigError
+    checkpoint passed over; ``None`` if the folder holds no checkpoint at all; CheckpointError
     (one line) if it holds some and none of them reads back."""
     folder = Path(folder)
     if not folder.is_dir():
@@ -120,7 +115,7 @@ def pick_resume_checkpoint(folder) -> tuple[Path, dict] | None:
     for reason in skipped:
         log.warning("cannot resume from %s", reason)
     if path is None and skipped:
-        raise ConfigError(
+        raise CheckpointError(
             f"resume=true but no checkpoint in {folder} reads back ({'; '.join(skipped)}): "
             f"resume=false starts the run over (the old folder is moved aside, not deleted)"
         )
@@ -130,25 +125,25 @@ def pick_resume_checkpoint(folder) -> tuple[Path, dict] | None:
 
 
 def check_resumable(path: Path, checkpoint: dict, module, datamodule=None) -> None:
-    """ConfigError (one line) unless ``checkpoint`` was trained with the current model and
+    """CheckpointError (one line) unless ``checkpoint`` was trained with the current model and
     data config: resuming it would fail in ``load_state_dict``, or silently train on."""
     advice = "use another run_name or resume=false"
     diffs = config_differences(checkpoint["hyper_parameters"], dict(module.hparams), prefix="model.")
     if diffs:
         shown = "; ".join(diffs[:4]) + ("; ..." if len(diffs) > 4 else "")
-        raise ConfigError(f"{path} was trained with a different model config ({shown}): {advice}")
+        raise CheckpointError(f"{path} was trained with a different model config ({shown}): {advice}")
     saved_data = checkpoint.get("datamodule_hyper_parameters")
     current_data = dict(getattr(datamodule, "hparams", {}) or {})
     if saved_data is not None and current_data:
         diffs = config_differences(saved_data, current_data, ignore=DATA_KEYS_FREE_TO_CHANGE, prefix="data.")
         if diffs:
             shown = "; ".join(diffs[:4]) + ("; ..." if len(diffs) > 4 else "")
-            raise ConfigError(f"{path} was trained with a different data config ({shown}): {advice}")
+            raise CheckpointError(f"{path} was trained with a different data config ({shown}): {advice}")
     expected = {k: tuple(v.shape) for k, v in module.state_dict().items()}
     saved = {k: tuple(v.shape) for k, v in checkpoint["state_dict"].items()}
     if expected != saved:
         wrong = sorted(k for k in expected.keys() | saved.keys() if expected.get(k) != saved.get(k))
-        raise ConfigError(
+        raise CheckpointError(
             f"{path} does not fit the current model ({len(wrong)} tensors differ, e.g. {wrong[0]}: "
             f"{saved.get(wrong[0], 'missing')} there, {expected.get(wrong[0], 'missing')} now): {advice}"
         )

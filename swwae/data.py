@@ -10,8 +10,8 @@ labels of a class-balanced, seeded subset of the training split and sets the oth
 label-hidden samples for the rest: the model trains its reconstruction terms on every
 sample and its NLL on the labelled ones, in every step.
 
-Bad settings and missing or broken dataset files raise :class:`swwae.errors.ConfigError`
-with a one-line message that says what to change.
+Bad settings raise :class:`swwae.errors.ConfigError`, missing or broken dataset files
+:class:`swwae.errors.DataError`, each with a one-line message that says what to change.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from torch import Tensor
 from torch.utils.data import DataLoader
 
 from swwae.batching import LabelledBatchSampler, batch_loader
-from swwae.errors import ConfigError
+from swwae.errors import ConfigError, DataError, one_line
 from swwae.splits import LABELS, SPLIT, balanced_subset, generator, stratified_split
 
 __all__ = [
@@ -194,12 +194,6 @@ _READ_ERRORS = (
 )  # fmt: skip
 
 
-def _one_line(err: BaseException, limit: int = 160) -> str:
-    text = " ".join(str(err).split()) or "no details"
-    text = text if len(text) <= limit else text[: limit - 3] + "..."
-    return f"{type(err).__name__}: {text}"
-
-
 class _TorchvisionDataModule(InMemoryDataModule):
     """Train/test from a torchvision dataset class under ``root``; val is carved out of
     the official training set (stratified, seeded); test is the official test set."""
@@ -234,7 +228,7 @@ class _TorchvisionDataModule(InMemoryDataModule):
         return Splits(*train, *val, test_x, test_y)
 
     def _read(self, train: bool) -> tuple[Tensor, Tensor]:
-        """Construct the torchvision dataset and turn any failure into a one-line ConfigError
+        """Construct the torchvision dataset and turn any failure into a one-line DataError
         that tells missing, undownloadable and corrupt files apart."""
         cls = self._dataset_class()
         folder = os.path.abspath(self._folder(cls))
@@ -256,15 +250,15 @@ class _TorchvisionDataModule(InMemoryDataModule):
                 )
             elif not present:
                 msg = (
-                    f"could not download {self.name} into {folder} ({_one_line(err)}): check the internet "
+                    f"could not download {self.name} into {folder} ({one_line(err, limit=160)}): check the internet "
                     f"connection, or copy the files there by hand ({expected}), or use {OFFLINE_HINT}"
                 )
             else:
                 msg = (
-                    f"{self.name} files in {folder} look partial or corrupt ({_one_line(err)}): delete that "
+                    f"{self.name} files in {folder} look partial or corrupt ({one_line(err, limit=160)}): delete that "
                     f"folder and download again with data.download=true, or use {OFFLINE_HINT}"
                 )
-            raise ConfigError(msg) from err
+            raise DataError(msg) from err
 
 
 class MNISTDataModule(_TorchvisionDataModule):

@@ -1,9 +1,39 @@
-"""Errors that mean "the user asked for something that cannot work".
+"""Errors that mean "the user asked for something that cannot work", and how to show them.
 
-``train.py`` and the scripts print these as one line and exit non-zero, instead of a
-traceback: a wrong config value, a missing or corrupt dataset, a bad checkpoint.
+``train.py`` and the scripts print a :class:`UserError` as one ``error: ...`` line and exit
+with status 2, instead of a traceback: its message alone says what to change. The kinds say
+where the problem lies; catch ``UserError`` to catch them all.
 """
 
+from __future__ import annotations
 
-class ConfigError(ValueError):
-    """A bad config value or input; the message alone tells the user what to change."""
+
+class UserError(ValueError):
+    """Something the user can fix; the message says how."""
+
+
+class ConfigError(UserError):
+    """A config value or command-line option that cannot work."""
+
+
+class DataError(UserError):
+    """A dataset that is missing, partial, corrupt or cannot be downloaded."""
+
+
+class CheckpointError(UserError):
+    """A checkpoint that is missing, unreadable, foreign, or trained with another config."""
+
+
+class NonFiniteError(UserError):
+    """Training produced a NaN or infinite loss, or weights; raised before anything
+    non-finite is saved over a checkpoint."""
+
+
+def one_line(err: BaseException, limit: int = 300) -> str:
+    """``err`` as one line, white space folded: a user error's message (it says it all);
+    any other error as ``Type: message``, cut to ``limit`` characters."""
+    text = " ".join(str(err).split())
+    if isinstance(err, UserError) and text:
+        return text
+    text = f"{type(err).__name__}: {text}".rstrip(": ")
+    return text if len(text) <= limit else text[: limit - 3] + "..."

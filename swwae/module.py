@@ -1,7 +1,7 @@
 """LightningModule around the SWWAE: the three loss terms, metrics, optimiser.
 
 loss = lambda_nll * NLL(labelled samples) + lambda_rec * MSE(x_hat, x)
-       + lambda_m * sum_i MSE(decoded_i, encoder input_i)          (DESIGN 3.3)
+       + lambda_m * sum_i MSE(decoded_i, encoder input_i)
 
 Unlabelled samples carry the label -1: they train the reconstruction terms only.
 """
@@ -15,18 +15,12 @@ from torch import nn
 from torchmetrics import MeanSquaredError
 from torchmetrics.classification import MulticlassAccuracy
 
-from swwae.errors import ConfigError
+from swwae.errors import ConfigError, NonFiniteError
 from swwae.model import SWWAE, SWWAEOutput
 
 NET_KEYS = ("widths", "kernel_size", "pool_mode", "pool_size", "pool_stride", "pool_padding", "beta", "wavelet",
             "nonlinearity", "batch_norm", "dropout", "classifier_dropout")
 SCHEDULERS = ("none", "cosine")
-
-
-class NonFiniteLossError(ConfigError):
-    """Training produced a NaN or infinite loss (or weights); the message names the step and
-    the term. A ConfigError, so ``train.py`` prints it as one ``error:`` line and exits
-    non-zero; it stops the run before anything non-finite is saved over a checkpoint."""
 
 
 class SWWAEModule(L.LightningModule):
@@ -104,7 +98,7 @@ class SWWAEModule(L.LightningModule):
         terms = self.losses(self(noisy), x, y)  # denoising: the targets are the clean images
         bad = [name for name, value in terms.items() if not torch.isfinite(value)]
         if bad:
-            raise NonFiniteLossError(
+            raise NonFiniteError(
                 f"non-finite loss at epoch {self.current_epoch}, step {self.global_step}: "
                 + ", ".join(f"{name}={terms[name].item()}" for name in bad)
                 + "; lower model.lr or model.beta, or check the data"
@@ -142,7 +136,7 @@ class SWWAEModule(L.LightningModule):
         bad = [name for name, t in checkpoint["state_dict"].items()
                if t.is_floating_point() and not torch.isfinite(t).all()]
         if bad:
-            raise NonFiniteLossError(
+            raise NonFiniteError(
                 f"non-finite weights at epoch {checkpoint.get('epoch')}, step {checkpoint.get('global_step')} "
                 f"({', '.join(bad[:3])}{', ...' if len(bad) > 3 else ''}); not saved over the last checkpoint; "
                 "lower model.lr or model.beta, or check the data"

@@ -22,9 +22,8 @@ from omegaconf import DictConfig, OmegaConf
 from swwae.callbacks import BatchSeed, SaveRunConfig
 from swwae.checkpoint_io import AtomicCheckpointIO
 from swwae.checkpoints import check_resumable, newest_readable, pick_resume_checkpoint
-from swwae.errors import ConfigError
+from swwae.errors import ConfigError, NonFiniteError, UserError
 from swwae.host_memory import keep_freed_memory
-from swwae.module import NonFiniteLossError
 from swwae.monitor import check_monitor
 
 log = logging.getLogger(__name__)
@@ -130,11 +129,11 @@ def final_metrics(trainer: L.Trainer, prefix: str) -> dict[str, float]:
 
 
 def build(node, **kwargs):
-    """``hydra.utils.instantiate``, but our own ConfigError comes out unwrapped (one line)."""
+    """``hydra.utils.instantiate``, but our own errors come out unwrapped (one line)."""
     try:
         return instantiate(node, **kwargs)
     except InstantiationException as err:
-        if isinstance(err.__cause__, ConfigError):
+        if isinstance(err.__cause__, UserError):
             raise err.__cause__ from None
         raise ConfigError(str(err).replace("\n", " ")) from err
 
@@ -168,8 +167,8 @@ def train(cfg: DictConfig) -> float:
 
     try:
         trainer.fit(module, datamodule=datamodule, ckpt_path=ckpt_path)
-    except NonFiniteLossError as err:  # one line for train.py, saying what is left to resume from
-        raise NonFiniteLossError(f"{err}; {kept_checkpoint(cfg)}") from None
+    except NonFiniteError as err:  # one line for train.py, saying what is left to resume from
+        raise NonFiniteError(f"{err}; {kept_checkpoint(cfg)}") from None
     metrics = final_metrics(trainer, "val/")
     best = trainer.checkpoint_callback.best_model_path if trainer.checkpoint_callback else ""
     if cfg.get("test"):

@@ -26,19 +26,12 @@ from pathlib import Path
 import yaml
 from hydra.experimental.callback import Callback
 
+from swwae.errors import ConfigError, one_line
+
 NAMES = {"recon_mse": ("recon MSE", ".4f"), "acc": ("acc", ".4f"), "error_pct": ("error %", ".2f")}
 SEED_KEYS = ("seed", "+seed", "++seed")
 
 # helpers
-
-
-def one_line(err: BaseException, plain: tuple = ()) -> str:
-    """An exception as one line: its first line, prefixed by its type unless it is a
-    ConfigError or one of the ``plain`` types (errors whose message says it all)."""
-    from swwae.errors import ConfigError
-
-    text = str(err).strip().splitlines()[0] if str(err).strip() else ""
-    return text if isinstance(err, (ConfigError, *plain)) and text else f"{type(err).__name__}: {text}".rstrip(": ")
 
 
 def write_failed_job(folder, info: dict, error: str) -> dict:
@@ -191,8 +184,6 @@ def collect(sweep_dir) -> Summary:
     ``metrics.json``), grouped by the overrides that vary, seed excepted."""
     sweep_dir = Path(sweep_dir)
     if not sweep_dir.is_dir():
-        from swwae.errors import ConfigError
-
         raise ConfigError(f"sweep folder {sweep_dir} does not exist")
     folders = [p for p in sweep_dir.iterdir() if p.is_dir() and ((p / ".hydra").is_dir() or (p / "metrics.json").is_file())]
     jobs = [read_job(p) for p in sorted(folders, key=job_order)]
@@ -357,7 +348,6 @@ def reconstruction_figure(summary: Summary, out, num_images: int = 6, split: str
     from hydra.utils import instantiate
 
     from swwae.checkpoints import load_model
-    from swwae.errors import ConfigError
     from swwae.images import reconstruction_panels
 
     cells, images = {}, {}

@@ -23,7 +23,7 @@ from swwae import data as swdata
 from swwae.batching import BatchTensorDataset, batch_loader
 from swwae.data import CIFAR10DataModule, MNISTDataModule, MNISTSampleDataModule
 from swwae.splits import balanced_subset, stratified_split
-from swwae.errors import ConfigError
+from swwae.errors import ConfigError, DataError
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs" / "data"
 
@@ -375,7 +375,7 @@ def test_cifar10_reads_pickled_batches(cifar_root):
 
 @pytest.mark.parametrize("cls, sub", [(MNISTDataModule, "MNIST/raw"), (CIFAR10DataModule, "cifar-10-batches-py")])
 def test_missing_files_offline(tmp_path, cls, sub):
-    with pytest.raises(ConfigError) as err:
+    with pytest.raises(DataError) as err:
         cls(root=str(tmp_path / "nowhere")).setup()
     msg = str(err.value)
     assert "\n" not in msg
@@ -387,7 +387,7 @@ def test_missing_files_offline(tmp_path, cls, sub):
 def test_truncated_idx(mnist_root, truncate):
     path = mnist_root / "MNIST" / "raw" / truncate
     path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
-    with pytest.raises(ConfigError) as err:
+    with pytest.raises(DataError) as err:
         MNISTDataModule(root=str(mnist_root), val_size=20).setup()
     msg = str(err.value)
     assert "\n" not in msg and "partial or corrupt" in msg and str(path.parent) in msg
@@ -395,20 +395,20 @@ def test_truncated_idx(mnist_root, truncate):
 
 def test_empty_idx(mnist_root):
     (mnist_root / "MNIST" / "raw" / "train-images-idx3-ubyte").write_bytes(b"")
-    with pytest.raises(ConfigError, match="partial or corrupt"):
+    with pytest.raises(DataError, match="partial or corrupt"):
         MNISTDataModule(root=str(mnist_root), val_size=20).setup()
 
 
 def test_corrupt_cifar_batch(cifar_root, monkeypatch):
     path = cifar_root / "cifar-10-batches-py" / "data_batch_3"
     path.write_bytes(path.read_bytes()[:100])  # md5 no longer matches
-    with pytest.raises(ConfigError) as err:
+    with pytest.raises(DataError) as err:
         CIFAR10DataModule(root=str(cifar_root), val_size=10).setup()
     assert "partial or corrupt" in str(err.value) and "\n" not in str(err.value)
     # a truncated pickle whose md5 still matches fails in pickle instead: same message
     cls = torchvision.datasets.CIFAR10
     monkeypatch.setattr(cls, "train_list", [[n, md5(path) if n == path.name else m] for n, m in cls.train_list])
-    with pytest.raises(ConfigError, match="partial or corrupt"):
+    with pytest.raises(DataError, match="partial or corrupt"):
         CIFAR10DataModule(root=str(cifar_root), val_size=10).setup()
 
 
@@ -416,7 +416,7 @@ def test_download_offline_mnist(tmp_path, monkeypatch):
     # torchvision tries each mirror, then raises a multi-line RuntimeError
     monkeypatch.setattr(torchvision.datasets.mnist, "download_and_extract_archive", no_network)
     dm = MNISTDataModule(root=str(tmp_path), download=True)
-    with pytest.raises(ConfigError) as err:
+    with pytest.raises(DataError) as err:
         dm.prepare_data()
     msg = str(err.value)
     assert "\n" not in msg and msg.startswith("could not download mnist into ")
@@ -425,13 +425,13 @@ def test_download_offline_mnist(tmp_path, monkeypatch):
 
 def test_download_offline_cifar(tmp_path, monkeypatch):
     monkeypatch.setattr(torchvision.datasets.cifar, "download_and_extract_archive", no_network)
-    with pytest.raises(ConfigError, match=r"^could not download cifar10 into .*URLError.*data=mnist_sample"):
+    with pytest.raises(DataError, match=r"^could not download cifar10 into .*URLError.*data=mnist_sample"):
         CIFAR10DataModule(root=str(tmp_path), download=True).setup()
 
 
 def test_download_patched_at_class(tmp_path, monkeypatch):
     monkeypatch.setattr(torchvision.datasets.MNIST, "download", no_network)
-    with pytest.raises(ConfigError, match="could not download mnist"):
+    with pytest.raises(DataError, match="could not download mnist"):
         MNISTDataModule(root=str(tmp_path), download=True).setup()
 
 

@@ -33,8 +33,7 @@ from conftest import QUICK, ROOT, compose_config
 from scripts.evaluate import main as evaluate_main
 from swwae.checkpoint_io import AtomicCheckpointIO, atomic_torch_save, remove_stale_temp_files
 from swwae.checkpoints import load_model
-from swwae.errors import ConfigError
-from swwae.module import NonFiniteLossError
+from swwae.errors import CheckpointError, ConfigError, DataError, NonFiniteError
 from swwae.pooling import Unpool, WhatWherePool
 from swwae.run import build_trainer, train
 
@@ -241,7 +240,7 @@ def test_resume_with_no_checkpoint_that_reads_back_is_one_error_and_deletes_noth
         else:  # a plain state dict from some other project
             torch.save({"weight": torch.ones(3)}, path)
     hashes = {p.name: sha(p) for p in folder.iterdir()}
-    with pytest.raises(ConfigError, match="resume=true but no checkpoint in .* reads back") as err:
+    with pytest.raises(CheckpointError, match="resume=true but no checkpoint in .* reads back") as err:
         train(make_config("model.widths=[8]", "resume=true"))
     assert "\n" not in str(err.value) and "last.ckpt: " in str(err.value) and "best.ckpt: " in str(err.value)
     assert {p.name: sha(p) for p in folder.iterdir()} == hashes
@@ -258,7 +257,7 @@ def test_resume_with_no_checkpoint_that_reads_back_is_one_error_and_deletes_noth
 def test_resume_with_another_config_is_one_clear_error(make_config, tmp_path, change, message, trained_run):
     folder = copy_run(trained_run, tmp_path)
     hashes = {p.name: sha(p) for p in folder.iterdir()}
-    with pytest.raises(ConfigError, match=message) as err:
+    with pytest.raises(CheckpointError, match=message) as err:
         train(make_config("model.widths=[8]", change, "resume=true"))
     assert str(err.value).startswith(f"{folder / 'last.ckpt'} was trained with a different")
     assert str(err.value).endswith("use another run_name or resume=false") and "\n" not in str(err.value)
@@ -316,7 +315,7 @@ def test_nan_loss_is_one_error_line_and_keeps_the_last_good_checkpoint(tmp_path)
 def test_weights_that_blow_up_at_the_end_of_an_epoch_never_reach_last_ckpt(make_config, tmp_path):
     """NaN weights after the last step of epoch 1: validation runs on them before any
     training step can notice, and ModelCheckpoint would then save them over last.ckpt."""
-    with pytest.raises(NonFiniteLossError, match=r"^non-finite weights at epoch 1, step 6 \(net\.encoders") as err:
+    with pytest.raises(NonFiniteError, match=r"^non-finite weights at epoch 1, step 6 \(net\.encoders") as err:
         train(make_config("model.widths=[8]", "trainer.max_epochs=2",
                           "+callbacks.poison._target_=test_reliability.PoisonAt",
                           "+callbacks.poison.epoch=1", "+callbacks.poison.batch=2"))
@@ -411,7 +410,7 @@ def test_more_bad_values_are_one_line_before_any_training(make_config, tmp_path,
 ])
 def test_a_data_root_with_partial_or_corrupt_files_is_one_line(make_config, tmp_path, which, content, message):
     folder = write_mnist_files(tmp_path / "data", which, content)
-    with pytest.raises(ConfigError, match=message) as err:
+    with pytest.raises(DataError, match=message) as err:
         train(make_config("data=mnist", f"data.root={tmp_path / 'data'}", "data.download=false"))
     assert "\n" not in str(err.value) and str(folder) in str(err.value) and "data=mnist_sample" in str(err.value)
     assert not (tmp_path / "checkpoints").exists()
