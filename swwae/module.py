@@ -8,6 +8,8 @@ Unlabelled samples carry the label -1: they train the reconstruction terms only.
 
 from __future__ import annotations
 
+import inspect
+
 import lightning as L
 import torch
 import torch.nn.functional as F
@@ -18,39 +20,36 @@ from torchmetrics.classification import MulticlassAccuracy
 from swwae.errors import ConfigError, NonFiniteError
 from swwae.model import SWWAE, SWWAEOutput
 
-NET_KEYS = ("widths", "kernel_size", "pool_mode", "pool_size", "pool_stride", "pool_padding", "beta", "wavelet",
-            "nonlinearity", "batch_norm", "dropout", "classifier_dropout")
 SCHEDULERS = ("none", "cosine")
+NET_ARGS = tuple(p for p in inspect.signature(SWWAE).parameters if p not in ("image_shape", "num_classes"))
 
 
 class SWWAEModule(L.LightningModule):
+    """Trains an :class:`swwae.model.SWWAE`. Its own arguments are the training ones (loss
+    weights, input noise, optimiser); ``**net`` are the network's, passed through to
+    ``SWWAE`` (widths, pool_mode, beta, ...: ``SWWAE``'s signature holds their defaults),
+    so that the config stays flat (``model.beta=10``) and each default lives in one place.
+    """
+
     def __init__(
         self,
         image_shape=(1, 28, 28),
         num_classes: int = 10,
-        name: str = "swwae",
-        widths=(32, 64),
-        kernel_size: int = 3,
-        pool_mode: str = "hard",
-        pool_size=2,
-        pool_stride=None,
-        pool_padding=0,
-        beta: float = 100.0,
-        wavelet: str = "haar",
-        nonlinearity: str = "relu",
-        batch_norm: bool = False,
-        dropout: float = 0.0,
-        classifier_dropout: float = 0.0,
         lambda_rec: float = 1.0,
         lambda_m: float = 0.1,
         lambda_nll: float = 1.0,
         input_noise: float = 0.0,
-        lr: float = 1e-3,
+        lr: float = 2e-3,
         weight_decay: float = 0.0,
         scheduler: str = "cosine",
+        **net,
     ):
         super().__init__()
         self.save_hyperparameters()
+        unknown = sorted(set(net) - set(NET_ARGS))
+        if unknown:
+            raise ConfigError(f"model.{unknown[0]} is not a model setting; the network takes "
+                              f"{', '.join(NET_ARGS)}")
         if min(lambda_rec, lambda_m, lambda_nll) < 0 or lambda_rec + lambda_m + lambda_nll == 0:
             raise ConfigError("model.lambda_rec, lambda_m and lambda_nll must be >= 0 and not all 0")
         if not input_noise >= 0:
@@ -59,9 +58,7 @@ class SWWAEModule(L.LightningModule):
             raise ConfigError(f"model.lr must be > 0, got {lr}")
         if scheduler not in SCHEDULERS:
             raise ConfigError(f"model.scheduler={scheduler!r} is unknown; choose one of {', '.join(SCHEDULERS)}")
-        hp = self.hparams
-        self.net = SWWAE(image_shape=tuple(image_shape), num_classes=num_classes if lambda_nll > 0 else None,
-                         **{k: hp[k] for k in NET_KEYS})
+        self.net = SWWAE(image_shape=tuple(image_shape), num_classes=num_classes if lambda_nll > 0 else None, **net)
         self.num_stages = len(self.net.encoders)
         self.metrics = nn.ModuleDict({stage: self._metrics() for stage in ("val", "test")})
 

@@ -67,3 +67,24 @@ def test_bad_configs_are_one_clear_error(kwargs, message):
     with pytest.raises(ConfigError, match=message) as err:
         SWWAE(**kwargs)
     assert "\n" not in str(err.value)
+
+
+def test_the_model_config_lists_every_setting_with_the_code_defaults():
+    """configs/model/swwae_hard.yaml is what users read and override (``model.beta=10``); the
+    code holds the defaults (SWWAE's signature for the network, SWWAEModule's for training):
+    the two must not drift apart."""
+    import inspect
+
+    from omegaconf import OmegaConf
+
+    from conftest import CONFIG_DIR
+    from swwae.module import SWWAEModule
+
+    config = OmegaConf.to_container(OmegaConf.load(CONFIG_DIR / "model" / "swwae_hard.yaml"))
+    config.pop("_target_")
+    defaults = {}
+    for cls in (SWWAE, SWWAEModule):
+        for name, p in inspect.signature(cls).parameters.items():
+            if p.default is not inspect.Parameter.empty and name not in ("image_shape", "num_classes"):
+                defaults[name] = list(p.default) if isinstance(p.default, tuple) else p.default
+    assert config == defaults
