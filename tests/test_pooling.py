@@ -9,7 +9,8 @@ import torch.nn.functional as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from swwae.pooling import MODES, Unpool, WhatWherePool, _add_at, make_pool, splat
+from swwae.pooling import MODES, Unpool, WhatWherePool, make_pool, splat
+from swwae.pooling.soft import _add_at
 
 SEED_X = torch.tensor([[1.0, 2, 3], [13, 3, 1], [4, 2, 9]]).view(1, 1, 3, 3)
 

@@ -1,0 +1,65 @@
+"""What-where pooling and the unpooling bound to it. Pure torch: no Lightning, no Hydra.
+
+A pool returns ``what`` (the pooled map, fed to the next stage) and ``where`` (which input
+positions won). ``Unpool(pool)`` sends values back through the same windows:
+
+    pool = WhatWherePool(kernel_size=2, mode="hard")
+    what, where = pool(x)          # where.mask is shaped like x
+    x_hat = Unpool(pool)(what, where)
+
+* ``hard``: ``what`` is ``F.max_pool2d``; the mask is d sum(what) / dx (the gradient-of-sum
+  trick), and unpooling is the exact adjoint of max pooling at the recorded input (the
+  deconvnet's "switches"): values of overlapping windows add up, unlike ``nn.MaxUnpool2d``,
+  which overwrites, and which raises under ``torch.use_deterministic_algorithms(True)``.
+* ``soft``: the SWWAE paper's soft max / soft argmax with temperature ``beta``; unpooling
+  splats each value bilinearly at its continuous position.
+* where-free baselines, ``where is None``: ``upsample`` (max pool, nearest up), ``avg``,
+  ``strided`` (conv down, transposed conv up) and ``wavelet`` (low-pass band down, inverse
+  transform with zero details up).
+
+The package, one module per job, each importing only modules listed above it:
+
+* ``geometry``: kernel, stride and padding (``Geometry``, ``pooled_size``);
+* ``soft``: the soft pooling internals (window layout, the soft max / soft argmax and the
+  in-window splat as autograd Functions);
+* ``wheres``: what a pool records, ``HardWhere`` and ``SoftWhere``, and the generic ``splat``;
+* ``unpooling``: ``Unpool``, bound to its pool, and the where-free upsamplers;
+* ``pools``: ``WhatWherePool``, the baselines, ``make_pool`` and the mode names.
+"""
+
+from swwae.pooling.geometry import Geometry, pooled_size
+from swwae.pooling.pools import (
+    MODES,
+    WHERE_MODES,
+    WHERELESS_MODES,
+    AvgPool,
+    MaxUpsamplePool,
+    StridedConvPool,
+    WaveletPool,
+    WhatWherePool,
+    make_pool,
+)
+from swwae.pooling.unpooling import NearestUnpool, TransposedConvUnpool, Unpool, WaveletUnpool, window_owner_upsample
+from swwae.pooling.wheres import HardWhere, SoftWhere, splat
+
+__all__ = [
+    "MODES",
+    "WHERE_MODES",
+    "WHERELESS_MODES",
+    "AvgPool",
+    "Geometry",
+    "HardWhere",
+    "MaxUpsamplePool",
+    "NearestUnpool",
+    "SoftWhere",
+    "StridedConvPool",
+    "TransposedConvUnpool",
+    "Unpool",
+    "WaveletPool",
+    "WaveletUnpool",
+    "WhatWherePool",
+    "make_pool",
+    "pooled_size",
+    "splat",
+    "window_owner_upsample",
+]

@@ -1,0 +1,46 @@
+"""Pooling geometry: kernel, stride and padding of a 2-d pooling, and the pooled size."""
+
+from __future__ import annotations
+
+from torch import Tensor
+
+
+def _pair(value) -> tuple[int, int]:
+    pair = (value, value) if isinstance(value, int) else tuple(int(v) for v in value)
+    if len(pair) != 2:
+        raise ValueError(f"expected an int or a pair of ints, got {value!r}")
+    return pair
+
+
+def pooled_size(size: int, kernel: int, stride: int, padding: int) -> int:
+    """Output length of a pooling window sliding over ``size`` cells (floor mode)."""
+    return (size + 2 * padding - kernel) // stride + 1
+
+
+class Geometry:
+    """Kernel, stride and padding of a 2-d pooling, checked once."""
+
+    def __init__(self, kernel_size, stride=None, padding=0):
+        self.kernel = _pair(kernel_size)
+        self.stride = _pair(self.kernel if stride is None else stride)
+        self.padding = _pair(padding)
+        if min(self.kernel) < 1 or min(self.stride) < 1:
+            raise ValueError(f"kernel_size and stride must be >= 1, got {self}")
+        if any(p < 0 or p > k // 2 for p, k in zip(self.padding, self.kernel)):
+            raise ValueError(f"padding must be between 0 and kernel_size // 2, got {self}")
+
+    def output_size(self, size: tuple[int, int]) -> tuple[int, int]:
+        return tuple(pooled_size(n, k, s, p) for n, k, s, p in zip(size, self.kernel, self.stride, self.padding))
+
+    def check(self, x: Tensor) -> None:
+        if x.dim() != 4:
+            raise ValueError(f"pooling expects a (N, C, H, W) tensor, got shape {tuple(x.shape)}")
+        height, width = x.shape[-2:]
+        if any(n + 2 * p < k for n, k, p in zip((height, width), self.kernel, self.padding)):
+            raise ValueError(
+                f"pooling kernel {self.kernel} (padding {self.padding}) is larger than the "
+                f"{height}x{width} feature map it pools; use a smaller kernel or fewer stages"
+            )
+
+    def __repr__(self) -> str:
+        return f"kernel_size={self.kernel}, stride={self.stride}, padding={self.padding}"

@@ -1,0 +1,346 @@
+"""Soft pooling internals: the window layout, the soft max and soft argmax of every window
+(``_SoftPoolFunction``) and the bilinear splat inside each window (``_WindowSplat``), as
+autograd Functions with hand-written backward passes. Private to ``swwae.pooling``:
+``WhatWherePool(mode="soft")`` and ``SoftWhere`` are the way in."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from swwae.pooling.geometry import Geometry, pooled_size
+
+# The soft path works in a "window layout", (N, C, kh, kw, Ho, Wo), contiguous: plane
+# (i, j) holds cell (i, j) of every window. Per-window sums and maxima are then
+# element-wise ops between whole planes, vectorised along Ho * Wo, instead of reductions
+# over tiny inner dimensions of a strided view (~10x slower on CPU); broadcasting a
+# per-window value over the cells also keeps long contiguous inner loops. Tensors with one
+# value per window are (N, C, Ho, Wo); per cell row or column of a window, (N, C, k, Ho, Wo).
+# The pool and the splat are autograd Functions with hand-written backward passes: as
+# plain autograd, the same maths records dozens of ops, each one more pass over memory.
+
+# Exponents below this are clamped before exp: exp(-80) ~ 1.8e-35 is a zero weight for
+# every purpose (the winner has weight 1), while exp of anything below ~ -87 (float32
+# denormals and underflow) is ~10x slower on CPU, and beta = 100 sends most exponents there.
+_LOGIT_FLOOR = -80.0
+
+
+def _window_view(t: Tensor, g: Geometry) -> Tensor:
+    """A strided view of the (already padded) ``t`` (N, C, H, W) in window layout."""
+    (kh, kw), (sh, sw) = g.kernel, g.stride
+    return t.unfold(2, kh, sh).unfold(3, kw, sw).permute(0, 1, 4, 5, 2, 3)
+
+
+def _to_windows(x: Tensor, g: Geometry, fill: float = 0.0) -> Tensor:
+    """The windows of ``x`` (N, C, H, W) in window layout, padded cells set to ``fill``.
+
+    One strided copy, ~3x faster than im2col (``F.unfold``), which gives the same layout.
+    Always a new tensor, even where the view is contiguous already (1x1 windows): callers
+    write into it."""
+    ph, pw = g.padding
+    if ph or pw:
+        x = F.pad(x, (pw, pw, ph, ph), value=fill)
+    windows = _window_view(x, g)
+    return torch.empty_like(windows, memory_format=torch.contiguous_format).copy_(windows)
+
+
+def _tiles_in_pairs(g: Geometry, shape, dtype) -> bool:
+    """Whether 2-wide windows tile the image exactly (the usual 2x2 pool), so that image
+    row ho * kh + i is the cells (i, 0) and (i, 1) of window row ho, interleaved: one
+    ``_interleave`` writes it, contiguously."""
+    (kh, kw), (sh, sw) = g.kernel, g.stride
+    height, width = shape[-2:]
+    return ((kw, sw, sh) == (2, 2, kh) and not any(g.padding) and height % kh == 0 and width % 2 == 0
+            and dtype in (torch.float32, torch.float64))
+
+
+def _interleave(a: Tensor, b: Tensor, out: Tensor | None = None) -> Tensor:
+    """a[..., k] and b[..., k] side by side along the last dimension, as (real, imaginary)
+    pairs written by torch.complex: ~2x faster than a copy into every other float."""
+    if out is None:
+        return torch.view_as_real(torch.complex(a, b))
+    torch.complex(a, b, out=torch.view_as_complex(out))
+    return out
+
+
+def _from_windows(t: Tensor, g: Geometry, shape) -> Tensor:
+    """Adjoint of ``_to_windows``: add every window cell onto its pixel of an (N, C, H, W)
+    image, dropping padded cells.
+
+    Windows apart (stride >= kernel, the usual case) give every cell a pixel of its own,
+    so this is one copy into place (2-wide windows: ``_interleave`` writes, ~2x faster
+    still; 2x2 windows tiling the image fill it whole, rows at a time). Overlapping windows take ``F.fold`` (col2im), ~2.5x slower on CPU: one
+    deterministic pass in which each output pixel is summed in a fixed order."""
+    n, c, height, width = shape
+    (kh, kw), (sh, sw), (ph, pw) = g.kernel, g.stride, g.padding
+    ho, wo = t.shape[-2:]
+    if t.numel() == 0:  # F.fold refuses zero channels
+        return t.new_zeros(shape)
+    if sh < kh or sw < kw:
+        return F.fold(t.reshape(n, c * kh * kw, ho * wo), (height, width), g.kernel, padding=g.padding, stride=g.stride)
+    pairs = (kw, sw) == (2, 2) and t.dtype in (torch.float32, torch.float64)
+    rows, cols = max(height + 2 * ph, ho * sh), max(width + 2 * pw, wo * sw)
+    cols += pairs and cols % 2  # even: complex views of the image need even strides
+    covered = (kh, kw) == (sh, sw) and (rows, cols) == (ho * sh, wo * sw)
+    image = t.new_empty(n, c, rows, cols) if covered else t.new_zeros(n, c, rows, cols)  # in padded coordinates
+    tiles = image[:, :, :ho * sh, :wo * sw].unflatten(3, (wo, sw)).unflatten(2, (ho, sh))  # (N, C, Ho, sh, Wo, sw)
+    if pairs:
+        for i in range(kh):
+            _interleave(t[:, :, i, 0], t[:, :, i, 1], out=tiles[:, :, :, i])
+    else:
+        tiles[:, :, :, :kh, :, :kw].copy_(t.permute(0, 1, 4, 2, 5, 3))
+    return image[:, :, ph:ph + height, pw:pw + width]
+
+
+def _per_window(t: Tensor) -> Tensor:
+    """(N, C, Ho, Wo) -> broadcastable against the window layout."""
+    return t[:, :, None, None]
+
+
+def _combine_cells(t: Tensor, dim: int) -> Tensor:
+    """Sum over the cells of one window axis, ``dim``, slice by slice: k - 1 element-wise
+    ops on whole planes beat torch's reduction over a short, non-innermost dimension."""
+    cells = t.unbind(dim)
+    if len(cells) == 1:
+        return cells[0].clone()
+    out = cells[0] + cells[1]
+    for cell in cells[2:]:
+        out.add_(cell)
+    return out
+
+
+def _window_sum(t: Tensor) -> Tensor:
+    """Sum over the cells of each window, (N, C, Ho, Wo): up to 4 cells, plane additions
+    (1.6x faster than torch's reduction over a short, non-innermost dimension)."""
+    cells = t.flatten(2, 3)
+    if cells.shape[2] > 4:
+        return cells.sum(2)
+    return _combine_cells(cells, 2)
+
+
+def _weight_moments(weights: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """Each window's total weight, and its soft argmax (sum_ij (i, j) e_ij / total) in
+    window cells: (N, C, Ho, Wo) each.
+
+    For 2x2 windows, four additions of single planes (2x faster than halving the layout
+    along each axis), and row_1 / total <= 1 exactly (rounding is monotonic). For bigger
+    windows on CPU, one (3, K) x (K, Ho * Wo) matrix product per plane replaces 2 (k - 1)
+    plane passes at ~2x the speed (on GPUs element-wise passes are cheap, and TF32 would
+    round the weights); the caller clamps the positions into their windows."""
+    n, c, kh, kw, ho, wo = weights.shape
+    if (kh, kw) == (2, 2):
+        lower = weights[:, :, 1, 0] + weights[:, :, 1, 1]
+        right = weights[:, :, 0, 1] + weights[:, :, 1, 1]
+        total = torch.add(weights[:, :, 0, 0], weights[:, :, 0, 1]).add_(lower)
+        return total, lower.div_(total), right.div_(total)
+    if kh * kw > 4 and weights.device.type == "cpu":
+        cells = torch.arange(kh * kw, device=weights.device)
+        moments = torch.stack((torch.ones_like(cells), cells // kw, cells % kw)).to(weights.dtype)
+        total, row, col = torch.matmul(moments, weights.view(n * c, kh * kw, ho * wo)).view(n, c, 3, ho, wo).unbind(2)
+        return total, row / total, col / total
+    by_row, by_col = _combine_cells(weights, 3), _combine_cells(weights, 2)  # (N, C, k, Ho, Wo)
+    total = _combine_cells(by_row, 2)
+    return total, _mean_offset(by_row, total), _mean_offset(by_col, total)
+
+
+def _mean_offset(t: Tensor, total: Tensor) -> Tensor:
+    """sum_i i * t_i / total over the cells (dim 2) of one window axis: with t the weights
+    summed across the other axis, the soft argmax along this one."""
+    k = t.shape[2]
+    if k == 1:
+        return torch.zeros_like(total)
+    if k == 2:
+        return t[:, :, 1] / total
+    out = t[:, :, 1].clone()
+    for i in range(2, k):
+        out.add_(t[:, :, i], alpha=i)
+    return out.div_(total)
+
+
+def _window_origins(g: Geometry, size, like: Tensor):
+    """Per axis: each window's first cell (maybe a padded one), and its first and last valid
+    cells, in input-pixel coordinates, shaped (Ho, 1) for rows and (Wo,) for columns."""
+    axes = []
+    for axis, (k, s, p, n) in enumerate(zip(g.kernel, g.stride, g.padding, size)):
+        m = pooled_size(n, k, s, p)
+        first = torch.arange(m, device=like.device, dtype=like.dtype) * s - p
+        shape = (m, 1) if axis == 0 else (m,)
+        axes.append(tuple(t.view(shape) for t in (first, first.clamp(min=0), (first + k - 1).clamp(max=n - 1))))
+    return axes
+
+
+def _valid_cells(g: Geometry, size, like: Tensor) -> Tensor | None:
+    """1 on window cells inside the image, 0 on padded ones (window layout, N = C = 1);
+    None without padding."""
+    if not any(g.padding):
+        return None
+    return _to_windows(like.new_ones(1, 1, *size), g)
+
+
+def _left_cell(q: Tensor, k: int) -> Tensor:
+    """The cell left of in-window position q along an axis of k cells: the bilinear splat
+    at q reaches it and the next one. On a cell exactly, that cell (as floor()), except
+    the last, which is the right one of its pair: the splat stays in the window."""
+    return q.floor().clamp_(0, max(k - 2, 0))
+
+
+def _splat_corners(q_row: Tensor, q_col: Tensor, g: Geometry, shape):
+    """Where the bilinear splat at each in-window position lands: the flat indices, in the
+    padded (H + 2 ph, W + 2 pw) image, of the 2x2 pixels around it, (N, C, Ho, Wo, 2, 2)
+    (a 1-cell axis repeats its pixel, with weight 0 on the copy); and the position's
+    offsets from the top-left one, in [0, 1]."""
+    (kh, kw), (ph, pw) = g.kernel, g.padding
+    left_row, left_col = _left_cell(q_row, kh), _left_cell(q_col, kw)
+    (first_r, lo_r, _), (first_c, lo_c, _) = _window_origins(g, shape[-2:], q_row)
+    width = shape[-1] + 2 * pw
+    top_left = (left_row + first_r + ph).mul_(width).add_(left_col + first_c + pw)
+    # a NaN position (its window held NaN or +inf) gets NaN weights on its window's first
+    # valid pixel, not an index out of bounds (NaN cast to an integer)
+    top_left = torch.where(top_left.isnan(), (lo_r + ph) * width + lo_c + pw, top_left).long()
+    down, right = (width if kh > 1 else 0), (1 if kw > 1 else 0)
+    corners = torch.tensor([[0, right], [down, down + right]], device=q_row.device)
+    return top_left[..., None, None] + corners, q_row - left_row, q_col - left_col
+
+
+def _add_at(image: Tensor, index: Tensor, values: Tensor, flat: bool | None = None) -> Tensor:
+    """image[n, c, index[n, c, i]] += values[n, c, i], in place, for (N, C, L) tensors.
+
+    On CPU, ``scatter_add_`` row by row: parallel over (n, c), each row in a fixed order,
+    deterministic. Elsewhere (``flat``), one ``scatter_add_`` over the flattened image:
+    CUDA runs it with atomics (exact wherever windows do not overlap: one value a pixel),
+    and deterministically under ``torch.use_deterministic_algorithms``, which refuses a
+    multi-dimensional one in older torch."""
+    if flat is None:
+        flat = image.device.type != "cpu"
+    if not flat:
+        return image.scatter_add_(2, index, values)
+    n, c, length = image.shape
+    rows = torch.arange(0, n * c * length, length, device=image.device).view(n, c, 1)
+    image.view(-1).scatter_add_(0, (index + rows).view(-1), values.reshape(-1))
+    return image
+
+
+class _SoftPoolFunction(torch.autograd.Function):
+    """x -> (what, row, col): soft max and soft argmax of every window (see WhatWherePool),
+    the positions relative to each window's first cell.
+
+    Backward, per window with weights a, for incoming grads (gw, gr, gc) and
+    u_i = z_i gw + r_i gr + c_i gc (r_i, c_i: cell i's row and column in the window):
+    dL/dz_i = a_i gw + beta a_i (u_i - sum_j a_j u_j).
+    """
+
+    @staticmethod
+    def forward(ctx, x: Tensor, geometry: Geometry, beta: float):
+        (kh, kw), padded = geometry.kernel, any(geometry.padding)
+        z = _to_windows(x, geometry, fill=-math.inf)  # (N, C, kh, kw, Ho, Wo); pads never win
+        top = z.flatten(2, 3).amax(2)
+        # logits beta (z - top): each window's max subtracted (softmax is shift-invariant),
+        # so they are <= 0, exactly 0 at the max, whatever the scale of x (unlike
+        # beta z - beta top); then clamped, which also makes -inf cells finite
+        logits = z.sub_(_per_window(top)).mul_(beta).clamp_(min=_LOGIT_FLOOR)
+        weights = logits.exp()  # unnormalised, 1 at the max
+        if padded:  # padded cells never win
+            weights.mul_(_valid_cells(geometry, x.shape[-2:], x))
+        total, q_row, q_col = _weight_moments(weights)
+        # what = sum(a z) = top + sum(a logits) / beta: finite with a -inf cell (zero
+        # weight), and free of the cancellation of sum(a z) when all z are large
+        weighted = logits.mul_(weights)
+        mean_logit = _window_sum(weighted).div_(total)
+        what = torch.add(top, mean_logit, alpha=1 / beta)
+        if padded or kh > 2 or kw > 2:  # the clamp undoes rounding, keeps positions off pads
+            (first_r, lo_r, hi_r), (first_c, lo_c, hi_c) = _window_origins(geometry, x.shape[-2:], x)
+            q_row = torch.clamp(q_row, lo_r - first_r, hi_r - first_r)
+            q_col = torch.clamp(q_col, lo_c - first_c, hi_c - first_c)
+        ctx.save_for_backward(weights, weighted, total, mean_logit, q_row, q_col)
+        ctx.geometry, ctx.beta, ctx.shape = geometry, beta, x.shape
+        return what, q_row, q_col
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad_what: Tensor, grad_row: Tensor, grad_col: Tensor):
+        weights, weighted, total, mean_logit, q_row, q_col = ctx.saved_tensors
+        beta, (kh, kw) = ctx.beta, ctx.geometry.kernel
+        # With e the unnormalised weights, s their sum (a = e / s), l the logits and
+        # z = top + l / beta: dL/dz_ij = G e_ij l_ij + e_ij (K + beta (R i + Q j)), per
+        # window G = gw / s, R = gr / s, Q = gc / s and K = G (1 - mean(l)) - beta (R row +
+        # Q col) (in-window positions): the 1 / s goes into the per-window coefficients, so
+        # the normalised weights are never materialised.
+        g, r, q = grad_what / total, grad_row / total, grad_col / total
+        k = torch.addcmul(g, g, mean_logit, value=-1)
+        k.addcmul_(r, q_row, value=-beta).addcmul_(q, q_col, value=-beta)
+        rows = torch.arange(kh, device=k.device, dtype=k.dtype).view(kh, 1, 1)
+        cols = torch.arange(kw, device=k.device, dtype=k.dtype).view(kw, 1, 1)
+        per_row = torch.addcmul(k.unsqueeze(2), rows, r.unsqueeze(2), value=beta)  # (N, C, kh, Ho, Wo)
+        per_col = q.unsqueeze(2) * (cols * beta)  # (N, C, kw, Ho, Wo)
+        grad = per_row.unsqueeze(3) + per_col.unsqueeze(2)
+        del per_row, per_col, r, q, k  # before the next allocations: a lower peak
+        grad.mul_(weights).addcmul_(weighted, _per_window(g))
+        return _from_windows(grad, ctx.geometry, ctx.shape), None, None
+
+
+class _WindowSplat(torch.autograd.Function):
+    """(v, row, col) -> bilinear splat of each v at its position, inside its own window
+    (row, col relative to the window's first cell, in [0, k - 1]).
+
+    The splat puts v's bilinear weights on the 2x2 pixels around its position, which stay
+    inside the window. 2x2 windows, the common case, are those 2x2 pixels: the splat
+    and its gradients are linear interpolations, a few ops on per-window planes, placed
+    as whole windows. Bigger windows add the 4 weights onto their pixels (scatter_add)
+    and gather the gradients back from them.
+    """
+
+    @staticmethod
+    def forward(ctx, v: Tensor, q_row: Tensor, q_col: Tensor, geometry: Geometry, shape):
+        ctx.geometry, ctx.shape = geometry, shape
+        ctx.save_for_backward(v, q_row, q_col)
+        if geometry.kernel == (2, 2):
+            lower = v * q_row  # v's share on the window's lower row
+            if _tiles_in_pairs(geometry, shape, v.dtype):  # window rows are image rows
+                rows = torch.stack((v - lower, lower), 3)  # (N, C, Ho, 2, Wo)
+                right = rows * q_col.unsqueeze(3)
+                return _interleave(rows.sub_(right), right).reshape(shape)  # reshape: channels_last input gives a strided result
+            cells = v.new_empty(v.shape[:2] + (2, 2) + v.shape[2:])
+            for i, on_row in enumerate((v - lower, lower)):
+                right = torch.mul(on_row, q_col, out=cells[:, :, i, 1])
+                torch.sub(on_row, right, out=cells[:, :, i, 0])
+            return _from_windows(cells, geometry, shape)
+        # bigger windows: the 4 weights of each splat, added onto their pixels
+        index, frac_row, frac_col = _splat_corners(q_row, q_col, geometry, shape)
+        lower = v * frac_row
+        by_row = torch.stack((v - lower, lower), -1)  # (N, C, Ho, Wo, 2): upper and lower pixels
+        right = by_row * frac_col.unsqueeze(-1)
+        values = torch.stack((by_row.sub_(right), right), -1)  # (N, C, Ho, Wo, 2, 2), as index
+        (n, c, height, width), (ph, pw) = shape, geometry.padding
+        image = _add_at(v.new_zeros(n, c, (height + 2 * ph) * (width + 2 * pw)), index.flatten(2), values.flatten(2))
+        return image.view(n, c, height + 2 * ph, width + 2 * pw)[:, :, ph:ph + height, pw:pw + width]
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad: Tensor):
+        v, q_row, q_col = ctx.saved_tensors
+        g, (ph, pw) = ctx.geometry, ctx.geometry.padding
+        padded = F.pad(grad, (pw, pw, ph, ph)) if ph or pw else grad
+        if g.kernel == (2, 2):
+            by_rows = _window_view(padded, g).permute(0, 1, 4, 2, 5, 3)  # a view, no copy
+            return _WindowSplat.bilinear_grads(by_rows, v, q_row, q_col) + (None, None)
+        # the splat only reached the 2x2 pixels around each position: gather those
+        index, frac_row, frac_col = _splat_corners(q_row, q_col, g, ctx.shape)
+        values = padded.flatten(2).gather(2, index.flatten(2)).view(index.shape)  # (N, C, Ho, Wo, 2, 2)
+        by_rows = values.permute(0, 1, 2, 4, 3, 5)  # (N, C, Ho, 2, Wo, 2)
+        return _WindowSplat.bilinear_grads(by_rows, v, frac_row, frac_col) + (None, None)
+
+    @staticmethod
+    def bilinear_grads(g: Tensor, v: Tensor, frac_row: Tensor, frac_col: Tensor):
+        """Grads of a bilinear splat of v at (frac_row, frac_col) in [0, 1]^2 onto 2x2
+        cells, from the cells' incoming grad ``g``, (N, C, Ho, 2, Wo, 2) by window rows:
+        ``g`` interpolated at frac_col along each row, then at frac_row; the position
+        grads are the slopes of those interpolations."""
+        across = g[..., 1] - g[..., 0]  # (N, C, Ho, 2, Wo): slope along each cell row
+        at_col = torch.addcmul(g[..., 0], across, frac_col.unsqueeze(3))  # value at frac_col
+        down = at_col[:, :, :, 1] - at_col[:, :, :, 0]
+        grad_v = torch.addcmul(at_col[:, :, :, 0], down, frac_row)
+        grad_col = torch.lerp(across[:, :, :, 0], across[:, :, :, 1], frac_row).mul_(v)
+        return grad_v, down.mul_(v), grad_col

@@ -1,0 +1,102 @@
+"""What a pool records of where its windows' maxima were, and how it sends values back:
+``HardWhere`` (max pooling's switches) and ``SoftWhere`` (soft argmax positions); ``splat``,
+the generic bilinear splat at any positions."""
+
+from __future__ import annotations
+
+from functools import cached_property
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from swwae.pooling.geometry import Geometry
+from swwae.pooling.soft import _window_origins, _WindowSplat
+
+
+class HardWhere:
+    """Switches of a max pooling: ``indices`` (flat H*W index of each window's winner).
+
+    ``mask`` is computed lazily, on first read, with the gradient-of-sum trick, so training
+    pays nothing for it unless someone looks.
+    """
+
+    def __init__(self, indices: Tensor, input: Tensor, geometry: Geometry):
+        self.indices, self.input, self.geometry = indices, input.detach(), geometry
+
+    @property
+    def shape(self) -> torch.Size:
+        return self.input.shape
+
+    def unpool(self, v: Tensor) -> Tensor:
+        """Adjoint of max pooling at the recorded input: v[w] goes to the winner of w."""
+        g = self.geometry
+        return torch.ops.aten.max_pool2d_with_indices_backward(
+            v, self.input, g.kernel, g.stride, g.padding, (1, 1), False, self.indices
+        )
+
+    @cached_property
+    def mask(self) -> Tensor:
+        """d sum(max_pool2d(x)) / dx: a 0/1 bed of nails; a pixel winning K windows gets K."""
+        g = self.geometry
+        with torch.inference_mode(False), torch.enable_grad():
+            x = self.input.clone().requires_grad_(True)  # clone: inference tensors refuse grad
+            what = F.max_pool2d(x, g.kernel, g.stride, g.padding)
+            (mask,) = torch.autograd.grad(what.sum(), x)
+        return mask
+
+
+class SoftWhere:
+    """Continuous positions of the soft argmax of each window, shaped like ``what``.
+
+    Each position lies inside its own window, on valid (unpadded) cells. It is kept
+    relative to the window's first cell (``in_window_row``, ``in_window_col``, in
+    [0, k - 1]), which is what unpooling works with; ``row`` and ``col``, in input-pixel
+    coordinates, are derived on first read (differentiable too).
+    """
+
+    def __init__(self, in_window_row: Tensor, in_window_col: Tensor, shape: torch.Size, geometry: Geometry):
+        self.in_window_row, self.in_window_col = in_window_row, in_window_col
+        self.shape, self.geometry = shape, geometry
+
+    @cached_property
+    def row(self) -> Tensor:
+        return self.in_window_row + _window_origins(self.geometry, self.shape[-2:], self.in_window_row)[0][0]
+
+    @cached_property
+    def col(self) -> Tensor:
+        return self.in_window_col + _window_origins(self.geometry, self.shape[-2:], self.in_window_col)[1][0]
+
+    def unpool(self, v: Tensor) -> Tensor:
+        """Bilinear splat of each v at its position (== ``splat(v, row, col, shape)``)."""
+        dtype = torch.promote_types(v.dtype, self.in_window_row.dtype)
+        q_row, q_col = self.in_window_row.to(dtype), self.in_window_col.to(dtype)
+        return _WindowSplat.apply(v.to(dtype), q_row, q_col, self.geometry, tuple(self.shape))
+
+    @cached_property
+    def mask(self) -> Tensor:
+        """Soft bed of nails: ``unpool(ones)``, a constant."""
+        with torch.no_grad():
+            return _WindowSplat.apply(torch.ones_like(self.in_window_row), self.in_window_row,
+                                      self.in_window_col, self.geometry, tuple(self.shape))
+
+
+def splat(v: Tensor, row: Tensor, col: Tensor, shape) -> Tensor:
+    """Add each value of ``v`` at (row, col) by bilinear weights onto the 4 nearest pixels.
+
+    Differentiable in ``v`` and in the positions; overlapping deposits add up. Any
+    positions inside the image work (a generic scatter-add); ``SoftWhere.unpool`` does the
+    same for positions inside their pooling windows, faster.
+    """
+    n, c, height, width = shape
+    row0, col0 = row.detach().floor(), col.detach().floor()
+    frac_r, frac_c = row - row0, col - col0
+    indices, values = [], []
+    for dr, wr in ((0, 1 - frac_r), (1, frac_r)):
+        r = (row0 + dr).clamp(0, height - 1)
+        for dc, wc in ((0, 1 - frac_c), (1, frac_c)):
+            cc = (col0 + dc).clamp(0, width - 1)  # a clamped corner always has weight 0
+            indices.append((r * width + cc).long().flatten(2))
+            values.append((v * wr * wc).flatten(2))
+    out = v.new_zeros(n, c, height * width)
+    return out.scatter_add(2, torch.cat(indices, 2), torch.cat(values, 2)).view(shape)
