@@ -1,0 +1,146 @@
+"""The sweep figures: ``summary.png`` (metrics over configs and seeds) and, on demand, one
+picture of every config's reconstructions (``scripts/compare_runs.py --recon``).
+
+Apart from the table because they need matplotlib (imported when drawing) and, for the
+reconstructions, the checkpoints and the data of the jobs.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import textwrap
+from pathlib import Path
+
+from swwae.errors import ConfigError
+from swwae.sweep.jobs import Group, Summary, as_number
+from swwae.sweep.tables import header
+
+
+def numeric_axis(summary: Summary) -> str | None:
+    """A varying override with numeric values (pool size, number of labels, beta) that
+    makes a better x axis than one bar per config."""
+    for key in summary.groups[0].keys if summary.groups else []:
+        values = {g.keys.get(key) for g in summary.groups}
+        series = {tuple((k, v) for k, v in g.keys.items() if k != key) for g in summary.groups}
+        full_grid = len(values) * len(series) == len(summary.groups)  # not so for a random search
+        if len(values) > 1 and full_grid and all(as_number(v) is not None for v in values):
+            return key
+    return None
+
+
+def plot(summary: Summary, out: Path) -> Path:
+    """One panel per metric: mean ± std with every seed as a dot, over the numeric
+    override if there is one (a line per remaining config), else one bar per config."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    metrics = [m for m in summary.columns if m.endswith(("/recon_mse", "/error_pct")) or m == "train_time_s"]
+    metrics = metrics or summary.columns[:1]
+    x_key = numeric_axis(summary)
+    n = max(1, len(metrics))
+    if x_key is None:
+        fig, axes = plt.subplots(1, n, figsize=(4.2 * n, 0.45 * len(summary.groups) + 1.6), squeeze=False)
+    else:
+        fig, axes = plt.subplots(1, n, figsize=(4.2 * n, 3.4), squeeze=False)
+    for ax, metric in zip(axes[0], metrics):
+        title = header(metric)[0]
+        if x_key is None:
+            ys = range(len(summary.groups))
+            for y, group in zip(ys, summary.groups):
+                mean, std = group.stat(metric)
+                if math.isfinite(mean):
+                    ax.barh(y, mean, xerr=std or 0, color="C0", alpha=0.6, capsize=3)
+                    ax.plot([j.metrics.get(metric) for j in group.ok], [y] * len(group.ok), "k.", ms=4)
+                else:
+                    ax.text(0, y, " all failed", va="center", color="C3")
+            ax.set_yticks(list(ys), [textwrap.fill(g.label, 36) for g in summary.groups], fontsize=7)
+            ax.invert_yaxis()
+            ax.set_xlabel(title)
+        else:
+            series: dict[str, list[Group]] = {}
+            for group in summary.groups:
+                rest = " ".join(f"{k}={v}" for k, v in group.keys.items() if k != x_key) or "all"
+                series.setdefault(rest, []).append(group)
+            for i, (name, groups) in enumerate(series.items()):
+                groups = sorted(groups, key=lambda g: as_number(g.keys[x_key]))
+                xs = [as_number(g.keys[x_key]) for g in groups]
+                stats = [g.stat(metric) for g in groups]
+                ax.errorbar(xs, [m for m, _ in stats], yerr=[s or 0 for _, s in stats], marker="o", capsize=3,
+                            label=name, color=f"C{i}")
+                for x, g in zip(xs, groups):
+                    ax.plot([x] * len(g.ok), [j.metrics.get(metric) for j in g.ok], ".", color=f"C{i}", alpha=0.4)
+            if max(xs) / max(min(xs), 1e-12) >= 10 and min(xs) > 0:
+                ax.set_xscale("log")
+            ax.set_xticks(sorted({as_number(g.keys[x_key]) for g in summary.groups}))
+            ax.get_xaxis().set_major_formatter(matplotlib.ticker.ScalarFormatter())
+            ax.set_xlabel(x_key)
+            ax.set_title(title, fontsize=10)
+            ax.legend(fontsize=7)
+        ax.grid(alpha=0.3)
+    failed = f", {len(summary.failed)} failed" if summary.failed else ""
+    fig.suptitle(f"{summary.folder.name}: {len(summary.jobs)} jobs{failed}", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+    return out
+
+
+# reconstructions of a whole sweep
+
+
+def reconstruction_figure(summary: Summary, out, num_images: int = 6, split: str = "test") -> Path:
+    """One picture, one panel per config (its first finished seed, best checkpoint): rows
+    input | reconstruction | reconstruction with the where dropped, on the same images.
+    With a numeric override (pool size), configs are laid out as a grid over it."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from hydra.utils import instantiate
+
+    from swwae.checkpoints import load_model
+    from swwae.images import reconstruction_panels
+
+    cells, images = {}, {}
+    for group in summary.groups:
+        ckpt = next((c for c in (j.checkpoint() for j in group.ok) if c is not None and c.is_file()), None)
+        if ckpt is None:
+            continue
+        module, config = load_model(ckpt)
+        key = json.dumps(config["data"], sort_keys=True)
+        if key not in images:
+            datamodule = instantiate(config["data"])
+            datamodule.setup("test")
+            images[key] = getattr(datamodule, f"{split}_x")[:num_images]
+        cells[group.label] = reconstruction_panels(module.net, images[key])["reconstructions"]
+    if not cells:
+        raise ConfigError(f"no finished job in {summary.folder} has a checkpoint to reconstruct with")
+    x_key = numeric_axis(summary)
+    if x_key is None:
+        rows, cols = [[g.label] for g in summary.groups if g.label in cells], [""]
+    else:
+        names = list(dict.fromkeys(" ".join(f"{k}={v}" for k, v in g.keys.items() if k != x_key) for g in summary.groups))
+        xs = sorted({g.keys[x_key] for g in summary.groups}, key=as_number)
+        by = {(" ".join(f"{k}={v}" for k, v in g.keys.items() if k != x_key), g.keys[x_key]): g.label for g in summary.groups}
+        rows, cols = [[by.get((name, x)) for x in xs] for name in names], [f"{x_key}={x}" for x in xs]
+    some = next(iter(cells.values()))
+    aspect = some.shape[1] / some.shape[2]
+    width = 3.2 * len(rows[0])
+    fig, axes = plt.subplots(len(rows), len(rows[0]), figsize=(width, len(rows) * 3.2 * aspect + 0.6), squeeze=False)
+    for r, row in enumerate(rows):
+        for c, label in enumerate(row):
+            ax = axes[r][c]
+            ax.axis("off")
+            if label in cells:
+                ax.imshow(cells[label].permute(1, 2, 0).numpy(), interpolation="nearest")
+                ax.set_title(label, fontsize=7)
+            elif label:
+                ax.text(0.5, 0.5, f"{label}\n(no checkpoint)", ha="center", va="center", fontsize=7)
+    fig.suptitle("rows: input | reconstruction | reconstruction with the where dropped", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+    return Path(out)

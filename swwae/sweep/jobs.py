@@ -1,0 +1,189 @@
+"""Reading a sweep folder: one ``Job`` per job folder (its overrides and ``metrics.json``),
+grouped into ``Group``s by the overrides that vary, seed excepted, in one ``Summary``.
+
+The data model that the table, the plots and the Hydra callback all read; it also writes
+the ``metrics.json`` of a job that raised (``train.py``), so that the reader and the writer
+of that record live side by side. No plotting, no Hydra callback here.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from swwae.errors import ConfigError
+
+SEED_KEYS = ("seed", "+seed", "++seed")
+
+# helpers
+
+
+def write_failed_job(folder, info: dict, error: str) -> dict:
+    """The ``metrics.json`` of a job that raised: who it was, and the one-line error."""
+    record = dict(info) | {"status": "failed", "error": error, "metrics": {}}
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "metrics.json").write_text(json.dumps(record, indent=2))
+    return record
+
+
+def pretty_key(key: str) -> str:
+    """``+experiment/pooling@_global_`` -> ``pooling``; ``model.beta`` stays."""
+    key = key.lstrip("+~").split("@")[0]
+    return key.rsplit("/", 1)[-1]
+
+
+def pretty_value(value: str) -> str:
+    """Long floats (Optuna's picks) to 4 significant digits; everything else as given."""
+    number = as_number(value)
+    return f"{number:.4g}" if number is not None and len(value) > 7 and not value.isdigit() else value
+
+
+def as_number(value: str) -> float | None:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) else None
+
+
+def mean_std(values: list[float]) -> tuple[float, float | None]:
+    values = [v for v in values if v is not None and math.isfinite(v)]
+    if not values:
+        return math.nan, None
+    return statistics.fmean(values), statistics.stdev(values) if len(values) > 1 else None
+
+
+# classes
+
+
+@dataclass
+class Job:
+    folder: Path
+    overrides: dict[str, str]  # this job's command-line and sweep overrides, key -> value
+    record: dict  # its metrics.json, or a failure record made up when there is none
+
+    @property
+    def ok(self) -> bool:
+        return self.record.get("status", "ok") == "ok" and bool(self.record.get("metrics"))
+
+    @property
+    def metrics(self) -> dict[str, float]:
+        metrics = dict(self.record.get("metrics") or {})
+        for split in ("val", "test"):
+            if f"{split}/acc" in metrics:
+                metrics[f"{split}/error_pct"] = 100.0 * (1.0 - metrics[f"{split}/acc"])
+        return metrics
+
+    @property
+    def monitor(self) -> str | None:
+        """The metric that picked the job's best checkpoint, e.g. ``val/acc (max)``."""
+        monitor = self.record.get("monitor") or {}
+        return f"{monitor['metric']} ({monitor['mode']})" if monitor.get("metric") else None
+
+    @property
+    def seed(self):
+        return self.record.get("seed", next((self.overrides[k] for k in SEED_KEYS if k in self.overrides), None))
+
+    def checkpoint(self, name: str = "best.ckpt") -> Path | None:
+        """checkpoints/<run_name>/<name> of this job: from metrics.json when it says so, else
+        from the job's saved config (``paths.checkpoint_dir``, relative to the launch folder)."""
+        if self.record.get("checkpoint"):
+            return Path(self.record["checkpoint"])
+        from omegaconf import OmegaConf
+
+        try:
+            config = OmegaConf.load(self.folder / ".hydra" / "config.yaml")
+            folder = Path(str(config.paths.checkpoint_dir))
+            if not folder.is_absolute():
+                folder = Path(OmegaConf.load(self.folder / ".hydra" / "hydra.yaml").hydra.runtime.cwd) / folder
+        except Exception:  # no saved config, or one we cannot resolve outside Hydra
+            return None
+        return folder / self.record["run_name"] / name if self.record.get("run_name") else None
+
+
+@dataclass
+class Group:
+    label: str  # the varying overrides, seed excepted: "model=swwae_soft model.beta=10"
+    keys: dict[str, str]  # the same, pretty key -> value
+    jobs: list[Job] = field(default_factory=list)
+
+    @property
+    def ok(self) -> list[Job]:
+        return [j for j in self.jobs if j.ok]
+
+    @property
+    def failed(self) -> list[Job]:
+        return [j for j in self.jobs if not j.ok]
+
+    def stat(self, metric: str) -> tuple[float, float | None]:
+        return mean_std([j.metrics.get(metric) for j in self.ok])
+
+
+@dataclass
+class Summary:
+    folder: Path
+    jobs: list[Job]
+    groups: list[Group]
+    common: dict[str, str]  # overrides every job shares
+    columns: list[str]  # metrics shown, in order
+
+    @property
+    def failed(self) -> list[Job]:
+        return [j for j in self.jobs if not j.ok]
+
+
+def read_job(folder: Path) -> Job:
+    overrides_file = folder / ".hydra" / "overrides.yaml"
+    overrides = {}
+    if overrides_file.is_file():
+        for item in yaml.safe_load(overrides_file.read_text()) or []:
+            key, _, value = str(item).partition("=")
+            overrides[key] = value
+    metrics_file = folder / "metrics.json"
+    try:
+        record = json.loads(metrics_file.read_text())
+    except FileNotFoundError:
+        record = {"status": "failed", "error": "no metrics.json: the job did not finish (killed, or still running?)"}
+    except (OSError, ValueError) as err:
+        record = {"status": "failed", "error": f"unreadable metrics.json: {err}"}
+    if record.get("status", "ok") == "ok" and not record.get("metrics"):
+        record = record | {"status": "failed", "error": record.get("error") or "metrics.json holds no metrics"}
+    return Job(folder, overrides, record)
+
+
+def job_order(folder: Path):
+    number = folder.name.split("_", 1)[0]
+    return (int(number), folder.name) if number.isdigit() else (math.inf, folder.name)
+
+
+def collect(sweep_dir) -> Summary:
+    """Every job folder under ``sweep_dir`` (one level down: it has ``.hydra/`` or a
+    ``metrics.json``), grouped by the overrides that vary, seed excepted."""
+    sweep_dir = Path(sweep_dir)
+    if not sweep_dir.is_dir():
+        raise ConfigError(f"sweep folder {sweep_dir} does not exist")
+    folders = [p for p in sweep_dir.iterdir() if p.is_dir() and ((p / ".hydra").is_dir() or (p / "metrics.json").is_file())]
+    jobs = [read_job(p) for p in sorted(folders, key=job_order)]
+    keys = list(dict.fromkeys(k for j in jobs for k in j.overrides))
+    varying = [k for k in keys if k not in SEED_KEYS and len({j.overrides.get(k) for j in jobs}) > 1]
+    common = {k: jobs[0].overrides[k] for k in keys if k not in varying and k not in SEED_KEYS and jobs}
+    groups: dict[tuple, Group] = {}
+    for job in jobs:
+        values = tuple((k, job.overrides.get(k, "")) for k in varying)
+        if values not in groups:
+            pretty = {pretty_key(k): pretty_value(v) for k, v in values}
+            label = " ".join(f"{k}={v}" for k, v in pretty.items()) or job.record.get("model") or "all jobs"
+            groups[values] = Group(label, pretty)
+        groups[values].jobs.append(job)
+    found = {m for j in jobs if j.ok for m in j.metrics}
+    split = "test" if any(m.startswith("test/") for m in found) else "val"  # val: runs with test=false
+    middles = sorted((m for m in found if m.startswith(f"{split}/middle_mse_")), key=lambda m: int(m.rsplit("_", 1)[1]))
+    columns = [f"{split}/{m}" for m in ("recon_mse", "acc", "error_pct") if f"{split}/{m}" in found] + middles
+    columns += ["train_time_s"] if "train_time_s" in found else []
+    return Summary(sweep_dir, jobs, list(groups.values()), common, columns)

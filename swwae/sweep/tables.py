@@ -1,0 +1,67 @@
+"""The sweep table: ``summary.md``, one row per config, mean ± sample std over seeds.
+
+Kept apart from the figures so that a summary can be read and written without matplotlib;
+``header`` (a metric's title and number format) is shared with the plots.
+"""
+
+from __future__ import annotations
+
+import math
+
+from swwae.sweep.jobs import Summary
+
+NAMES = {"recon_mse": ("recon MSE", ".4f"), "acc": ("acc", ".4f"), "error_pct": ("error %", ".2f")}
+
+
+def cell(mean: float, std: float | None, fmt: str) -> str:
+    if not math.isfinite(mean):
+        return "–"
+    return f"{mean:{fmt}}" if std is None else f"{mean:{fmt}} ± {std:{fmt}}"
+
+
+def header(metric: str) -> tuple[str, str]:
+    """Column header and number format of a metric."""
+    if metric == "train_time_s":
+        return "train time (s)", ".0f"
+    split, _, name = metric.partition("/")
+    if name.startswith("middle_mse_"):
+        return f"{split} middle MSE {name.rsplit('_', 1)[1]}", ".4f"
+    title, fmt = NAMES.get(name, (name, ".4g"))
+    return f"{split} {title}", fmt
+
+
+def markdown(summary: Summary) -> str:
+    """The table: one row per group, mean ± sample std over seeds, seeds run and failed."""
+    lines = [f"# Sweep summary: {summary.folder.name}", ""]
+    n_failed = len(summary.failed)
+    lines.append(f"{len(summary.jobs)} jobs, {len(summary.groups)} configs, {n_failed} failed. "
+                 "Mean ± sample std (n - 1) over seeds.")
+    if summary.common:
+        lines.append("Common overrides: `" + " ".join(f"{k}={v}" for k, v in summary.common.items()) + "`")
+    monitors: dict[str, list[str]] = {}
+    for group in summary.groups:
+        for monitor in dict.fromkeys(j.monitor for j in group.ok if j.monitor):
+            monitors.setdefault(monitor, []).append(group.label)
+    if len(monitors) == 1:
+        lines.append(f"Checkpoints picked by {next(iter(monitors))}.")
+    elif monitors:
+        lines.append("Checkpoints picked by " + "; ".join(f"{m} for `{'`, `'.join(labels)}`"
+                                                         for m, labels in monitors.items()) + ".")
+    lines.append("")
+    heads = ["config", "seeds", "failed", *(header(m)[0] for m in summary.columns)]
+    lines += ["| " + " | ".join(heads) + " |", "|" + "|".join(["---"] + ["---:"] * (len(heads) - 1)) + "|"]
+    for group in summary.groups:
+        row = [f"`{group.label}`", str(len(group.ok)), str(len(group.failed))]
+        row += [cell(*group.stat(m), header(m)[1]) for m in summary.columns]
+        lines.append("| " + " | ".join(row) + " |")
+    names: dict[str, list[str]] = {}
+    for job in summary.jobs:
+        names.setdefault(job.record.get("run_name"), []).append(job.folder.name)
+    shared = {name: folders for name, folders in names.items() if name and len(folders) > 1}
+    if shared:  # their checkpoints and TensorBoard runs share a folder: extend run_name
+        lines += ["", "Warning: jobs share a run_name (one checkpoint folder; extend `run_name` with the swept keys): "
+                  + "; ".join(f"`{name}`: {', '.join(folders)}" for name, folders in shared.items())]
+    if n_failed:
+        lines += ["", "Failed jobs:", ""]
+        lines += [f"- `{j.folder.name}`: {j.record.get('error', 'failed')}" for j in summary.failed]
+    return "\n".join(lines) + "\n"
