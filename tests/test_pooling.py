@@ -9,6 +9,7 @@ import torch.nn.functional as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from helpers.pooling import geometries, soft_reference
 from swwae.pooling import MODES, Unpool, WhatWherePool, make_pool, splat
 from swwae.pooling.soft import _add_at
 
@@ -16,18 +17,12 @@ SEED_X = torch.tensor([[1.0, 2, 3], [13, 3, 1], [4, 2, 9]]).view(1, 1, 3, 3)
 
 
 @st.composite
-def geometries(draw):
-    """A random pooling geometry and an input it fits: kernels 1-4, strides 1-4, padding up
-    to kernel // 2, odd, even and rectangular sizes, batch and channels above 1."""
-    kh, kw = draw(st.integers(1, 4)), draw(st.integers(1, 4))
-    sh, sw = draw(st.integers(1, 4)), draw(st.integers(1, 4))
-    ph, pw = draw(st.integers(0, kh // 2)), draw(st.integers(0, kw // 2))
-    height = draw(st.integers(max(1, kh - 2 * ph), 11))
-    width = draw(st.integers(max(1, kw - 2 * pw), 11))
-    n, c = draw(st.integers(1, 3)), draw(st.integers(1, 3))
-    seed = draw(st.integers(0, 2**16))
-    x = torch.randn(n, c, height, width, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
-    return dict(kernel_size=(kh, kw), stride=(sh, sw), padding=(ph, pw)), x
+def gaussian_inputs(draw):
+    """A random pooling geometry (``helpers.pooling.geometries``: kernels 1-4, strides 1-4,
+    padding up to kernel // 2, odd, even and rectangular sizes, batch and channels above 1)
+    and a float64 Gaussian input it fits."""
+    geometry, shape, seed = draw(geometries())
+    return geometry, torch.randn(shape, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
 
 
 def tie_free(*shape, dtype=torch.float64):
@@ -78,7 +73,7 @@ def test_ties_pick_the_winner_max_pool_picks_and_padding_never_wins():
 
 
 @settings(max_examples=150, deadline=None)
-@given(geometries())
+@given(gaussian_inputs())
 def test_hard_unpool_is_the_adjoint_of_pool(case):
     geometry, x = case
     pool = WhatWherePool(**geometry)
@@ -92,7 +87,7 @@ def test_hard_unpool_is_the_adjoint_of_pool(case):
 
 
 @settings(max_examples=60, deadline=None)
-@given(geometries(), st.sampled_from(MODES))
+@given(gaussian_inputs(), st.sampled_from(MODES))
 def test_every_mode_returns_the_input_shape_without_output_size(case, mode):
     geometry, x = case
     if mode == "wavelet":
@@ -210,33 +205,14 @@ def test_soft_positions_stay_inside_the_input_and_off_padding():
     assert where.col.min() >= 0 and where.col.max() <= 4
 
 
-def reference_soft(x, geometry, beta):
-    """The soft contract (DESIGN 3.1) written plainly with autograd: the fast path in
-    swwae.pooling must agree with it."""
-    (kh, kw), (sh, sw), (ph, pw) = (_pair(geometry.get(k, d)) for k, d in
-                                    (("kernel_size", 2), ("stride", geometry.get("kernel_size", 2)), ("padding", 0)))
-    windows = F.pad(x, (pw, pw, ph, ph)).unfold(2, kh, sh).unfold(3, kw, sw)  # (N, C, Ho, Wo, kh, kw)
-    valid = F.pad(torch.ones_like(x[:1, :1]), (pw, pw, ph, ph)).unfold(2, kh, sh).unfold(3, kw, sw) > 0
-    logits = (beta * windows).masked_fill(~valid, -math.inf)
-    a = torch.softmax(logits.flatten(-2), -1).view_as(windows)
-    ho, wo = windows.shape[2:4]
-    row = (torch.arange(ho, dtype=x.dtype) * sh - ph)[:, None] + (a.sum(-1) * torch.arange(kh, dtype=x.dtype)).sum(-1)
-    col = torch.arange(wo, dtype=x.dtype) * sw - pw + (a.sum(-2) * torch.arange(kw, dtype=x.dtype)).sum(-1)
-    return (a * windows).sum((-2, -1)), row, col
-
-
-def _pair(value):
-    return (value, value) if isinstance(value, int) else tuple(value)
-
-
 @settings(max_examples=80, deadline=None)
-@given(geometries(), st.sampled_from([0.5, 4.0, 100.0]))
+@given(gaussian_inputs(), st.sampled_from([0.5, 4.0, 100.0]))
 def test_soft_matches_the_plain_autograd_reference(case, beta):
     geometry, x = case
     x = (x * 3).requires_grad_(True)
     pool = WhatWherePool(**geometry, mode="soft", beta=beta)
     what, where = pool(x)
-    ref_what, ref_row, ref_col = reference_soft(x, geometry, beta)
+    ref_what, ref_row, ref_col = soft_reference(x, geometry, beta)  # x is float64: the graph reaches it
     assert torch.allclose(what, ref_what, atol=1e-9)
     assert torch.allclose(where.row, ref_row, atol=1e-9) and torch.allclose(where.col, ref_col, atol=1e-9)
     v = torch.randn_like(what).requires_grad_(True)
@@ -322,19 +298,22 @@ def test_soft_float32_at_beta_100_is_the_softmax_to_float_precision():
     # exponents below -80 are clamped (exp is slow there): weights that small are zeros
     x = torch.randn(2, 3, 8, 8) * 5
     what, where = WhatWherePool(2, mode="soft", beta=100.0)(x)
-    ref_what, ref_row, ref_col = reference_soft(x.double(), dict(kernel_size=2), 100.0)
+    ref_what, ref_row, ref_col = soft_reference(x, dict(kernel_size=2), 100.0)  # in float64
     assert torch.allclose(what.double(), ref_what, atol=1e-5)
     assert torch.allclose(where.row.double(), ref_row, atol=1e-5)
     assert torch.allclose(where.col.double(), ref_col, atol=1e-5)
     assert torch.allclose(where.mask.sum(), torch.tensor(float(what.numel())))  # mass kept
 
 
-@pytest.mark.parametrize("scale", [1e8, 1e30])
-def test_soft_of_large_values_is_still_near_the_max(scale):
-    # beta (z - max) is exactly 0 at the max; beta z - beta max would lose it to rounding
-    x = torch.randn(2, 4, 8, 8, generator=torch.Generator().manual_seed(0)) * scale
-    what, where = WhatWherePool(2, mode="soft", beta=100.0)(x)
-    assert torch.allclose(what, F.max_pool2d(x, 2), rtol=1e-5, atol=0)
+@pytest.mark.parametrize("scale", [1e8, 1e20, 1e30, 1e35])
+@pytest.mark.parametrize("shape", [(2, 4, 8, 8), (1, 16, 8, 8)])
+def test_soft_of_large_finite_values_is_still_near_the_max(scale, shape):
+    """beta (z - max) is exactly 0 at the max; -beta max + beta z (one fused multiply-add)
+    would leave the rounding error of beta max, > 80 once beta |x| >~ 1e9, and send every
+    exponent to the floor: what would be the window mean (it was, before a fix)."""
+    x = torch.randn(shape, generator=torch.Generator().manual_seed(0)) * scale
+    what, where = WhatWherePool(kernel_size=2, mode="soft", beta=100.0)(x)
+    torch.testing.assert_close(what, F.max_pool2d(x, 2), rtol=1e-5, atol=0)
     assert torch.isfinite(where.row).all() and torch.isfinite(where.mask).all()
 
 
@@ -343,21 +322,29 @@ def test_soft_ignores_a_minus_inf_cell_like_max_pool2d():
     what, where = WhatWherePool(2, mode="soft", beta=100.0)(x)
     assert torch.allclose(what, torch.tensor(2.0))
     assert torch.allclose(where.row, torch.tensor(0.0)) and torch.allclose(where.col, torch.tensor(1.0))
+    assert torch.isfinite(where.mask).all()
     what.sum().backward()
     assert torch.isfinite(x.grad).all()
 
 
-@pytest.mark.parametrize("kernel, size", [(1, (4, 4)), ((2, 2), (2, 2)), ((2, 1), (2, 2)), ((3, 3), (3, 3))])
-def test_soft_never_writes_into_its_input_and_has_a_backward_pass(kernel, size):
-    # 1x1 windows, or one window over the whole input: the window layout of x is x itself
-    x = torch.randn(2, 3, *size)
+@pytest.mark.parametrize("kernel, size", [(1, (4, 4)), ((1, 1), (3, 3)), ((2, 2), (2, 2)), ((2, 1), (2, 2)),
+                                          ((3, 3), (3, 3))])
+@pytest.mark.parametrize("batch", [(1, 1), (2, 3)])
+def test_soft_never_writes_into_its_input_and_has_a_backward_pass(kernel, size, batch):
+    """One window covering the whole input, or 1x1 windows: the strided view of the
+    windows is x itself, contiguous, and must still be copied before being written into
+    (it was not, once: the input changed, and autograd refused the backward pass)."""
+    x = torch.randn(*batch, *size)
     before = x.clone()
     x.requires_grad_(True)
     pool = WhatWherePool(kernel_size=kernel, mode="soft", beta=1.0)
     what, where = pool(x)
     assert torch.equal(x.detach(), before)
+    (grad_what,) = torch.autograd.grad(what.sum(), x, retain_graph=True)
+    assert torch.isfinite(grad_what).all()
     (what.sum() + Unpool(pool)(what, where).sum()).backward()
-    if kernel == 1:  # what is x itself
+    assert torch.equal(x.detach(), before) and torch.isfinite(x.grad).all()
+    if kernel in (1, (1, 1)):  # what is x itself
         assert torch.equal(what, before) and torch.allclose(x.grad, 2 * torch.ones_like(x))
 
 

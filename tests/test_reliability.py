@@ -30,6 +30,7 @@ from hydra.core.global_hydra import GlobalHydra
 from hydra.utils import instantiate
 
 from conftest import QUICK, ROOT, compose_config
+from helpers.pooling import geometries, soft_reference, windows
 from scripts.evaluate import main as evaluate_main
 from swwae.checkpoint_io import AtomicCheckpointIO, atomic_torch_save, remove_stale_temp_files
 from swwae.checkpoints import load_model
@@ -416,7 +417,8 @@ def test_a_data_root_with_partial_or_corrupt_files_is_one_line(make_config, tmp_
     assert not (tmp_path / "checkpoints").exists()
 
 
-# the pooling contract under extreme values
+# the pooling contract under extreme values (the single-input cases, huge finite values, a
+# -inf cell, 1x1 and whole-input windows, are with the other soft pooling tests in test_pooling.py)
 
 
 F32 = torch.finfo(torch.float32)
@@ -426,15 +428,10 @@ MODERATE = 1e3  # |x| up to here: soft must match its float64 definition
 
 @st.composite
 def extreme_inputs(draw):
-    """A random geometry (kernels 1-4, strides 1-4, padding up to kernel // 2, odd and
-    rectangular sizes) and a float32 input mixing moderate values with +-inf, NaN, the
-    largest and smallest floats, and -0.0."""
-    kh, kw = draw(st.integers(1, 4)), draw(st.integers(1, 4))
-    sh, sw = draw(st.integers(1, 4)), draw(st.integers(1, 4))
-    ph, pw = draw(st.integers(0, kh // 2)), draw(st.integers(0, kw // 2))
-    height, width = draw(st.integers(max(1, kh - 2 * ph), 9)), draw(st.integers(max(1, kw - 2 * pw), 9))
-    shape = (draw(st.integers(1, 2)), draw(st.integers(1, 2)), height, width)
-    seed = draw(st.integers(0, 2**16))
+    """A random geometry (``helpers.pooling.geometries``: kernels 1-4, strides 1-4, padding
+    up to kernel // 2, odd and rectangular sizes) and a float32 input mixing moderate values
+    with +-inf, NaN, the largest and smallest floats, and -0.0."""
+    geometry, shape, seed = draw(geometries(max_size=9, max_batch=2))
     special_share = draw(st.sampled_from([0.0, 0.05, 0.3, 1.0]))
     gen = torch.Generator().manual_seed(seed)
     x = (torch.rand(shape, generator=gen) * 2 - 1) * draw(st.sampled_from([1.0, MODERATE]))
@@ -442,28 +439,7 @@ def extreme_inputs(draw):
     specials = torch.tensor(SPECIAL)[torch.randint(len(SPECIAL), shape, generator=gen)]
     x = torch.where(picks, specials, x)
     beta = draw(st.sampled_from([1e-3, 1.0, 10.0, 100.0]))
-    return dict(kernel_size=(kh, kw), stride=(sh, sw), padding=(ph, pw)), x, beta
-
-
-def windows(x: torch.Tensor, geometry: dict, fill: float) -> torch.Tensor:
-    """(N, C, Ho, Wo, kh * kw): every pooling window of x, padded cells set to ``fill``."""
-    (kh, kw), (sh, sw), (ph, pw) = geometry["kernel_size"], geometry["stride"], geometry["padding"]
-    padded = F.pad(x, (pw, pw, ph, ph), value=fill)
-    return padded.unfold(2, kh, sh).unfold(3, kw, sw).flatten(-2)
-
-
-def soft_reference(x: torch.Tensor, geometry: dict, beta: float):
-    """The soft max and soft argmax of every window, straight from the definition, in float64."""
-    z = windows(x.double(), geometry, -math.inf)
-    (kh, kw), (sh, sw), (ph, pw) = geometry["kernel_size"], geometry["stride"], geometry["padding"]
-    a = torch.softmax(beta * z, dim=-1)
-    rows = torch.arange(kh, dtype=torch.float64).repeat_interleave(kw)
-    cols = torch.arange(kw, dtype=torch.float64).repeat(kh)
-    ho, wo = z.shape[2:4]
-    what = (a * torch.where(a > 0, z, 0.0)).sum(-1)
-    row = (a * rows).sum(-1) + (torch.arange(ho, dtype=torch.float64) * sh - ph)[:, None]
-    col = (a * cols).sum(-1) + (torch.arange(wo, dtype=torch.float64) * sw - pw)[None, :]
-    return what, row, col
+    return geometry, x, beta
 
 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -517,35 +493,6 @@ def test_soft_pooling_survives_any_value_and_keeps_the_damage_inside_its_windows
     has_nan = torch.isnan(cells).any(-1)
     assert torch.isnan(what[has_nan]).all()
     assert torch.isnan(what[(cells == math.inf).any(-1) | ~finite.any(-1)]).all()
-
-
-def test_soft_pooling_of_large_finite_values_is_still_near_the_max():
-    """beta (z - max) is exactly 0 at the max; -beta max + beta z (one fused multiply-add)
-    would leave the rounding error of beta max, > 80 once beta |x| >~ 1e9, and send every
-    exponent to the floor: what would be the window mean (it was, before a fix)."""
-    for scale in (1e8, 1e20, 1e35):
-        x = torch.randn(1, 16, 8, 8, generator=torch.Generator().manual_seed(0)) * scale
-        what, _ = WhatWherePool(kernel_size=2, mode="soft", beta=100.0)(x)
-        torch.testing.assert_close(what, F.max_pool2d(x, 2), rtol=1e-3, atol=0)
-
-
-def test_soft_pooling_ignores_a_minus_inf_cell_like_max_pool2d():
-    x = torch.tensor([[1.0, 2.0], [-math.inf, 0.0]]).view(1, 1, 2, 2)
-    what, where = WhatWherePool(kernel_size=2, mode="soft", beta=100.0)(x)
-    assert torch.isclose(what, torch.tensor(2.0)).all() and torch.isfinite(where.mask).all()
-
-
-@pytest.mark.parametrize("kernel, size", [((1, 1), (3, 3)), ((2, 2), (2, 2)), ((2, 1), (2, 2)), ((3, 3), (3, 3))])
-def test_soft_pooling_never_writes_into_its_input(kernel, size):
-    """One window covering the whole input, or 1x1 windows: the strided view of the
-    windows is x itself, contiguous, and must still be copied before being written into
-    (it was not, once: the input changed, and autograd refused the backward pass)."""
-    x = torch.randn(1, 1, *size)
-    before = x.clone()
-    x.requires_grad_(True)
-    what, _ = WhatWherePool(kernel_size=kernel, mode="soft", beta=1.0)(x)
-    what.sum().backward()
-    assert torch.equal(x.detach(), before) and torch.isfinite(x.grad).all()
 
 
 @pytest.mark.parametrize("kernel", [(2, 2), (1, 2), (2, 1), (3, 3)])
