@@ -9,7 +9,7 @@ import torch
 from torch import Tensor
 from torchvision.utils import make_grid
 
-from swwae.model import SWWAE
+from swwae.model import SWWAE, eval_mode
 
 
 def _channel_mean(t: Tensor) -> Tensor:
@@ -30,13 +30,9 @@ def reconstruction_panels(net: SWWAE, x: Tensor) -> dict[str, Tensor]:
     * ``where/stage_<i>``: the where mask of stage i (mean over channels, scaled per image)
     * ``middle/stage_<i>``: rows encoder input of stage i | its decoder reconstruction
     """
-    was_training = net.training
-    net.eval()
-    try:
+    with eval_mode(net):
         out = net(x)
         dropped = net.reconstruct_without_where(x)
-    finally:
-        net.train(was_training)
     n = len(x)
     panels = {"reconstructions": make_grid(torch.cat([x, out.recon, dropped]).clamp(0, 1), nrow=n, pad_value=1)}
     for i, where in enumerate(out.wheres, start=1):

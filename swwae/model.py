@@ -10,6 +10,7 @@ the top what.
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 
 import torch
@@ -21,6 +22,19 @@ from swwae.pooling import MODES, Unpool, make_pool
 NONLINEARITIES = {"relu": nn.ReLU, "leaky_relu": nn.LeakyReLU, "elu": nn.ELU, "gelu": nn.GELU, "tanh": nn.Tanh}
 
 # helpers
+
+
+@contextlib.contextmanager
+def eval_mode(module: nn.Module):
+    """``with eval_mode(net):`` the block runs in eval mode (batch norm on its running
+    statistics, no dropout); then ``module`` is back in the mode it was in, even if the
+    block raised."""
+    was_training = module.training
+    module.eval()
+    try:
+        yield module
+    finally:
+        module.train(was_training)
 
 
 @dataclass
@@ -136,17 +150,13 @@ class SWWAE(nn.Module):
     def _dry_run(self) -> tuple[int, ...]:
         """Push one blank image through, to size the head and to reject geometries that
         cannot work (a pool larger than its feature map) before any training."""
-        was_training = self.training
-        self.eval()
         x = torch.zeros(1, *self.image_shape)
         try:
-            with torch.no_grad():
+            with eval_mode(self), torch.no_grad():
                 for i, (encoder, pool) in enumerate(zip(self.encoders, self.pools)):
                     x, _ = pool(encoder(x))
         except ValueError as err:
             raise ConfigError(f"model stage {i + 1} of {len(self.pools)} on {self.image_shape} images: {err}") from None
-        finally:
-            self.train(was_training)
         return tuple(x.shape[1:])
 
 

@@ -28,7 +28,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from swwae.errors import ConfigError
-from swwae.model import SWWAE
+from swwae.model import SWWAE, eval_mode
 
 # helpers
 
@@ -89,17 +89,13 @@ def strongest(net: SWWAE, x: Tensor, stage: int, top: int = 16, distinct_channel
     images ``x``: each pair at its maximal position. With ``distinct_channels`` every pick
     is a different channel (each at its best image), so one busy channel does not fill
     the grid."""
-    was_training = net.training
-    net.eval()
-    try:
-        peaks, places = [], []
+    peaks, places = [], []
+    with eval_mode(net):
         for chunk in x.split(batch_size):
             what = encode_to(net, chunk, stage)[0][-1]  # (n, C, h, w)
             peak, place = what.flatten(2).max(2)  # (n, C)
             peaks.append(peak)
             places.append(place)
-    finally:
-        net.train(was_training)
     peak, place = torch.cat(peaks), torch.cat(places)  # (N, C)
     width = what.shape[-1]
     if distinct_channels:
@@ -119,16 +115,12 @@ def strongest(net: SWWAE, x: Tensor, stage: int, top: int = 16, distinct_channel
 def project(net: SWWAE, images: Tensor, picks: Picks, stage: int) -> Tensor:
     """One projection per pick: ``images[j]`` is the image of pick j (so pass
     ``x[picks.image]``); returns (len(picks), C, H, W), in input-pixel space."""
-    was_training = net.training
-    net.eval()
-    try:
+    with eval_mode(net):
         whats, wheres, sizes = encode_to(net, images, stage)
         v = torch.zeros_like(whats[-1])
         j = torch.arange(len(picks))
         v[j, picks.channel, picks.row, picks.col] = whats[-1][j, picks.channel, picks.row, picks.col]
         return deconvolve(net, v, wheres, sizes, stage)
-    finally:
-        net.train(was_training)
 
 
 def signed_to_unit(t: Tensor) -> Tensor:
