@@ -5,17 +5,19 @@ pass (unpool -> ReLU -> transposed encoder conv), as an image grid.
     python scripts/project.py checkpoints/swwae_hard_mnist_sample_seed0/best.ckpt stage=2
     python scripts/project.py <ckpt> stage=1 top=32 images=1000 split=test out=proj.png
 
-Options (key=value): stage (1..number of stages; default: the top one), top (how many
-activations, default 16), images (how many images of the split to search, default 500),
-split (val | test, default val), distinct=false (allow several picks from one channel),
-zoom (pixel magnification of the PNG, default 3), out (PNG path; default beside the
-checkpoint). The grid shows each pick's image above its projection (grey is zero, light
-positive, dark negative). Where-free models (upsample, avg, strided, wavelet) project too,
-through their where-free upsampling, and the script says so.
+Options, as key=value (or --key value): stage (1..number of stages; default: the top one),
+top (how many activations, default 16), images (how many images of the split to search,
+default 500), split (val | test, default val), distinct=false (allow several picks from one
+channel), zoom (pixel magnification of the PNG, default 3), out (PNG path; default beside
+the checkpoint). A bad option is one ``error:`` line, exit status 2. The grid shows each
+pick's image above its projection (grey is zero, light positive, dark negative). Where-free
+models (upsample, avg, strided, wavelet) project too, through their where-free upsampling,
+and the script says so.
 """
 
 from __future__ import annotations
 
+import argparse
 import sys
 import warnings
 from pathlib import Path
@@ -30,16 +32,44 @@ from swwae.pooling import WHERE_MODES
 from swwae.projection import check_stage, project, projection_grid, strongest
 
 OPTIONS = {"stage": int, "top": int, "images": int, "split": str, "distinct": str, "zoom": int, "out": Path}
+HELP = {"stage": "1..number of stages (default: the top one)", "top": "how many activations (default 16)",
+        "images": "how many images of the split to search (default 500)", "split": "val | test (default val)",
+        "distinct": "true | false: false allows several picks from one channel (default true)",
+        "zoom": "pixel magnification of the PNG (default 3)", "out": "PNG path (default: beside the checkpoint)"}
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse whose errors are a ConfigError: main() prints one ``error:`` line, exit status 2."""
+
+    def error(self, message):
+        raise ConfigError(message)
+
+
+def parser() -> argparse.ArgumentParser:
+    parser = OneLineParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("checkpoint", type=Path)
+    parser.add_argument("settings", nargs="*", default=[], metavar="key=value", help=f"a key of {', '.join(OPTIONS)}")
+    for key, text in HELP.items():
+        parser.add_argument(f"--{key}", metavar=key.upper(), help=text)  # checked with the key=value form
+    return parser
 
 
 def parse(argv: list[str]) -> tuple[Path, dict]:
-    if not argv or "=" in argv[0] or argv[0] in ("-h", "--help"):
-        raise SystemExit(__doc__)
-    options = {}
-    for arg in argv[1:]:
+    args = parser().parse_intermixed_args(argv)
+    key, sep, _ = str(args.checkpoint).partition("=")
+    if sep and key in OPTIONS and not args.checkpoint.exists():  # no checkpoint, only options
+        raise ConfigError(f"the first argument is the checkpoint, then the options; got {str(args.checkpoint)!r}")
+    given = {key: getattr(args, key) for key in OPTIONS if getattr(args, key) is not None}  # --key value
+    flags = set(given)
+    for arg in args.settings:
         key, sep, value = arg.partition("=")
         if not sep or key not in OPTIONS:
             raise ConfigError(f"unknown option {arg!r}; use key=value with a key of {', '.join(OPTIONS)}")
+        if key in flags:
+            raise ConfigError(f"{key} is given twice: --{key} {given[key]} and {arg}")
+        given[key] = value
+    options = {}
+    for key, value in given.items():
         try:
             options[key] = OPTIONS[key](value)
         except ValueError:
@@ -51,7 +81,7 @@ def parse(argv: list[str]) -> tuple[Path, dict]:
     for key in ("top", "images", "zoom"):
         if key in options and options[key] < 1:
             raise ConfigError(f"{key}={options[key]} must be >= 1")
-    return Path(argv[0]), options
+    return args.checkpoint, options
 
 
 def run(checkpoint: Path, stage: int | None = None, top: int = 16, images: int = 500, split: str = "val",

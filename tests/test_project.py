@@ -3,12 +3,15 @@ confine a hard model's projection, where-free models still project, clear errors
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
 import torch.nn.functional as F
 
 from conftest import ROOT, run_cli
 from scripts.project import main as project_main
+from scripts.project import parse
 from swwae.errors import ConfigError
 from swwae.model import SWWAE
 from swwae.module import SWWAEModule
@@ -82,6 +85,20 @@ def test_a_hard_projection_lives_only_where_the_switches_allow():
     assert (single != 0).sum() <= 9 < (deconvolve(free, v, wheres, sizes, 1) != 0).sum()
 
 
+def test_projections_run_in_eval_mode_and_restore_the_mode():
+    torch.manual_seed(0)
+    model, x = SWWAE(widths=(4, 8), batch_norm=True, num_classes=None).eval(), images()
+    expected = strongest(model, x, 2, top=3)
+    model.train()
+    picks = strongest(model, x, 2, top=3)  # batch norm on its running statistics, as in eval mode
+    assert model.training and picks.value.tolist() == expected.value.tolist()
+    project(model, x[picks.image], picks, 2)
+    assert model.training and all(m.training for m in model.modules())
+    with pytest.raises(ConfigError):  # raised inside: the mode still comes back
+        strongest(model, x, 3)
+    assert model.training
+
+
 def test_a_bad_stage_is_a_config_error():
     with pytest.raises(ConfigError, match=r"stage=3 is out of range: this model has 2 stages \(1\.\.2\)"):
         strongest(net(), images(), 3)
@@ -119,10 +136,32 @@ def test_where_free_models_project_and_say_so(tmp_path, capsys):
     (["stage=3"], "error: stage=3 is out of range: this model has 2 stages (1..2)"),
     (["stage=two"], "error: stage='two' is not a valid int"),
     (["layer=1"], "error: unknown option 'layer=1'"),
+    (["--stage", "two"], "error: stage='two' is not a valid int"),
+    (["--stage", "3"], "error: stage=3 is out of range: this model has 2 stages (1..2)"),
+    (["--layer", "1"], "error: unrecognized arguments: --layer 1"),
+    (["stage=1", "--stage", "2"], "error: stage is given twice"),
+    (["split=train"], "error: split='train': choose val or test"),
 ])
 def test_bad_options_are_one_error_line(tmp_path, capsys, args, message):
     ckpt = fake_checkpoint(tmp_path / "best.ckpt")
     assert project_main([str(ckpt), *args]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(message)
+
+
+def test_options_take_key_value_and_dashed_forms():
+    checkpoint, options = parse(["m.ckpt", "stage=2", "--top", "8", "split=test", "--out=p.png", "zoom=2"])
+    assert checkpoint == Path("m.ckpt")
+    assert options == {"stage": 2, "top": 8, "split": "test", "out": Path("p.png"), "zoom": 2}
+    assert parse(["m.ckpt", "stage=1", "stage=2"])[1] == {"stage": 2}  # key=value: the last one counts
+
+
+@pytest.mark.parametrize("argv, message", [
+    ([], "error: the following arguments are required: checkpoint"),
+    (["stage=2"], "error: the first argument is the checkpoint"),
+])
+def test_a_missing_checkpoint_is_one_error_line(capsys, argv, message):
+    assert project_main(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith(message)
 
