@@ -4,6 +4,9 @@ Thin Hydra entry point; the job is ``swwae.run.train``.
 
 * A single run: bad input (a wrong config value, a missing dataset, a non-finite loss) ends
   with one ``error:`` line and exit status 2; anything else raises as usual.
+* Ctrl-C: one line saying where the run stopped, which checkpoint is kept and the command
+  that continues it; exit status 130 (a sweep stops there).
+* ``resume=true`` on a run that has finished: its metrics again, exit status 0.
 * A job of a multirun (``-m``): any exception is caught, the job folder gets a
   ``metrics.json`` with ``"status": "failed"`` and the one-line error (a traceback, if any,
   goes to the job's ``train.log``), and the job returns NaN, so the other jobs still run.
@@ -20,7 +23,7 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig
 
-from swwae.errors import UserError, one_line
+from swwae.errors import Interrupted, UserError, one_line
 from swwae.run import set_torch_defaults, train
 from swwae.sweep import write_failed_job
 
@@ -50,6 +53,13 @@ def main(cfg: DictConfig) -> float:
     multirun = HydraConfig.get().mode == RunMode.MULTIRUN
     try:
         return train(cfg)
+    except KeyboardInterrupt as err:  # Ctrl-C: where it stopped, what is kept, how to continue
+        print(err if isinstance(err, Interrupted) else "interrupted before training started: nothing was saved",
+              file=sys.stderr)
+        if multirun:
+            print("(the sweep stops here; repeat the sweep command with resume=true to continue every job)",
+                  file=sys.stderr)
+        sys.exit(130)
     except Exception as err:
         if multirun:
             return sweep_job_failed(cfg, err)

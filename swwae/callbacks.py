@@ -1,13 +1,17 @@
 """Lightning callbacks: reconstruction images in TensorBoard, the run config in checkpoints,
-per-batch random streams (so that a resumed run replays an uninterrupted one)."""
+per-batch random streams (so that a resumed run replays an uninterrupted one), and progress
+output that suits where it goes (a live bar on a terminal, a line per epoch in a log file)."""
 
 from __future__ import annotations
 
 import random
+import sys
+import time
 
 import lightning as L
 import numpy as np
 import torch
+from lightning.pytorch.callbacks import ProgressBar, TQDMProgressBar
 from lightning.pytorch.loggers import TensorBoardLogger
 
 from swwae.images import reconstruction_panels
@@ -77,3 +81,41 @@ class BatchSeed(L.Callback):
             torch.manual_seed(torch_seed)
         np.random.seed(numpy_seed)
         random.seed(numpy_seed)
+
+
+def progress_bar(refresh_rate: int = 5) -> ProgressBar:
+    """A live tqdm bar when stdout is a terminal; otherwise (nohup, SLURM, CI logs) one line
+    per epoch, instead of thousands of carriage-return updates."""
+    if refresh_rate > 0 and sys.stdout.isatty():
+        return TQDMProgressBar(refresh_rate=refresh_rate)
+    return EpochLines()
+
+
+class EpochLines(ProgressBar):
+    """Progress as one line per training epoch, with the epoch's progress-bar metrics::
+
+        epoch 3/20: train/loss=0.0231 val/recon_mse=0.0052 val/acc=0.9640 (4.4 s)
+    """
+
+    def __init__(self):
+        super().__init__()
+        self._enabled, self._started = True, 0.0
+
+    def disable(self) -> None:
+        self._enabled = False
+
+    def enable(self) -> None:
+        self._enabled = True
+
+    def on_train_epoch_start(self, trainer: L.Trainer, module: L.LightningModule) -> None:
+        self._started = time.perf_counter()
+
+    def on_train_epoch_end(self, trainer: L.Trainer, module: L.LightningModule) -> None:
+        if not self._enabled or not trainer.is_global_zero:
+            return
+        shown = {name.removesuffix("_epoch"): value for name, value in self.get_metrics(trainer, module).items()
+                 if name != "v_num" and not name.endswith("_step")}
+        values = " ".join(f"{name}={value:.4f}" if isinstance(value, float) else f"{name}={value}"
+                          for name, value in sorted(shown.items(), key=lambda item: not item[0].startswith("train")))
+        print(f"epoch {trainer.current_epoch + 1}/{trainer.max_epochs}: {values} "
+              f"({time.perf_counter() - self._started:.1f} s)", flush=True)

@@ -29,6 +29,11 @@ class NonFiniteError(UserError):
     non-finite is saved over a checkpoint."""
 
 
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C during a run; the message says where it stopped, which checkpoint is kept and
+    the command that continues it. ``train.py`` prints it and exits with status 130."""
+
+
 def one_line(err: BaseException, limit: int = 300) -> str:
     """``err`` as one line, white space folded: a user error's message (it says it all);
     any other error as ``Type: message``, cut to ``limit`` characters."""

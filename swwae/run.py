@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import shlex
 import shutil
 import time
 from pathlib import Path
@@ -17,12 +18,13 @@ from hydra.errors import InstantiationException
 from hydra.utils import instantiate
 from lightning.pytorch.loggers import TensorBoardLogger
 from lightning.pytorch.plugins.io import CheckpointIO
+from lightning.pytorch.trainer.states import TrainerStatus
 from omegaconf import DictConfig, OmegaConf
 
 from swwae.callbacks import BatchSeed, SaveRunConfig
 from swwae.checkpoint_io import AtomicCheckpointIO
 from swwae.checkpoints import check_resumable, newest_readable, pick_resume_checkpoint
-from swwae.errors import ConfigError, NonFiniteError, UserError
+from swwae.errors import ConfigError, Interrupted, NonFiniteError, UserError
 from swwae.host_memory import keep_freed_memory
 from swwae.monitor import check_monitor
 
@@ -46,10 +48,10 @@ def cfg_choices(cfg: DictConfig) -> dict:
         return {}
 
 
-def resume_checkpoint(cfg: DictConfig, module=None, datamodule=None) -> str | None:
-    """``resume=true``: the newest checkpoint of checkpoints/<run_name>/ that reads back
-    (last.ckpt, else best.ckpt, ... with a warning), checked to fit the current model and
-    data config; None for a fresh run."""
+def resume_checkpoint(cfg: DictConfig, module=None, datamodule=None) -> tuple[Path, dict] | None:
+    """``resume=true``: (path, contents) of the newest checkpoint of checkpoints/<run_name>/
+    that reads back (last.ckpt, else best.ckpt, ... with a warning), checked to fit the
+    current model and data config; None for a fresh run."""
     if not cfg.resume:
         return None
     folder = Path(cfg.paths.checkpoint_dir) / cfg.run_name
@@ -65,8 +67,28 @@ def resume_checkpoint(cfg: DictConfig, module=None, datamodule=None) -> str | No
             log.warning("%s holds a cosine schedule over %s epochs; this run has trainer.max_epochs=%s: the "
                         "learning rate keeps the old schedule (0 at epoch %s, rising after)", path,
                         scheduler["T_max"], cfg.trainer.get("max_epochs"), scheduler["T_max"])
-    log.info("resuming from %s (epoch %s, step %s)", path, checkpoint.get("epoch"), checkpoint.get("global_step"))
-    return str(path)
+    return path, checkpoint
+
+
+def has_finished(checkpoint: dict, cfg: DictConfig) -> bool:
+    """Whether the run that saved ``checkpoint`` already trained as far as ``cfg.trainer``
+    asks (``checkpoint["epoch"]`` is the epoch it was saved at the end of)."""
+    max_epochs, max_steps = cfg.trainer.get("max_epochs"), cfg.trainer.get("max_steps")
+    if max_steps is not None and max_steps >= 0 and checkpoint.get("global_step", 0) >= max_steps:
+        return True
+    return max_epochs is not None and max_epochs >= 0 and checkpoint.get("epoch", -1) + 1 >= max_epochs
+
+
+def continue_command(cfg: DictConfig) -> str:
+    """The command line that continues this run: its own overrides, plus resume=true."""
+    try:
+        from hydra.core.hydra_config import HydraConfig
+
+        overrides = list(HydraConfig.get().overrides.task)
+    except ValueError:  # outside a Hydra app
+        overrides = []
+    kept = [o for o in overrides if o.split("=", 1)[0].lstrip("+~") != "resume"]
+    return " ".join(["python train.py", *map(shlex.quote, kept), "resume=true"])
 
 
 def move_old_run_aside(cfg: DictConfig) -> None:
@@ -153,9 +175,14 @@ def train(cfg: DictConfig) -> float:
     datamodule.prepare_data()
     datamodule.setup("fit")  # load now: data errors stop the run before any training
     module = build(cfg.model, image_shape=datamodule.image_shape, num_classes=datamodule.num_classes,
-                         _convert_="all")  # plain lists in hparams: checkpoints load with weights_only
+                   _convert_="all")  # plain lists in hparams: checkpoints load with weights_only
     check_monitor(cfg.optimized_metric, cfg.optimized_mode, logged_val_metrics(module))
-    ckpt_path = resume_checkpoint(cfg, module, datamodule)
+    resume = resume_checkpoint(cfg, module, datamodule)
+    if resume is not None and has_finished(resume[1], cfg):  # a repeated or re-queued command
+        return report_finished(cfg, module, datamodule, *resume)
+    if resume is not None:
+        log.info("resuming from %s (epoch %s, step %s)", resume[0], resume[1].get("epoch"), resume[1].get("global_step"))
+    ckpt_path = None if resume is None else str(resume[0])
     callbacks = [build(c) for c in (cfg.get("callbacks") or {}).values()]
     callbacks.append(SaveRunConfig(OmegaConf.to_container(cfg, resolve=True)))
     if cfg.get("seed") is not None:
@@ -167,29 +194,84 @@ def train(cfg: DictConfig) -> float:
 
     try:
         trainer.fit(module, datamodule=datamodule, ckpt_path=ckpt_path)
+        metrics = final_metrics(trainer, "val/")
+        best = trainer.checkpoint_callback.best_model_path if trainer.checkpoint_callback else ""
+        if cfg.get("test"):
+            trainer.test(module, datamodule=datamodule, ckpt_path=best or None, verbose=False)
+            metrics |= final_metrics(trainer, "test/")
     except NonFiniteError as err:  # one line for train.py, saying what is left to resume from
         raise NonFiniteError(f"{err}; {kept_checkpoint(cfg)}") from None
-    metrics = final_metrics(trainer, "val/")
-    best = trainer.checkpoint_callback.best_model_path if trainer.checkpoint_callback else ""
-    if cfg.get("test"):
-        trainer.test(module, datamodule=datamodule, ckpt_path=best or None, verbose=False)
-        metrics |= final_metrics(trainer, "test/")
+    except (KeyboardInterrupt, SystemExit):  # Lightning turns Ctrl-C into sys.exit(1)
+        if trainer.state.status != TrainerStatus.INTERRUPTED:
+            raise
+        raise Interrupted(f"interrupted at epoch {trainer.current_epoch}, step {trainer.global_step}; "
+                          f"{kept_checkpoint(cfg)}; continue with: {continue_command(cfg)}") from None
     metrics["train_time_s"] = time.perf_counter() - started
     summary = config_summary(cfg) | {"status": "ok", "epochs": trainer.current_epoch, "checkpoint": best or None,
                                      "monitor": {"metric": cfg.optimized_metric, "mode": cfg.optimized_mode},
                                      "metrics": metrics}
-
     if trainer.is_global_zero:
-        Path(cfg.paths.output_dir).mkdir(parents=True, exist_ok=True)
-        (Path(cfg.paths.output_dir) / "metrics.json").write_text(json.dumps(summary, indent=2))
+        write_metrics(cfg, summary)
         for logger in trainer.loggers:
             if isinstance(logger, TensorBoardLogger):  # the hparams table with final metrics
                 hparams = OmegaConf.to_container(cfg.model, resolve=True) | {"seed": cfg.seed, "data": summary["data"]}
                 logger.log_hyperparams(hparams, metrics={f"hp/{k}": v for k, v in metrics.items()})
                 logger.experiment.flush()
-        shown = " ".join(f"{k}={metrics[k]:.4f}" for k in ("test/recon_mse", "test/acc") if k in metrics)
-        print(f"done: {cfg.run_name}: {shown} ({metrics['train_time_s']:.0f} s) -> {cfg.paths.output_dir}")
+        print(f"done: {cfg.run_name}: {shown(metrics)} ({metrics['train_time_s']:.0f} s) -> {cfg.paths.output_dir}")
+    return monitored_value(cfg, metrics)
 
+
+def report_finished(cfg: DictConfig, module, datamodule, path: Path, checkpoint: dict) -> float:
+    """``resume=true`` on a run that has already finished: nothing to train. Report its
+    metrics (from its own metrics.json, else by evaluating its checkpoints again), write
+    them into this run's folder too, and return the monitored value, as the run did."""
+    epochs = checkpoint.get("epoch", -1) + 1
+    summary, source = finished_summary(cfg, checkpoint)
+    if summary is None:  # e.g. killed after its last checkpoint, before it wrote metrics.json
+        trainer = build(cfg.trainer, logger=False, callbacks=[], enable_checkpointing=False, enable_progress_bar=False,
+                        enable_model_summary=False, devices=1, num_nodes=1, strategy="auto")
+        trainer.validate(module, datamodule=datamodule, ckpt_path=str(path), verbose=False)
+        metrics = final_metrics(trainer, "val/")
+        best = path.with_name("best.ckpt") if path.with_name("best.ckpt").is_file() else path
+        if cfg.get("test"):
+            trainer.test(module, datamodule=datamodule, ckpt_path=str(best), verbose=False)
+            metrics |= final_metrics(trainer, "test/")
+        summary = config_summary(cfg) | {"status": "ok", "epochs": epochs, "checkpoint": str(best),
+                                         "monitor": {"metric": cfg.optimized_metric, "mode": cfg.optimized_mode},
+                                         "metrics": metrics}
+        source = f"evaluated again from {best.name}"
+    write_metrics(cfg, summary)
+    print(f"done: {cfg.run_name} had already finished at epoch {epochs} of {cfg.trainer.max_epochs}: "
+          f"{shown(summary['metrics'])} ({source}) -> {cfg.paths.output_dir}")
+    return monitored_value(cfg, summary["metrics"])
+
+
+def finished_summary(cfg: DictConfig, checkpoint: dict) -> tuple[dict | None, str]:
+    """The finished run's own metrics.json (its folder is in the run config stored in the
+    checkpoint), if it holds what this command would report."""
+    folder = (checkpoint.get("swwae_config") or {}).get("paths", {}).get("output_dir")
+    path = Path(folder) / "metrics.json" if folder else None
+    try:
+        summary = json.loads(path.read_text())
+    except (AttributeError, OSError, ValueError):
+        return None, ""
+    metrics = summary.get("metrics") or {}
+    wanted = [cfg.optimized_metric] + (["test/recon_mse"] if cfg.get("test") else [])
+    if summary.get("status") != "ok" or any(not math.isfinite(metrics.get(k, math.nan)) for k in wanted):
+        return None, ""
+    return summary, f"from {path}"
+
+
+def write_metrics(cfg: DictConfig, summary: dict) -> None:
+    Path(cfg.paths.output_dir).mkdir(parents=True, exist_ok=True)
+    (Path(cfg.paths.output_dir) / "metrics.json").write_text(json.dumps(summary, indent=2))
+
+
+def shown(metrics: dict) -> str:
+    return " ".join(f"{k}={metrics[k]:.4f}" for k in ("test/recon_mse", "test/acc") if k in metrics)
+
+
+def monitored_value(cfg: DictConfig, metrics: dict) -> float:
     value = metrics.get(cfg.optimized_metric, math.nan)
     if not math.isfinite(value):
         raise ConfigError(f"{cfg.optimized_metric} was not computed (is it a metric this run logs?)")
@@ -202,4 +284,7 @@ def set_torch_defaults() -> None:
 
     warnings.filterwarnings("ignore", ".*does not have many workers.*")
     warnings.filterwarnings("ignore", ".*LeafSpec.*")
+    # on Ctrl-C train.py says what is kept and how to continue, instead of Lightning's line
+    logging.getLogger("lightning.pytorch.utilities.rank_zero").addFilter(
+        lambda record: "Detected KeyboardInterrupt" not in record.getMessage())
     torch.set_float32_matmul_precision("high")
