@@ -39,6 +39,7 @@ class SWWAEModule(L.LightningModule):
         lambda_m: float = 0.1,
         lambda_nll: float = 1.0,
         input_noise: float = 0.0,
+        nll_warmup_epochs: float = 0.0,
         lr: float = 2e-3,
         weight_decay: float = 0.0,
         scheduler: str = "cosine",
@@ -52,6 +53,8 @@ class SWWAEModule(L.LightningModule):
                               f"{', '.join(NET_ARGS)}")
         if min(lambda_rec, lambda_m, lambda_nll) < 0 or lambda_rec + lambda_m + lambda_nll == 0:
             raise ConfigError("model.lambda_rec, lambda_m and lambda_nll must be >= 0 and not all 0")
+        if not nll_warmup_epochs >= 0:
+            raise ConfigError(f"model.nll_warmup_epochs must be >= 0, got {nll_warmup_epochs}")
         if not input_noise >= 0:
             raise ConfigError(f"model.input_noise must be >= 0, got {input_noise}")
         if not lr > 0:
@@ -73,6 +76,17 @@ class SWWAEModule(L.LightningModule):
     def forward(self, x: torch.Tensor) -> SWWAEOutput:
         return self.net(x)
 
+    def nll_weight(self) -> float:
+        """lambda_nll, ramped up linearly over the first ``nll_warmup_epochs`` of training (in
+        fractions of an epoch): the reconstructions shape the features before the classifier
+        can fit its few labels. Full weight outside training."""
+        hp = self.hparams
+        if not hp.nll_warmup_epochs or not self.training or self._trainer is None:
+            return hp.lambda_nll
+        progress = self.current_epoch + self.trainer.fit_loop.epoch_loop.batch_progress.current.ready / max(
+            1, self.trainer.num_training_batches)
+        return hp.lambda_nll * min(1.0, progress / hp.nll_warmup_epochs)
+
     def losses(self, out: SWWAEOutput, x: torch.Tensor, y: torch.Tensor) -> dict[str, torch.Tensor]:
         """Every loss term, unweighted, plus the weighted total under ``loss``."""
         hp = self.hparams
@@ -85,7 +99,7 @@ class SWWAEModule(L.LightningModule):
             # a batch without labels still yields a (zero) NLL connected to the head
             nll = F.cross_entropy(out.logits[labelled], y[labelled]) if labelled.any() else out.logits.sum() * 0
             terms["nll"] = nll
-            loss = loss + hp.lambda_nll * nll
+            loss = loss + self.nll_weight() * nll
         terms["loss"] = loss
         return terms
 
