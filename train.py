@@ -65,6 +65,8 @@ def main(cfg: DictConfig) -> float:
             return sweep_job_failed(cfg, err)
         if isinstance(err, UserError):
             print(f"error: {err}", file=sys.stderr)
+            if callable(getattr(err, "caret", None)):  # a bad model.arch: point at the token
+                print(err.caret(indent=len("error: ")), file=sys.stderr)
             sys.exit(2)
         raise
 

@@ -1,0 +1,113 @@
+"""The SWWAE paper's layer notation, read into stages.
+
+``(C)Kc`` is a convolution with C maps and a KxK kernel, ``Pp`` a PxP pooling (stride P)
+that closes a stage, ``Nfc`` the classifier over N classes (last, optional); tokens are
+joined by ``-``::
+
+    (64)5c-2p-(64)3c-2p-(64)3c-2p-10fc      three stages of one conv, a classifier
+    (16)5c-(32)3c-4p                         one stage of two convs, no classifier
+
+Pure Python: the model builds its layers from the parsed :class:`Arch`, the configs and the
+checkpoint monitor read whether it has a classifier.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from swwae.errors import ConfigError
+
+CONV = re.compile(r"\((\d+)\)(\d+)c")
+POOL = re.compile(r"(\d+)p")
+CLASSIFIER = re.compile(r"(\d+)fc")
+HELP = "write (C)Kc for a conv with C maps and a KxK kernel, Pp for a PxP pooling, Nfc for the classifier"
+
+
+@dataclass(frozen=True)
+class Conv:
+    channels: int
+    kernel: int
+
+
+@dataclass(frozen=True)
+class Stage:
+    convs: tuple[Conv, ...]  # one or more, in order
+    pool: int  # the PxP pooling that closes the stage
+
+    @property
+    def channels(self) -> int:
+        return self.convs[-1].channels
+
+
+@dataclass(frozen=True)
+class Arch:
+    stages: tuple[Stage, ...]
+    classes: int | None  # N of the Nfc token; None without a classifier
+
+    def __str__(self) -> str:
+        tokens = [tok for stage in self.stages for tok in
+                  [*(f"({c.channels}){c.kernel}c" for c in stage.convs), f"{stage.pool}p"]]
+        return "-".join(tokens + ([f"{self.classes}fc"] if self.classes else []))
+
+
+class ArchError(ConfigError):
+    """A bad ``model.arch``: the message quotes the string; ``column`` and ``width`` locate
+    the bad token inside the message, so that a caret line can point at it."""
+
+    def __init__(self, arch: str, start: int, end: int, reason: str):
+        super().__init__(f'model.arch="{arch}": `{arch[start:end]}` {reason}')
+        self.column, self.width = len('model.arch="') + start, max(1, end - start)
+
+    def caret(self, indent: int = 0) -> str:
+        """``^^^`` under the bad token, for a message printed after ``indent`` characters."""
+        return " " * (indent + self.column) + "^" * self.width
+
+
+def parse(arch: str) -> Arch:
+    """Read the notation; :class:`ArchError` names the first token that cannot work."""
+    if not isinstance(arch, str) or not arch.strip():
+        raise ConfigError(f"model.arch must be a layer string such as (32)3c-2p-(64)3c-2p-10fc, got {arch!r}")
+    stages, convs, classes = [], [], None
+    position = stage_start = 0
+    for token in arch.split("-"):
+        start, end = position, position + len(token)
+        position = end + 1
+        if not token.strip():
+            raise ArchError(arch, max(start - 1, 0), start + 1, "holds an empty layer: remove the extra `-`")
+        if classes is not None:
+            raise ArchError(arch, start, end, "follows the classifier: the classifier comes last")
+        token = token.strip()
+        if match := CONV.fullmatch(token):
+            channels, kernel = int(match[1]), int(match[2])
+            if channels < 1:
+                raise ArchError(arch, start, end, "has no maps: C must be >= 1")
+            if kernel < 1 or kernel % 2 == 0:
+                raise ArchError(arch, start, end, "needs an odd kernel size (same-size convolutions): 1, 3, 5, ...")
+            stage_start = start if not convs else stage_start
+            convs.append(Conv(channels, kernel))
+        elif match := POOL.fullmatch(token):
+            if not convs:
+                raise ArchError(arch, start, end, "closes a stage without a conv: put (C)Kc before each pooling")
+            if int(match[1]) < 1:
+                raise ArchError(arch, start, end, "needs a pooling size >= 1")
+            stages.append(Stage(tuple(convs), int(match[1])))
+            convs = []
+        elif match := CLASSIFIER.fullmatch(token):
+            if convs or not stages:
+                raise ArchError(arch, start, end, "comes before the stage is closed: end each stage with Pp")
+            classes = int(match[1])
+            if classes < 2:
+                raise ArchError(arch, start, end, "needs at least 2 classes")
+        else:
+            raise ArchError(arch, start, end, f"is not a layer: {HELP}")
+    if convs:
+        raise ArchError(arch, stage_start, len(arch), "is not closed by a pooling: end each stage with Pp")
+    return Arch(tuple(stages), classes)
+
+
+def shorthand(widths, kernel_size: int, pool_size: int, classes: int | None) -> str:
+    """The notation of the ``widths`` / ``kernel_size`` / ``pool_size`` shorthand: one conv
+    and one pooling per width."""
+    tokens = [tok for width in widths for tok in (f"({width}){kernel_size}c", f"{pool_size}p")]
+    return "-".join(tokens + ([f"{classes}fc"] if classes else []))
