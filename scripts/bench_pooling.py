@@ -14,23 +14,20 @@ nn.MaxPool2d(return_indices=True) + nn.MaxUnpool2d: the usual way, which overwri
 windows overlap. As in ``train.py`` (``keep_freed_memory: true``), glibc keeps freed memory
 for the next step (``swwae.host_memory``); ``--no-keep-freed-memory`` leaves glibc's default,
 which hands large blocks back to the OS and faults them in again at every step: that costs
-the soft path, with its many temporaries, the most. Peak memory is the most tensor memory
-alive at once during one step, beyond the input (on CPU, tracked through torch's
-dispatcher: quiet, exact, a little slow).
+the soft path, with its many temporaries, the most. Peak memory is the most memory allocated
+at once during one step, beyond the input (on CPU, the high-water mark of torch's
+allocator). Timing and memory: ``swwae.benchmarking``, shared by every benchmark.
 """
 
 from __future__ import annotations
 
 import argparse
-import statistics
-import time
-import weakref
+import functools
 
 import torch
 from torch import nn
-from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils._pytree import tree_leaves
 
+from swwae.benchmarking import interleave, peak_memory, set_threads
 from swwae.host_memory import keep_freed_memory
 from swwae.pooling import Unpool, WhatWherePool
 
@@ -73,79 +70,26 @@ def swwae_step(kernel_size, stride, mode):
     return step
 
 
-def run_once(step, x, device):
-    x = x.detach().requires_grad_(True)
-    start = time.perf_counter()
-    out = step(x)
-    out.square().sum().backward()
-    if device.type == "cuda":
-        torch.cuda.synchronize()
-    return time.perf_counter() - start
+def backward(step, x) -> None:
+    """One forward + backward of ``step`` on a fresh leaf of ``x``."""
+    step(x.detach().requires_grad_(True)).square().sum().backward()
 
 
-class _PeakTensorMemory(TorchDispatchMode):
-    """Bytes of the tensor storages allocated while active (and still alive), and their peak.
-
-    Every aten op, backward ones included, goes through ``__torch_dispatch__``; an output
-    whose storage is not one of the op's inputs' is a new allocation, counted until the
-    storage is freed. Unlike the memory profiler, this prints nothing and counts nothing
-    twice."""
-
-    def __init__(self):
-        super().__init__()
-        self.live = self.peak = 0
-        self.sizes = {}  # data_ptr -> nbytes of the storages counted and still alive
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        kwargs = kwargs or {}
-        out = func(*args, **kwargs)
-        inputs = {t.untyped_storage().data_ptr() for t in tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)}
-        for t in tree_leaves(out):
-            if not isinstance(t, torch.Tensor):
-                continue
-            storage = t.untyped_storage()
-            key, size = storage.data_ptr(), storage.nbytes()
-            if size and key not in inputs and key not in self.sizes:
-                self.sizes[key] = size
-                self.live += size
-                self.peak = max(self.peak, self.live)
-                weakref.finalize(storage, self._free, key)
-        return out
-
-    def _free(self, key):
-        self.live -= self.sizes.pop(key)
-
-
-def peak_memory(step, x, device):
-    """Peak bytes allocated by one forward + backward, beyond the input itself."""
-    x = x.detach().requires_grad_(True)
-    if device.type == "cuda":
-        torch.cuda.synchronize()
-        torch.cuda.reset_peak_memory_stats()
-        base = torch.cuda.memory_allocated()
-        step(x).square().sum().backward()
-        return torch.cuda.max_memory_allocated() - base
-    with _PeakTensorMemory() as tracker:
-        step(x).square().sum().backward()
-    return tracker.peak
-
-
-def main(argv=None):
+def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeats", type=int, default=30)
     parser.add_argument("--batch", type=int, default=128)
     parser.add_argument("--channels", type=int, default=32)
     parser.add_argument("--size", type=int, default=28)
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    parser.add_argument("--threads", type=int, default=None, help="CPU threads (default: torch's)")
+    parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's own choice)")
     parser.add_argument("--cases", nargs="+", type=parse_case, default=[parse_case(c) for c in CASES],
                         help="pooling geometries, KxKsS (default: 2x2s2 3x3s2)")
     parser.add_argument("--keep-freed-memory", action=argparse.BooleanOptionalAction, default=True,
                         help="glibc keeps freed memory for the next step, as train.py has it (default: yes)")
     args = parser.parse_args(argv)
     kept = args.keep_freed_memory and keep_freed_memory()
-    if args.threads is not None:
-        torch.set_num_threads(args.threads)
+    set_threads(args.threads)
     device = torch.device(args.device)
     torch.manual_seed(0)
     x = torch.randn(args.batch, args.channels, args.size, args.size, device=device)
@@ -159,17 +103,12 @@ def main(argv=None):
     for case in args.cases:
         steps = {"native": native_step(**case), "hard": swwae_step(**case, mode="hard"),
                  "soft": swwae_step(**case, mode="soft")}
-        times = {name: [] for name in steps}
-        for _ in range(3):  # warm-up
-            for name, step in steps.items():
-                run_once(step, x, device)
-        for _ in range(args.repeats):
-            for name, step in steps.items():
-                times[name].append(run_once(step, x, device))
-        medians = {name: statistics.median(t) for name, t in times.items()}
-        ratios = {name: statistics.median(a / b for a, b in zip(t, times["native"])) for name, t in times.items()}
-        best = {name: min(t) / min(times["native"]) for name, t in times.items()}
-        memory = {name: peak_memory(step, x, device) for name, step in steps.items()}
+        calls = {name: functools.partial(backward, step, x) for name, step in steps.items()}
+        times = interleave(calls, args.repeats, warmup=3, device=device)
+        medians = {name: times.median(name) for name in steps}
+        ratios = {name: times.paired_ratio(name, "native") for name in steps}
+        best = {name: times.best_ratio(name, "native") for name in steps}
+        memory = {name: peak_memory(call, device) for name, call in calls.items()}
         label = f"{case['kernel_size']}x{case['kernel_size']} stride {case['stride']}"
         for name in steps:
             target, mem_target = TARGETS.get(name), MEMORY_TARGETS.get(name)

@@ -4,11 +4,12 @@
 
 Every point is ``swwae.run.train`` on the real config (train.py's code path: Trainer,
 datamodule, logging, the default callbacks; ``test=false``), timed epoch by epoch as in
-``scripts/bench_epoch.py``; the first epoch of each run is warm-up. The data sweep runs the
-default widths on 1k, 2k and 4k training images a epoch (``trainer.limit_train_batches``;
-validation stays the 500 images of the split); the width sweep runs widths ``[w, 2w]``
-(the default is [32, 64]) on the whole split. With ``--repeats`` > 1 the points run
-round-robin, so machine noise hits them alike; medians are reported.
+``scripts/bench_epoch.py`` (``swwae.epoch_clock``, without the hand-written twin); the first
+epoch of each run is warm-up. The data sweep runs the default widths on 1k, 2k and 4k
+training images a epoch (``trainer.limit_train_batches``; validation stays the 500 images
+of the split); the width sweep runs widths ``[w, 2w]`` (the default is [32, 64]) on the
+whole split. With ``--repeats`` > 1 the points run round-robin, so machine noise hits them
+alike; medians are reported.
 
 Linear in the data: the epoch time is fitted by ``t = a + b n`` (a: validation, images,
 checkpoints; b: seconds per training image); the training part alone should double with n.
@@ -24,9 +25,10 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from scripts.bench_epoch import limit_batches, run  # noqa: E402
-from swwae.run import set_torch_defaults  # noqa: E402
+from swwae.benchmarking import median, set_threads
+from swwae.epoch_clock import limit_batches, run
+from swwae.run import set_torch_defaults
+
 
 def fit_line(xs, ys) -> tuple[float, float, float]:
     """Least squares ``y = a + b x``: (a, b, R^2)."""
@@ -56,7 +58,7 @@ def measure(points, args) -> dict:
                 results[(size, width)][key] += [r[key] for r in kept]
             print(".", end="", flush=True, file=sys.stderr)
     print(file=sys.stderr)
-    return {p: {"n": r["n"], **{k: statistics.median(r[k]) for k in ("epoch", "train", "images")}}
+    return {p: {"n": r["n"], **{k: median(r[k]) for k in ("epoch", "train", "images")}}
             for p, r in results.items()}
 
 
@@ -73,8 +75,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     base_width = args.base_width
     set_torch_defaults()
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    set_threads(args.threads)
     sizes, widths = sorted(args.sizes), sorted(args.widths)
     full = max(sizes)
     data_points = [(n, base_width) for n in sizes]

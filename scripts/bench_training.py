@@ -10,23 +10,22 @@ and whose unpools for ``nn.MaxUnpool2d``. The variants run interleaved in one pr
 native: the ratio of the medians, and the median of the ratios of steps run back to back
 (targets, DESIGN 4: hard <= 1.05x, soft <= 1.5x; hard peak memory <= 1.1x). Peak
 memory is the high-water mark of torch's CPU allocator during one step (profiler memory
-events, allocation by allocation), or ``torch.cuda.max_memory_allocated`` on a GPU. The
-page faults a step count memory fetched afresh from the OS. As in ``train.py``
-(``keep_freed_memory: true``), glibc keeps freed memory for the next step; with
-``--no-keep-freed-memory`` it hands the activations back at the end of every step, as it
-does by default, and every step faults them in again.
+events, allocation by allocation), or ``torch.cuda.max_memory_allocated`` on a GPU; timing
+and memory come from ``swwae.benchmarking``, shared by every benchmark. The page faults a
+step count memory fetched afresh from the OS. As in ``train.py`` (``keep_freed_memory:
+true``), glibc keeps freed memory for the next step; with ``--no-keep-freed-memory`` it
+hands the activations back at the end of every step, as it does by default, and every step
+faults them in again.
 """
 
 from __future__ import annotations
 
 import argparse
-import resource
-import statistics
-import time
 
 import torch
 from torch import nn
 
+from swwae.benchmarking import interleave, peak_memory, set_threads
 from swwae.host_memory import keep_freed_memory
 from swwae.module import SWWAEModule
 
@@ -91,71 +90,27 @@ def make_step(module: SWWAEModule, x, y):
     return step
 
 
-def timed(step, device) -> tuple[float, int]:
-    """Seconds of one step, and the page faults it took (fresh memory from the OS)."""
-    faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-    start = time.perf_counter()
-    step()
-    if device.type == "cuda":
-        torch.cuda.synchronize()
-    return time.perf_counter() - start, resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults
-
-
-def peak_memory(step, device) -> int:
-    """Peak bytes allocated during one step beyond what was live before it (weights, Adam
-    state, the batch)."""
-    if device.type == "cuda":
-        torch.cuda.synchronize()
-        torch.cuda.reset_peak_memory_stats()
-        base = torch.cuda.memory_allocated()
-        step()
-        torch.cuda.synchronize()
-        return torch.cuda.max_memory_allocated() - base
-    # CPU: every allocation and free of torch's allocator, in order, from the profiler
-    # (tracemalloc does not see torch buffers; per-op totals would count nested ops twice)
-    from torch.profiler import ProfilerActivity, profile
-
-    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
-        step()
-    events = sorted((e.start_ns(), e.nbytes()) for e in prof.profiler.kineto_results.events()
-                    if e.name() == "[memory]" and str(e.device_type()).endswith("CPU"))
-    live = peak = 0
-    for _, nbytes in events:
-        live += nbytes
-        peak = max(peak, live)
-    return peak
-
-
 def bench_shape(name: str, args, device) -> tuple[list[str], bool]:
     image_shape = SHAPES[name]
     torch.manual_seed(1)
     x = torch.rand(args.batch, *image_shape, device=device)
     y = torch.randint(0, 10, (args.batch,), device=device)
     steps = {v: make_step(make_module(v, image_shape, args.widths).to(device), x, y) for v in args.variants}
-    times, faults = {v: [] for v in steps}, {v: [] for v in steps}
-    for _ in range(args.warmup):
-        for step in steps.values():
-            step()
-    for _ in range(args.repeats):
-        for v, step in steps.items():
-            seconds, n = timed(step, device)
-            times[v].append(seconds)
-            faults[v].append(n)
-    medians = {v: statistics.median(t) for v, t in times.items()}
+    times = interleave(steps, args.repeats, warmup=args.warmup, device=device)
     # ratio of the medians, and the median of the ratios of steps run back to back (robust to drifts)
-    paired = {v: statistics.median(a / b for a, b in zip(t, times["native"])) for v, t in times.items()}
+    paired = {v: times.paired_ratio(v, "native") for v in steps}
     memory = {v: peak_memory(step, device) for v, step in steps.items()}
     rows, ok = [], True
     label = f"{name} {'x'.join(map(str, image_shape))}"
     for v in steps:
-        ratio, mem_ratio = medians[v] / medians["native"], memory[v] / memory["native"]
+        ratio, mem_ratio = times.ratio_of_medians(v, "native"), memory[v] / memory["native"]
         target, mem_target = TARGETS.get(v), MEMORY_TARGETS.get(v)
         ok &= (target is None or min(ratio, paired[v]) <= target) and (mem_target is None or mem_ratio <= mem_target)
-        spread = statistics.quantiles(times[v], n=4) if len(times[v]) > 1 else [medians[v]] * 3
-        rows.append(f"| {label} | {v} | {medians[v] * 1e3:.1f} | {spread[0] * 1e3:.0f}-{spread[2] * 1e3:.0f} | "
+        spread = times.quartiles(v)
+        rows.append(f"| {label} | {v} | {times.median(v) * 1e3:.1f} | {spread[0] * 1e3:.0f}-{spread[2] * 1e3:.0f} | "
                     f"{ratio:.2f}x | {paired[v]:.2f}x | {'' if target is None else f'<= {target}x'} | "
                     f"{memory[v] / 2**20:.1f} | {mem_ratio:.2f}x | {'' if mem_target is None else f'<= {mem_target}x'} | "
-                    f"{statistics.median(faults[v]):.0f} |")
+                    f"{times.median_faults(v):.0f} |")
     return rows, ok
 
 
@@ -172,8 +127,7 @@ def main(argv=None) -> int:
     parser.add_argument("--keep-freed-memory", action=argparse.BooleanOptionalAction, default=True,
                         help="glibc keeps freed memory for the next step, as train.py has it (default: yes)")
     args = parser.parse_args(argv)
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    set_threads(args.threads)
     kept = args.keep_freed_memory and keep_freed_memory()
     if "native" not in args.variants:
         args.variants = ["native", *args.variants]

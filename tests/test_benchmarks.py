@@ -6,7 +6,9 @@ from __future__ import annotations
 import pytest
 import torch
 
+from conftest import ROOT, run_cli
 from scripts import bench_epoch, bench_pooling, bench_scaling, bench_training
+from swwae import benchmarking
 
 TINY_RUN = ["model.widths=[4,8]", "+trainer.limit_val_batches=1", "+trainer.num_sanity_val_steps=0"]
 
@@ -63,3 +65,45 @@ def test_bench_scaling(capsys):
     assert bench_scaling.main(argv) == 0
     out = capsys.readouterr().out
     assert "linear fit, epoch:" in out and "| [4, 8] |" in out and "default run" in out
+
+
+# the shared harness (swwae/benchmarking.py)
+
+
+def test_interleave_runs_round_robin_after_the_warmup():
+    calls = []
+    steps = {"a": lambda: calls.append("a"), "b": lambda: calls.append("b")}
+    timings = benchmarking.interleave(steps, repeats=3, warmup=1)
+    assert calls == ["a", "b"] * 4
+    assert [len(timings.seconds[n]) for n in steps] == [3, 3] and [len(timings.faults[n]) for n in steps] == [3, 3]
+    assert timings.paired_ratio("a", "a") == timings.best_ratio("b", "b") == 1.0
+    first, middle, third = timings.quartiles("a")
+    assert first <= middle == timings.median("a") <= third
+
+
+def test_ratios():
+    timings = benchmarking.Timings({"x": [2.0, 4.0, 9.0], "base": [1.0, 4.0, 3.0]}, {"x": [0] * 3, "base": [0] * 3})
+    assert timings.paired_ratio("x", "base") == 2.0  # rounds: 2, 1, 3
+    assert timings.ratio_of_medians("x", "base") == 4.0 / 3.0
+    assert timings.best_ratio("x", "base") == 2.0
+    assert benchmarking.median([]) != benchmarking.median([])  # nan
+
+
+def test_peak_memory_is_the_high_water_mark_and_quiet(capfd):
+    def step():
+        a = torch.empty(2**18)  # 1 MiB
+        b = torch.empty(2**18)
+        del a, b
+        torch.empty(2**18)
+
+    assert benchmarking.peak_memory(step, "cpu") == 2 * 2**20
+    assert capfd.readouterr().err == ""  # the profiler's own logging is silenced
+
+
+def test_the_scripts_run_from_anywhere(tmp_path):
+    """As scripts, from another folder: the harness comes from the package (no sys.path edits)."""
+    for script in ("bench_pooling", "bench_training", "bench_epoch", "bench_scaling"):
+        assert "sys.path" not in (ROOT / "scripts" / f"{script}.py").read_text()
+    # bench_scaling imported bench_epoch through sys.path; both now share swwae.epoch_clock
+    result = run_cli(ROOT / "scripts" / "bench_scaling.py", "--help", cwd=tmp_path)
+    assert result.returncode == 0 and "usage:" in result.stdout, result.stderr[-2000:]

@@ -1,0 +1,169 @@
+"""Timing and peak memory for the benchmark scripts (``scripts/bench_*.py``): one harness,
+so that every benchmark measures the same way and reports the same statistics.
+
+Pure Python and torch (no Lightning, no Hydra): it times and measures callables.
+
+Timing: ``interleave`` runs the variants of a benchmark round-robin in one process, so
+machine noise hits them alike, and records the seconds of every call (and the page faults
+it took: memory fetched afresh from the OS). ``Timings`` reads them: medians, quartiles,
+and ratios to a baseline: the ratio of the medians, the paired ratio (the median over
+rounds of each round's ratio: a load that drifts between rounds cancels out) and the
+best-round ratio (the best rounds are the closest to an idle machine).
+
+Peak memory: ``peak_memory(fn, device)`` is the most memory allocated at once while ``fn``
+runs, beyond what was allocated before it: ``torch.cuda.max_memory_allocated`` on a GPU;
+on the CPU the high-water mark of torch's allocator, allocation by allocation, from the
+profiler's memory events (tracemalloc does not see torch's buffers; per-op totals would
+count nested ops twice). Kernels' own scratch buffers count, as they do on a GPU.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import resource
+import statistics
+import sys
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+import torch
+
+# timing
+
+
+def synchronize(device) -> None:
+    """Wait for the GPU's queued work (nothing to wait for on the CPU)."""
+    if device is not None and torch.device(device).type == "cuda":
+        torch.cuda.synchronize()
+
+
+def median(values: Iterable[float]) -> float:
+    """The median, or nan when there is nothing to take it of."""
+    values = list(values)
+    return statistics.median(values) if values else float("nan")
+
+
+def paired_ratio(times: Sequence[float], baseline: Sequence[float]) -> float:
+    """The median over rounds of each round's ratio to the baseline run beside it."""
+    return median(a / b for a, b in zip(times, baseline))
+
+
+def timed(fn: Callable[[], object], device=None) -> tuple[float, int]:
+    """Seconds of one call of ``fn`` (its GPU work included), and the page faults it took."""
+    faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    start = time.perf_counter()
+    fn()
+    synchronize(device)
+    return time.perf_counter() - start, resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults
+
+
+@dataclass
+class Timings:
+    """Seconds and page faults of every timed call, per variant, in round order."""
+
+    seconds: dict[str, list[float]]
+    faults: dict[str, list[int]]
+
+    def median(self, name: str) -> float:
+        return median(self.seconds[name])
+
+    def quartiles(self, name: str) -> list[float]:
+        """First quartile, median, third quartile of the seconds."""
+        times = self.seconds[name]
+        return statistics.quantiles(times, n=4) if len(times) > 1 else [self.median(name)] * 3
+
+    def ratio_of_medians(self, name: str, baseline: str) -> float:
+        return self.median(name) / self.median(baseline)
+
+    def paired_ratio(self, name: str, baseline: str) -> float:
+        return paired_ratio(self.seconds[name], self.seconds[baseline])
+
+    def best_ratio(self, name: str, baseline: str) -> float:
+        return min(self.seconds[name]) / min(self.seconds[baseline])
+
+    def median_faults(self, name: str) -> float:
+        return median(self.faults[name])
+
+
+def interleave(steps: Mapping[str, Callable[[], object]], repeats: int, warmup: int = 0, device=None) -> Timings:
+    """``warmup`` untimed rounds, then ``repeats`` timed ones; a round calls every step once,
+    in order (round-robin), so machine noise hits the variants alike."""
+    for _ in range(warmup):
+        for step in steps.values():
+            step()
+    synchronize(device)
+    timings = Timings({name: [] for name in steps}, {name: [] for name in steps})
+    for _ in range(repeats):
+        for name, step in steps.items():
+            seconds, faults = timed(step, device)
+            timings.seconds[name].append(seconds)
+            timings.faults[name].append(faults)
+    return timings
+
+
+class Stopwatch:
+    """Sums the time spent in calls of wrapped functions."""
+
+    def __init__(self):
+        self.total = 0.0
+
+    def wrap(self, fn):
+        def timed(*args, **kwargs):
+            start = time.perf_counter()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                self.total += time.perf_counter() - start
+
+        return timed
+
+
+def set_threads(threads: int | None) -> int:
+    """``--threads``: torch's CPU threads (None or 0: torch's own choice); the number in use."""
+    if threads:
+        torch.set_num_threads(threads)
+    return torch.get_num_threads()
+
+
+# memory
+
+
+def peak_memory(fn: Callable[[], object], device) -> int:
+    """Peak bytes allocated during one call of ``fn``, beyond what was live before it."""
+    if torch.device(device).type == "cuda":
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        base = torch.cuda.memory_allocated()
+        fn()
+        torch.cuda.synchronize()
+        return torch.cuda.max_memory_allocated() - base
+    # CPU: every allocation and free of torch's allocator, in order, from the profiler
+    from torch.profiler import ProfilerActivity, profile
+
+    with _quiet_stderr():  # the profiler's C++ side logs its start and stop there
+        with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+            fn()
+        events = sorted((e.start_ns(), e.nbytes()) for e in prof.profiler.kineto_results.events()
+                        if e.name() == "[memory]" and str(e.device_type()).endswith("CPU"))
+    live = peak = 0
+    for _, nbytes in events:
+        live += nbytes
+        peak = max(peak, live)
+    return peak
+
+
+@contextlib.contextmanager
+def _quiet_stderr():
+    """File descriptor 2 to /dev/null for the block (C++ logging bypasses ``sys.stderr``)."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with open(os.devnull, "w") as null:
+            os.dup2(null.fileno(), 2)
+            yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)

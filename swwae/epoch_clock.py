@@ -1,0 +1,244 @@
+"""Epoch timing of train.py's own code path: ``run(overrides, folder)`` composes the real
+config as ``python train.py <overrides>`` would, runs ``swwae.run.train`` into a temporary
+folder with an ``EpochClock`` among its callbacks, and returns the clock.
+
+It lives in the package, not in a script, because two benchmarks share it
+(``scripts/bench_epoch.py``: Lightning against a hand-written loop; ``scripts/bench_scaling.py``:
+epoch time over data and width) and Hydra must import ``EpochClock`` by name. It needs
+Lightning and Hydra, and the checkout's ``configs/``; the plain timing and memory
+measurements are in ``swwae.benchmarking``.
+
+The hand-written side (``HandLoop``) is the plainest loop a user would write on *the same
+tensors* (the datamodule's) and the same network (a twin of the LightningModule with the
+same weights): shuffle, gather batches, forward, the module's loss, backward, Adam step;
+then validation under inference mode. ``EpochClock`` interleaves the two step by step: one
+hand-written training step before each of Lightning's, and one validation batch before each
+of its validation batches, off Lightning's clock. A Lightning epoch's clock runs from its
+``on_train_epoch_start`` to the next one (or to the end of training), less the hand-written
+steps, so it holds the data loading, hooks, logging, validation, image logging and
+checkpointing too.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import time
+import warnings
+from pathlib import Path
+
+import lightning as L
+import torch
+from hydra import compose, initialize_config_dir
+from hydra.core.global_hydra import GlobalHydra
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import DictConfig, open_dict
+
+from swwae.benchmarking import Stopwatch
+from swwae.callbacks import ReconstructionImages
+from swwae.run import train
+
+ROOT = Path(__file__).resolve().parents[1]  # the checkout: configs/ lives there
+
+# helpers
+
+
+def compose_config(folder: Path, overrides=()) -> DictConfig:
+    """The train config as ``python train.py <overrides>`` composes it, writing under ``folder``."""
+    GlobalHydra.instance().clear()
+    paths = [f"paths.log_dir={folder / 'logs'}", f"paths.checkpoint_dir={folder / 'checkpoints'}"]
+    with initialize_config_dir(str(ROOT / "configs"), version_base="1.3"):
+        cfg = compose("train", overrides=[*paths, *overrides], return_hydra_config=True)
+    with open_dict(cfg):
+        cfg.paths.output_dir = cfg.hydra.runtime.output_dir = str(folder / "output")
+    HydraConfig.instance().set_config(cfg)
+    with open_dict(cfg):
+        del cfg["hydra"]
+    return cfg
+
+
+def limit_batches(train_size: int, batch: int | None) -> int:
+    """trainer.limit_train_batches for about ``train_size`` images an epoch."""
+    return max(1, -(-train_size // (batch or 128)))
+
+
+@contextlib.contextmanager
+def quiet():
+    """The progress bar and the run's chatter go to /dev/null (they are still drawn)."""
+    level = logging.getLogger("lightning.pytorch").level
+    logging.getLogger("lightning.pytorch").setLevel(logging.WARNING)
+    with open(os.devnull, "w") as null, contextlib.redirect_stdout(null), contextlib.redirect_stderr(null), \
+            warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            yield
+        finally:
+            logging.getLogger("lightning.pytorch").setLevel(level)
+
+
+def timed_part(part: str):
+    """Decorate a HandLoop method: add its time to ``part`` and to the whole of the current
+    epoch's record, and return it."""
+
+    def decorate(fn):
+        def timed(self, *args):
+            start = time.perf_counter()
+            fn(self, *args)
+            seconds = time.perf_counter() - start
+            self.epochs[-1][part] += seconds
+            self.epochs[-1]["epoch"] += seconds
+            return seconds
+
+        return timed
+
+    return decorate
+
+
+# classes
+
+
+class HandLoop:
+    """The hand-written baseline: same tensors, same network and loss, plain torch. Driven
+    step by step (``EpochClock`` interleaves its steps with Lightning's); each call records
+    its own time into the current epoch's record."""
+
+    def __init__(self, module, datamodule):
+        self.net = type(module)(**module.hparams)  # the same LightningModule class, never attached to a Trainer
+        self.net.load_state_dict(module.state_dict())
+        self.data = datamodule
+        hp = module.hparams
+        self.optimizer = torch.optim.Adam(self.net.parameters(), lr=hp.lr, weight_decay=hp.weight_decay)
+        self.scheduler = torch.optim.lr_scheduler.CosineAnnealingLR(self.optimizer, T_max=20)
+        self.generator = torch.Generator().manual_seed(0)
+        self.epochs: list[dict[str, float]] = []
+
+    def start_epoch(self) -> float:
+        self.epochs.append({"epoch": 0.0, "train": 0.0, "val": 0.0})
+        return self._start_epoch()
+
+    @timed_part("train")
+    def _start_epoch(self):
+        self.net.train()
+        self.batches = torch.randperm(len(self.data.train_x), generator=self.generator).split(self.data.batch_size)
+        self.step = 0
+
+    @timed_part("train")
+    def train_step(self):
+        idx = self.batches[self.step % len(self.batches)]
+        self.step += 1
+        x, y = self.data.train_x[idx], self.data.train_y[idx]
+        loss = self.net.losses(self.net(x), x, y)["loss"]
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        self.optimizer.step()
+
+    @timed_part("val")
+    def val_step(self, i: int):
+        if i == 0:
+            self.net.eval()
+        batch = self.data.batch_size
+        x, y = self.data.val_x[i * batch : (i + 1) * batch], self.data.val_y[i * batch : (i + 1) * batch]
+        with torch.inference_mode():
+            float(self.net.losses(self.net(x), x, y)["recon_mse"])
+
+    @timed_part("val")
+    def end_epoch(self):
+        self.scheduler.step()
+
+
+class EpochClock(L.Callback):
+    """Times every Lightning epoch and its parts. With ``hand_loop``, a hand-written twin runs
+    one step before each Lightning training step and one validation batch before each of
+    Lightning's, off Lightning's clock: the two are interleaved step by step, so machine
+    noise hits them alike. Added to the run's callbacks through the config."""
+
+    last: EpochClock | None = None  # the instance of the latest run, for main() to read
+
+    def __init__(self, hand_loop: bool = True):
+        self.hand_loop, self.lightning = hand_loop, []
+        self._open = self.twin = None
+        self.images, self.checkpoints = Stopwatch(), Stopwatch()
+        EpochClock.last = self
+
+    @property
+    def hand(self) -> list[dict[str, float]]:
+        return self.twin.epochs if self.twin is not None else []
+
+    def setup(self, trainer, module, stage):
+        if stage != "fit":
+            return
+        self.data = trainer.datamodule
+        self.twin = HandLoop(module, trainer.datamodule) if self.hand_loop else None
+        # instance-level wrappers: Lightning looks hooks up on the instance
+        trainer.save_checkpoint = self.checkpoints.wrap(trainer.save_checkpoint)
+        for callback in trainer.callbacks:
+            if isinstance(callback, ReconstructionImages):
+                callback.on_validation_epoch_end = self.images.wrap(callback.on_validation_epoch_end)
+
+    def _now(self) -> float:
+        """Lightning's clock: wall time since the epoch started, less the hand-written steps."""
+        return time.perf_counter() - self._open["start"] - self._open["paused"]
+
+    def _hand(self, seconds: float) -> None:
+        self._open["paused"] += seconds
+
+    def _close(self):
+        if self._open is not None:
+            record = self._open
+            if self.twin is not None:
+                self._hand(self.twin.end_epoch())
+            record["epoch"] = self._now()
+            record.setdefault("train", record["epoch"])  # an epoch without validation
+            record.setdefault("val", 0.0)
+            record["images"] = self.images.total - record.pop("images_before")
+            record["checkpoints"] = self.checkpoints.total - record.pop("checkpoints_before")
+            self.lightning.append(record)
+            self._open = None
+
+    def on_train_epoch_start(self, trainer, module):
+        self._close()
+        self.train_size = min(len(self.data.train_x), trainer.num_training_batches * self.data.batch_size)
+        self._open = {"start": time.perf_counter(), "paused": 0.0, "images_before": self.images.total,
+                      "checkpoints_before": self.checkpoints.total}
+        if self.twin is not None:
+            self._hand(self.twin.start_epoch())
+
+    def on_train_batch_start(self, trainer, module, batch, batch_idx):
+        if self.twin is not None and self._open is not None:
+            self._hand(self.twin.train_step())
+
+    def on_validation_epoch_start(self, trainer, module):
+        if self._open is not None and not trainer.sanity_checking:
+            self._open["train"] = self._now()
+
+    def on_validation_batch_start(self, trainer, module, batch, batch_idx, dataloader_idx=0):
+        if self.twin is not None and self._open is not None and not trainer.sanity_checking:
+            self._hand(self.twin.val_step(batch_idx))
+
+    def on_validation_epoch_end(self, trainer, module):
+        if self._open is not None and "train" in self._open and "val" not in self._open:
+            self._open["val"] = self._now() - self._open["train"]  # image logging included
+
+    def on_train_end(self, trainer, module):
+        self._close()
+
+
+# the run
+
+
+def run(overrides, folder: Path, hand_loop: bool = True) -> tuple[EpochClock, float]:
+    """``swwae.run.train`` on the composed config plus an EpochClock; the clock and the wall time."""
+    cfg = compose_config(folder, overrides)
+    with open_dict(cfg):
+        cfg.callbacks = cfg.callbacks or {}
+        cfg.callbacks.bench_clock = {"_target_": f"{__name__}.EpochClock", "hand_loop": hand_loop}  # this very class
+    start = time.perf_counter()
+    with quiet():
+        train(cfg)
+    GlobalHydra.instance().clear()
+    clock = EpochClock.last
+    for r in clock.lightning:  # parts of a Lightning epoch that add up to it
+        r["val"] -= r["images"]
+        r["after validation"] = r["epoch"] - r["train"] - r["val"] - r["images"]
+    return clock, time.perf_counter() - start
