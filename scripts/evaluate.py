@@ -42,7 +42,7 @@ def evaluate(checkpoint: Path, split: str = "test", out: Path | None = None, num
     metrics = {k.replace("val/", f"{split}/"): float(v) for k, v in results.items() if not k.endswith("loss")}
 
     out = out or checkpoint.with_name(f"{checkpoint.stem}_{split}_reconstructions.png")
-    images = getattr(datamodule, f"{split}_x")[:num_images]
+    images = datamodule.images(split, num_images)
     panels = reconstruction_panels(module.net, images)
     # one picture: the reconstruction rows, then each stage's where mask (resized to the image)
     rows = [panels["reconstructions"]]

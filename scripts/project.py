@@ -95,7 +95,7 @@ def run(checkpoint: Path, stage: int | None = None, top: int = 16, images: int =
               "(where-free upsampling), so nothing localises the projections", file=sys.stderr)
     datamodule = instantiate(config["data"])
     datamodule.setup("test")
-    x = getattr(datamodule, f"{split}_x")[:images]
+    x = datamodule.images(split, images)
     picks = strongest(net, x, stage, top=top, distinct_channels=distinct.lower() == "true")
     projections = project(net, x[picks.image], picks, stage)
     out = out or checkpoint.with_name(f"{checkpoint.stem}_projection_stage{stage}.png")

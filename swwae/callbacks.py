@@ -32,7 +32,7 @@ class ReconstructionImages(L.Callback):
         if not loggers or not trainer.is_global_zero:
             return
         if self._images is None:  # fixed once: the same digits every epoch
-            self._images = trainer.datamodule.val_x[: self.num_images]
+            self._images = trainer.datamodule.images("val", self.num_images)
         panels = reconstruction_panels(module.net, self._images.to(module.device))
         for logger in loggers:
             for name, image in panels.items():
@@ -63,7 +63,7 @@ class BatchSeed(L.Callback):
     iterator before ``on_train_epoch_start``, an uninterrupted one after). Reseeding right
     before each batch makes a resumed run bit-identical to one that never stopped (with
     ``trainer.deterministic=true``). The data order needs nothing: the sampler is a pure
-    function of (seed, epoch) (``swwae.data.EpochRandomSampler``).
+    function of (seed, epoch) (``swwae.data.batching``).
     """
 
     def __init__(self, seed: int):

@@ -37,6 +37,7 @@ from omegaconf import DictConfig, open_dict
 
 from swwae.benchmarking import Stopwatch
 from swwae.callbacks import ReconstructionImages
+from swwae.data.batching import to_float
 from swwae.run import train
 
 ROOT = Path(__file__).resolve().parents[1]  # the checkout: configs/ lives there
@@ -127,7 +128,7 @@ class HandLoop:
     def train_step(self):
         idx = self.batches[self.step % len(self.batches)]
         self.step += 1
-        x, y = self.data.train_x[idx], self.data.train_y[idx]
+        x, y = to_float(self.data.train_x[idx]), self.data.train_y[idx]  # stored uint8, as the loader does
         loss = self.net.losses(self.net(x), x, y)["loss"]
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
@@ -138,7 +139,7 @@ class HandLoop:
         if i == 0:
             self.net.eval()
         batch = self.data.batch_size
-        x, y = self.data.val_x[i * batch : (i + 1) * batch], self.data.val_y[i * batch : (i + 1) * batch]
+        x, y = to_float(self.data.val_x[i * batch : (i + 1) * batch]), self.data.val_y[i * batch : (i + 1) * batch]
         with torch.inference_mode():
             float(self.net.losses(self.net(x), x, y)["recon_mse"])
 

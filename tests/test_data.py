@@ -4,25 +4,20 @@ The torchvision paths run on tiny files written here in torchvision's own on-dis
 formats (IDX for MNIST, pickled batches for CIFAR-10); nothing touches the network.
 """
 
-import hashlib
-import pickle
-import struct
 import urllib.error
 from pathlib import Path
 
-import numpy as np
 import pytest
 import torch
 import torchvision.datasets
 import torchvision.datasets.cifar
 import torchvision.datasets.mnist
-from hydra.utils import instantiate
-from omegaconf import OmegaConf
 
-from swwae import data as swdata
-from swwae.batching import BatchTensorDataset, batch_loader
+from swwae.data.batching import BatchTensorDataset, batch_loader
 from swwae.data import CIFAR10DataModule, MNISTDataModule, MNISTSampleDataModule
-from swwae.splits import balanced_subset, stratified_split
+from swwae.data.base import OFFLINE_HINT
+from swwae.data.splits import balanced_subset, stratified_split
+from helpers.datasets import md5, write_cifar, write_mnist
 from swwae.errors import ConfigError, DataError
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs" / "data"
@@ -36,8 +31,9 @@ def sample():
 
 
 def row_keys(x):
-    """One hashable key per image, to compare splits by content."""
-    return {bytes(r) for r in (x.flatten(1) * 255).round().to(torch.uint8).numpy()}
+    """One hashable key per image (stored uint8, or float in [0, 1]), to compare splits by content."""
+    x = x if x.dtype == torch.uint8 else (x * 255).round().to(torch.uint8)
+    return {bytes(r) for r in x.flatten(1).numpy()}
 
 
 # --------------------------------------------------------------------------- mnist_sample
@@ -51,10 +47,14 @@ def test_sample_shapes_dtypes_range(sample):
         (sample.val_x, sample.val_y, 500),
         (sample.test_x, sample.test_y, 500),
     ]:
-        assert x.shape == (n, 1, 28, 28) and x.dtype == torch.float32
+        assert x.shape == (n, 1, 28, 28) and x.dtype == torch.uint8  # held as uint8: 4x less memory
         assert y.shape == (n,) and y.dtype == torch.int64
-        assert 0.0 <= float(x.min()) and float(x.max()) <= 1.0
-        assert float(x.max()) == 1.0  # scaled from 0..255, not left at 0..255 or squashed
+        assert int(x.max()) == 255
+    for split in ("train", "val", "test"):
+        x = sample.images(split)
+        assert x.dtype == torch.float32 and torch.equal(x, getattr(sample, f"{split}_x").float() / 255)
+        assert 0.0 <= float(x.min()) and float(x.max()) == 1.0  # scaled from 0..255, not left at 0..255
+    assert sample.images("val", 8).shape == (8, 1, 28, 28)
 
 
 def test_sample_stratified_and_disjoint(sample):
@@ -147,7 +147,7 @@ def test_num_labels_not_positive(n):
 def test_num_labels_too_many():
     with pytest.raises(ConfigError) as err:
         MNISTSampleDataModule(num_labels=6000).setup()
-    assert str(err.value) == "data.num_labels=6000 is more than the 4000 training samples of mnist_sample"
+    assert str(err.value) == "data.num_labels=6000 is more than the 4000 labelled training samples of mnist_sample"
 
 
 def test_num_labels_more_than_a_class_holds():
@@ -211,7 +211,7 @@ def test_val_and_test_loaders_unshuffled(sample):
         (sample.test_dataloader(), sample.test_x, sample.test_y),
     ]:
         xs, ys = zip(*loader)
-        assert torch.equal(torch.cat(xs), x) and torch.equal(torch.cat(ys), y)
+        assert torch.equal(torch.cat(xs), x.float() / 255) and torch.equal(torch.cat(ys), y)
 
 
 def test_ddp_replacement_shards_batches(sample):
@@ -271,67 +271,18 @@ def test_lightning_fit_uses_the_loaders(tmp_path):
     assert (dm.train_y == -1).sum() == 3900
 
 
-# --------------------------------------------------------------------------- configs
-
-
-@pytest.mark.parametrize(
-    "name, cls", [("mnist_sample", MNISTSampleDataModule), ("mnist", MNISTDataModule), ("cifar10", CIFAR10DataModule)]
-)
-def test_configs_instantiate(name, cls):
-    cfg = OmegaConf.create({"seed": 7, "data": OmegaConf.load(CONFIGS / f"{name}.yaml")})
-    dm = instantiate(cfg.data)
-    assert type(dm) is cls and dm.name == name and dm.seed == 7
-    assert dm.batch_size == 128 and dm.num_labels is None
-
-
 # --------------------------------------------------------------------------- torchvision formats
-
-
-def write_idx(path: Path, array: np.ndarray) -> None:
-    """torchvision's read_sn3_pascalvincent_tensor: magic 0x0000 08 <ndim>, big-endian dims."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    header = struct.pack(">I", 0x0800 | array.ndim) + struct.pack(f">{array.ndim}I", *array.shape)
-    path.write_bytes(header + array.astype(np.uint8).tobytes())
-
-
-def fake_images(n: int, shape) -> tuple[np.ndarray, np.ndarray]:
-    """Image i is filled with value i (mod 256); channel c of a colour image adds 50*c."""
-    labels = np.arange(n) % 10
-    images = np.broadcast_to((np.arange(n) % 200).reshape(n, *[1] * len(shape)), (n, *shape)).copy()
-    if len(shape) == 3:
-        images += (np.arange(shape[0]) * 50).reshape(1, -1, 1, 1).astype(images.dtype)
-    return images.astype(np.uint8), labels.astype(np.uint8)
 
 
 @pytest.fixture
 def mnist_root(tmp_path):
-    raw = tmp_path / "MNIST" / "raw"
-    for prefix, n in [("train", 100), ("t10k", 30)]:
-        images, labels = fake_images(n, (28, 28))
-        write_idx(raw / f"{prefix}-images-idx3-ubyte", images)
-        write_idx(raw / f"{prefix}-labels-idx1-ubyte", labels)
+    write_mnist(tmp_path)
     return tmp_path
-
-
-def md5(path: Path) -> str:
-    return hashlib.md5(path.read_bytes()).hexdigest()
 
 
 @pytest.fixture
 def cifar_root(tmp_path, monkeypatch):
-    folder = tmp_path / "cifar-10-batches-py"
-    folder.mkdir()
-    images, labels = fake_images(130, (3, 32, 32))
-    names = [f"data_batch_{i}" for i in range(1, 6)] + ["test_batch"]
-    for k, name in enumerate(names):
-        sl = slice(20 * k, 20 * k + 20) if k < 5 else slice(100, 130)
-        entry = {"data": images[sl].reshape(-1, 3072), "labels": labels[sl].tolist(), "filenames": []}
-        (folder / name).write_bytes(pickle.dumps(entry))
-    (folder / "batches.meta").write_bytes(pickle.dumps({"label_names": [f"c{i}" for i in range(10)]}))
-    cls = torchvision.datasets.CIFAR10
-    monkeypatch.setattr(cls, "train_list", [[n, md5(folder / n)] for n in names[:5]])
-    monkeypatch.setattr(cls, "test_list", [["test_batch", md5(folder / "test_batch")]])
-    monkeypatch.setattr(cls, "meta", {**cls.meta, "md5": md5(folder / "batches.meta")})
+    write_cifar(tmp_path, monkeypatch)
     return tmp_path
 
 
@@ -345,12 +296,12 @@ def test_mnist_reads_idx_files(mnist_root, monkeypatch):
     dm.prepare_data()  # files present: download=true must not go online
     dm.setup()
     assert (len(dm.train_x), len(dm.val_x), len(dm.test_x)) == (80, 20, 30)
-    assert dm.train_x.shape[1:] == (1, 28, 28) and dm.train_x.dtype == torch.float32
+    assert dm.train_x.shape[1:] == (1, 28, 28) and dm.train_x.dtype == torch.uint8
     assert torch.equal(torch.bincount(dm.val_y), torch.full((10,), 2))
     assert int((dm.train_y >= 0).sum()) == 30
     # test set in official order: image i holds value i, label i % 10
     assert torch.equal(dm.test_y, torch.arange(30) % 10)
-    assert torch.allclose(dm.test_x[:, 0, 5, 7] * 255, torch.arange(30.0))
+    assert torch.equal(dm.test_x[:, 0, 5, 7], torch.arange(30, dtype=torch.uint8))
     x, y = next(iter(dm.train_dataloader()))
     assert x.shape == (16, 1, 28, 28)
 
@@ -360,11 +311,11 @@ def test_cifar10_reads_pickled_batches(cifar_root):
     dm.setup()
     assert CIFAR10DataModule.image_shape == (3, 32, 32)
     assert (len(dm.train_x), len(dm.val_x), len(dm.test_x)) == (90, 10, 30)
-    assert dm.train_x.shape[1:] == (3, 32, 32) and dm.train_x.dtype == torch.float32
+    assert dm.train_x.shape[1:] == (3, 32, 32) and dm.train_x.dtype == torch.uint8
     assert torch.equal(torch.bincount(dm.val_y), torch.ones(10, dtype=torch.long))
-    # channels first and in order: channel c of test image i is (100 + i + 50c) / 255
-    expected = (100 + torch.arange(30.0)).view(-1, 1) + 50 * torch.arange(3.0)
-    assert torch.allclose(dm.test_x[:, :, 3, 9] * 255, expected)
+    # channels first and in order: channel c of test image i is 100 + i + 50c
+    expected = (100 + torch.arange(30)).view(-1, 1) + 50 * torch.arange(3)
+    assert torch.equal(dm.test_x[:, :, 3, 9], expected.to(torch.uint8))
     assert torch.equal(dm.test_y, (100 + torch.arange(30)) % 10)
     x, y = next(iter(dm.val_dataloader()))
     assert x.shape == (8, 3, 32, 32)
@@ -436,4 +387,4 @@ def test_download_patched_at_class(tmp_path, monkeypatch):
 
 
 def test_offline_hint_is_a_real_config():
-    assert swdata.OFFLINE_HINT.startswith("data=mnist_sample") and (CONFIGS / "mnist_sample.yaml").is_file()
+    assert OFFLINE_HINT.startswith("data=mnist_sample") and (CONFIGS / "mnist_sample.yaml").is_file()

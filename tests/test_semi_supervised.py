@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from conftest import CONFIG_DIR
-from swwae.batching import UNLABELLED, LabelledBatchSampler, SemiSupervisedBatch, batch_loader
+from swwae.data.batching import UNLABELLED, LabelledBatchSampler, SemiSupervisedBatch, batch_loader
 from swwae.data import MNISTSampleDataModule
 from swwae.errors import ConfigError
 from swwae.run import train

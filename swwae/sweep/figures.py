@@ -114,18 +114,18 @@ def reconstruction_figure(summary: Summary, out, num_images: int = 6, split: str
         if key not in images:
             datamodule = instantiate(config["data"])
             datamodule.setup("test")
-            images[key] = getattr(datamodule, f"{split}_x")[:num_images]
+            images[key] = datamodule.images(split, num_images)
         cells[group.label] = reconstruction_panels(module.net, images[key])["reconstructions"]
     if not cells:
         raise ConfigError(f"no finished job in {summary.folder} has a checkpoint to reconstruct with")
     x_key = numeric_axis(summary)
     if x_key is None:
-        rows, cols = [[g.label] for g in summary.groups if g.label in cells], [""]
+        rows = [[g.label] for g in summary.groups if g.label in cells]
     else:
         names = list(dict.fromkeys(" ".join(f"{k}={v}" for k, v in g.keys.items() if k != x_key) for g in summary.groups))
         xs = sorted({g.keys[x_key] for g in summary.groups}, key=as_number)
         by = {(" ".join(f"{k}={v}" for k, v in g.keys.items() if k != x_key), g.keys[x_key]): g.label for g in summary.groups}
-        rows, cols = [[by.get((name, x)) for x in xs] for name in names], [f"{x_key}={x}" for x in xs]
+        rows = [[by.get((name, x)) for x in xs] for name in names]
     some = next(iter(cells.values()))
     aspect = some.shape[1] / some.shape[2]
     width = 3.2 * len(rows[0])

@@ -1,7 +1,7 @@
 """Whole batches from in-memory tensors: no per-sample calls, no collate.
 
 A sampler hands out one *batch of indices* at a time and the dataset answers it with one
-gather, ``(x[idx], y[idx])``. The batch sampler sits in the DataLoader's ``sampler`` slot
+gather, ``(x[idx], y[idx])``, uint8 images turned to float in [0, 1] batch by batch. The batch sampler sits in the DataLoader's ``sampler`` slot
 (``batch_size=None``): under DDP Lightning wraps a plain ``sampler`` in its
 ``DistributedSamplerWrapper``, which then deals whole batches out to the ranks.
 
@@ -22,9 +22,14 @@ import torch
 from torch import Tensor
 from torch.utils.data import BatchSampler, DataLoader, Dataset, RandomSampler, Sampler, SequentialSampler
 
-from swwae.splits import LABELLED_CYCLES, SHUFFLE, derive_seed, generator
+from swwae.data.splits import LABELLED_CYCLES, SHUFFLE, derive_seed, generator
 
 UNLABELLED = -1  # the label of a sample whose label the model must not see
+
+
+def to_float(x: Tensor) -> Tensor:
+    """uint8 images (as stored) -> float32 in [0, 1]; float images pass through."""
+    return x.float().div_(255.0) if x.dtype == torch.uint8 else x
 
 
 class SemiSupervisedBatch(NamedTuple):
@@ -56,11 +61,11 @@ class BatchTensorDataset(Dataset):
             labelled, unlabelled = (torch.as_tensor(i, dtype=torch.long, device=self.x.device) for i in idx)
             x = self.x.index_select(0, torch.cat([labelled, unlabelled]))
             y = torch.cat([self.y.index_select(0, labelled), self.y.new_full((len(unlabelled),), UNLABELLED)])
-            return x, y
+            return to_float(x), y
         idx = torch.as_tensor(idx, dtype=torch.long, device=self.x.device)
         if idx.dim() != 1 or (len(idx) and int(idx.min()) < 0):  # one sample, or negative indices
-            return self.x[idx], self.y[idx]
-        return self.x.index_select(0, idx), self.y.index_select(0, idx)
+            return to_float(self.x[idx]), self.y[idx]
+        return to_float(self.x.index_select(0, idx)), self.y.index_select(0, idx)
 
 
 class EpochRandomSampler(RandomSampler):

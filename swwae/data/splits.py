@@ -14,7 +14,7 @@ from torch import Tensor
 from swwae.errors import ConfigError
 
 # stream keys: independent random streams derived from one seed
-SPLIT, LABELS, SHUFFLE, LABELLED_CYCLES = 1, 2, 3, 4
+SPLIT, LABELS, SHUFFLE, LABELLED_CYCLES, AUGMENT = 1, 2, 3, 4, 5
 
 
 def derive_seed(seed: int, *keys: int) -> int:

@@ -1,0 +1,179 @@
+"""The in-memory datamodule every dataset here builds on: splits, label subsets, batches.
+
+Images live in memory as uint8 (N, C, H, W) and become float in [0, 1] one batch at a time
+(``swwae.data.batching``): STL-10's 100,000 unlabelled images take 2.8 GB so, 11 GB as
+float32. Nothing is decoded per sample: no PIL, no collate, no worker processes needed.
+
+Splits are seeded and stratified by class (``swwae.data.splits``). A training sample whose
+label is hidden carries the label -1: ``num_labels`` keeps the labels of a class-balanced,
+seeded subset of the training split and hides the others (STL-10's unlabelled images have
+none to begin with). Every training batch then holds ``labelled_per_batch`` labelled samples
+and label-hidden ones for the rest: the model trains its reconstruction terms on every
+sample and its NLL on the labelled ones, in every step.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import lightning
+import numpy as np
+import torch
+from torch import Tensor
+from torch.utils.data import DataLoader
+
+from swwae.data.augment import random_crop_flip
+from swwae.data.batching import UNLABELLED, LabelledBatchSampler, batch_loader, to_float
+from swwae.data.splits import AUGMENT, LABELS, SPLIT, balanced_subset, derive_seed, generator, stratified_split
+from swwae.errors import ConfigError
+
+OFFLINE_HINT = "data=mnist_sample (bundled, works offline)"
+LABELLED_SHARE = 4  # labelled_per_batch=null: batch_size // 4 labelled samples in every batch
+
+
+class Splits(NamedTuple):
+    """What :meth:`InMemoryDataModule.load` returns: images uint8 (N, C, H, W), labels int64
+    in [0, num_classes), or -1 for training images that come without a label."""
+
+    train_x: Tensor
+    train_y: Tensor
+    val_x: Tensor
+    val_y: Tensor
+    test_x: Tensor
+    test_y: Tensor
+
+
+def check_int(name: str, value, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
+        raise ConfigError(f"data.{name}={value!r} must be an integer >= {minimum}")
+    return int(value)
+
+
+class InMemoryDataModule(lightning.LightningDataModule):
+    """Holds train/val/test tensors in memory and serves them as whole batches.
+
+    Subclasses set the class constants and implement :meth:`load`; this class does the
+    label subset, the loaders and the augmentation. ``setup`` may be called for every
+    stage: it loads once.
+
+    After ``setup``: ``train_x, train_y, val_x, val_y, test_x, test_y`` (images uint8 (N, C,
+    H, W), labels int64; label-hidden training samples have label -1); :meth:`images` gives
+    float images of a split.
+    """
+
+    name: str = "?"
+    image_shape: tuple[int, int, int] = (1, 28, 28)
+    num_classes: int = 10
+    flips: bool = False  # whether a mirrored image is still an image of its class (not digits)
+
+    def __init__(self, batch_size: int = 128, num_labels: int | None = None, seed: int = 0, num_workers: int = 0,
+                 split_seed: int = 0, labelled_per_batch: int | None = None, augment: bool = False):
+        super().__init__()
+        # the split is a property of the dataset, fixed by split_seed: runs with different
+        # (training) seeds are then compared on the same test images
+        self.split_seed = check_int("split_seed", split_seed, 0)
+        self.batch_size = check_int("batch_size", batch_size, 1)
+        self.num_labels = None if num_labels is None else check_int("num_labels", num_labels, 1)
+        self.labelled_per_batch = None if labelled_per_batch is None else check_int(
+            "labelled_per_batch", labelled_per_batch, 1)
+        if self.num_labels is not None:
+            self.labelled_per_batch = self._check_labelled_per_batch(
+                self.num_labels, f"data.num_labels={self.num_labels} labelled samples")
+        self.seed = check_int("seed", seed, 0)
+        self.num_workers = check_int("num_workers", num_workers, 0)
+        self.augment = bool(augment)
+        self.train_x = self.train_y = self.val_x = self.val_y = self.test_x = self.test_y = None
+        self.labelled = None  # indices of the labelled training samples, when some labels are hidden
+        # every constructor argument, a subclass's too: lands in checkpoints (resume checks it)
+        self.save_hyperparameters()
+
+    def load(self) -> Splits:
+        """Read the data and split it into train/val/test (all labels kept)."""
+        raise NotImplementedError
+
+    def _check_labelled_per_batch(self, labels: int, what: str) -> int:
+        """``labelled_per_batch`` (its default: a quarter of the batch, at most ``labels``),
+        or a one-line error when it cannot work."""
+        k = self.labelled_per_batch
+        if k is None:
+            return max(1, min(self.batch_size // LABELLED_SHARE, labels))
+        if k >= self.batch_size:
+            raise ConfigError(f"data.labelled_per_batch={k} leaves no room for unlabelled samples "
+                              f"in batches of data.batch_size={self.batch_size}: make it smaller than the batch")
+        if k > labels:
+            raise ConfigError(f"data.labelled_per_batch={k} is more than the {what}: a batch would repeat labels")
+        return k
+
+    def setup(self, stage: str | None = None) -> None:
+        if self.train_x is not None:
+            return
+        splits = self.load()
+        train_y = splits.train_y.clone()
+        pool = torch.nonzero(train_y >= 0).flatten()  # the training samples that have a label
+        if self.num_labels is not None:
+            if self.num_labels > len(pool):
+                raise ConfigError(f"data.num_labels={self.num_labels} is more than the {len(pool)} labelled "
+                                  f"training samples of {self.name}")
+            chosen = balanced_subset(train_y[pool], self.num_labels, self.num_classes, generator(self.seed, LABELS),
+                                     self.name)
+            hidden = torch.ones(len(train_y), dtype=torch.bool)
+            hidden[pool[chosen]] = False
+            train_y[hidden] = UNLABELLED
+        if bool((train_y < 0).any()):  # semi-supervised: labelled samples in every batch
+            self.labelled = torch.nonzero(train_y >= 0).flatten()
+            self.labelled_per_batch = self._check_labelled_per_batch(
+                len(self.labelled), f"{len(self.labelled)} labelled training samples of {self.name}")
+        self.train_x, self.train_y = splits.train_x, train_y
+        self.val_x, self.val_y = splits.val_x, splits.val_y
+        self.test_x, self.test_y = splits.test_x, splits.test_y
+
+    def _split_seeded(self, x: Tensor, y: Tensor, sizes: dict[str, int]) -> list[tuple[Tensor, Tensor]]:
+        """Stratified, seeded split of (x, y) into the named sizes plus the rest (train)."""
+        for key, size in sizes.items():
+            check_int(key, size, 1)
+        if sum(sizes.values()) > len(y) - self.num_classes:
+            wanted = " + ".join(f"data.{k}={v}" for k, v in sizes.items())
+            raise ConfigError(f"{wanted} leaves too few of the {len(y)} samples of {self.name} for training")
+        parts = stratified_split(y, list(sizes.values()), generator(self.split_seed, SPLIT))
+        return [(x[idx], y[idx]) for idx in parts]
+
+    # what models and scripts read
+
+    def images(self, split: str, count: int | None = None) -> Tensor:
+        """The first ``count`` images of ``split`` (train, val or test), float in [0, 1]."""
+        return to_float(getattr(self, f"{split}_x")[:count])
+
+    def pixel_mean(self, chunk: int = 4096) -> list[float]:
+        """Mean training pixel per channel, in [0, 1] (read in chunks: no float copy of it all)."""
+        total = torch.zeros(self.image_shape[0], dtype=torch.float64)
+        for part in self.train_x.split(chunk):
+            total += part.double().sum((0, 2, 3))
+        return (total / (len(self.train_x) * self.image_shape[1] * self.image_shape[2] * 255)).tolist()
+
+    # loaders
+
+    def train_dataloader(self) -> DataLoader:
+        sampler = None
+        if self.labelled is not None:
+            sampler = LabelledBatchSampler(len(self.train_x), self.labelled, self.batch_size, self.labelled_per_batch,
+                                           self.seed)
+        return batch_loader(self.train_x, self.train_y, self.batch_size, True, self.seed, self.num_workers, sampler)
+
+    def val_dataloader(self) -> DataLoader:
+        return batch_loader(self.val_x, self.val_y, self.batch_size, False, num_workers=self.num_workers)
+
+    def test_dataloader(self) -> DataLoader:
+        return batch_loader(self.test_x, self.test_y, self.batch_size, False, num_workers=self.num_workers)
+
+    def on_after_batch_transfer(self, batch, dataloader_idx: int):
+        """``data.augment``: random crop (padding 1/8 of the side) and, where a mirror image
+        keeps its class, horizontal flip; training batches only, on the training device. The
+        draws come from (seed, epoch, batch, rank), so a resumed run replays them."""
+        trainer = self.trainer
+        if not self.augment or trainer is None or not trainer.training:
+            return batch
+        x, y = batch
+        step = trainer.fit_loop.epoch_loop.batch_progress.current.ready
+        gen = torch.Generator(x.device).manual_seed(
+            derive_seed(self.seed, AUGMENT, trainer.current_epoch, step, trainer.global_rank))
+        return random_crop_flip(x, padding=max(1, self.image_shape[-1] // 8), flip=self.flips, generator=gen), y
