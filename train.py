@@ -71,5 +71,20 @@ def main(cfg: DictConfig) -> float:
         raise
 
 
+def quote_layer_strings(argv: list[str]) -> list[str]:
+    """``model.arch=(16)5c-2p``, as a shell leaves ``model.arch="(16)5c-2p"``, quoted again
+    for Hydra, whose override grammar reads parentheses as syntax. (A sweep over several
+    strings quotes each itself: 'model.arch="(8)3c-2p","(16)3c-2p"'.)"""
+    quoted = []
+    for arg in argv:
+        key, sep, value = arg.partition("=")
+        if sep and key.lstrip("+~") == "model.arch" and value[:1] not in ("'", '"') and "(" in value \
+                and "," not in value:
+            arg = f"{key}='{value}'"
+        quoted.append(arg)
+    return quoted
+
+
 if __name__ == "__main__":
+    sys.argv = [sys.argv[0], *quote_layer_strings(sys.argv[1:])]
     main()

@@ -1,21 +1,25 @@
 """The Stacked What-Where Auto-encoder. Pure torch: no Lightning, no Hydra.
 
-Encoder stage i: conv -> (batch norm) -> nonlinearity -> (dropout) -> pool, giving what_i
-(fed to stage i+1) and where_i. Decoder stage i mirrors it: unpool what's coming down with
-*its own* encoder pool's where, then conv -> nonlinearity (sigmoid at the image). Decoder
-stage i reconstructs the input of encoder stage i: the image for i = 0, what_{i-1} above;
-those are the "middle" reconstructions of the paper. An optional linear classifier reads
-the top what.
+The network is written in the paper's notation (``swwae.arch``), e.g.
+``(64)5c-2p-(64)3c-2p-(64)3c-2p-10fc``. Encoder stage i: one or more convs, each conv ->
+(batch norm) -> nonlinearity -> (dropout), then the pool that closes the stage, giving
+what_i (fed to stage i+1) and where_i. Decoder stage i mirrors it: unpool what's coming down
+with *its own* encoder pool's where, then the stage's convs in reverse, each conv ->
+nonlinearity (sigmoid at the image). Decoder stage i reconstructs the input of encoder stage
+i: the image for i = 0, what_{i-1} above; those are the "middle" reconstructions of the
+paper. An optional linear classifier (``Nfc``) reads the top what.
 """
 
 from __future__ import annotations
 
 import contextlib
+import math
 from dataclasses import dataclass
 
 import torch
 from torch import Tensor, nn
 
+from swwae.arch import Arch, parse, shorthand
 from swwae.errors import ConfigError
 from swwae.pooling import MODES, Unpool, make_pool
 
@@ -51,14 +55,25 @@ class SWWAEOutput:
         return list(zip(self.decoded[1:], self.whats[:-1]))
 
 
-def conv_block(c_in: int, c_out: int, kernel: int, activation: nn.Module, batch_norm: bool, dropout: float):
+def conv_layers(c_in: int, c_out: int, kernel: int, activation: nn.Module, batch_norm: bool, dropout: float):
+    """conv -> (batch norm) -> nonlinearity -> (dropout), as a list of layers."""
     layers = [nn.Conv2d(c_in, c_out, kernel, padding=kernel // 2, bias=not batch_norm)]
     if batch_norm:
         layers.append(nn.BatchNorm2d(c_out))
     layers.append(activation)
     if dropout:
         layers.append(nn.Dropout2d(dropout))
-    return nn.Sequential(*layers)
+    return layers
+
+
+def convs(block: nn.Sequential) -> list[nn.Conv2d]:
+    """The convolutions of an encoder or decoder stage, in order."""
+    return [m for m in block if isinstance(m, nn.Conv2d)]
+
+
+def logit(p: float) -> float:
+    p = min(max(float(p), 1e-3), 1 - 1e-3)
+    return math.log(p / (1 - p))
 
 
 # classes
@@ -74,10 +89,11 @@ class SWWAE(nn.Module):
     def __init__(
         self,
         image_shape=(1, 28, 28),
+        arch: str | None = None,
         widths=(32, 64),
         kernel_size: int = 3,
+        pool_size: int = 2,
         pool_mode: str = "hard",
-        pool_size=2,
         pool_stride=None,
         pool_padding=0,
         beta: float = 100.0,
@@ -87,31 +103,68 @@ class SWWAE(nn.Module):
         dropout: float = 0.0,
         num_classes: int | None = 10,
         classifier_dropout: float = 0.0,
+        pixel_mean=None,
     ):
+        """``arch`` is the network in the paper's notation; without it, ``widths``,
+        ``kernel_size`` and ``pool_size`` are the shorthand for one conv and one pool per
+        width, plus a classifier over ``num_classes`` (None: none). With it, its ``Nfc``
+        token decides the classifier, and N must equal ``num_classes`` when that is given.
+        ``pool_stride`` / ``pool_padding`` apply to every pool (None / 0: the paper's PxP
+        windows, stride P). ``pixel_mean`` (per channel, in [0, 1]) starts the image
+        decoder's output bias at its logit, so that a pixel no unpooled value reaches starts
+        at the mean colour instead of sigmoid(0) = 0.5 grey."""
         super().__init__()
-        widths = list(widths or [])
-        _check_config(widths, kernel_size, pool_mode, beta, nonlinearity, dropout, image_shape)
-        self.image_shape, self.pool_mode = tuple(image_shape), pool_mode
+        _check_config(kernel_size, pool_mode, beta, nonlinearity, dropout, image_shape)
+        spec = self._spec(arch, widths, kernel_size, pool_size, num_classes)
+        self.image_shape, self.pool_mode, self.arch = tuple(image_shape), pool_mode, str(spec)
         act = NONLINEARITIES[nonlinearity]
-        channels = [image_shape[0], *widths]
         self.encoders, self.pools = nn.ModuleList(), nn.ModuleList()
         self.decoders, self.unpools = nn.ModuleList(), nn.ModuleList()
-        for c_in, c_out in zip(channels[:-1], channels[1:]):
-            self.encoders.append(conv_block(c_in, c_out, kernel_size, act(), batch_norm, dropout))
+        c_in = image_shape[0]
+        for stage in spec.stages:
+            maps = [c_in] + [conv.channels for conv in stage.convs]
+            kernels = [conv.kernel for conv in stage.convs]
+            encoder = [layer for a, b, k in zip(maps[:-1], maps[1:], kernels)
+                       for layer in conv_layers(a, b, k, act(), batch_norm, dropout)]
+            is_image = len(self.decoders) == 0
+            decoder = [layer for j, (a, b, k) in enumerate(reversed(list(zip(maps[:-1], maps[1:], kernels))))
+                       for layer in conv_layers(b, a, k, nn.Sigmoid() if is_image and j == len(kernels) - 1 else act(),
+                                                batch_norm and not (is_image and j == len(kernels) - 1), 0.0)]
             try:
-                pool = make_pool(pool_mode, c_out, pool_size, pool_stride, pool_padding, beta, wavelet)
+                pool = make_pool(pool_mode, maps[-1], stage.pool, pool_stride, pool_padding, beta, wavelet)
             except ValueError as err:
                 raise ConfigError(f"model pooling: {err}") from None
+            self.encoders.append(nn.Sequential(*encoder))
+            self.decoders.append(nn.Sequential(*decoder))
             self.pools.append(pool)
             self.unpools.append(Unpool(pool))
-            is_image = len(self.decoders) == 0
-            out_act = nn.Sigmoid() if is_image else act()
-            self.decoders.append(conv_block(c_out, c_in, kernel_size, out_act, batch_norm and not is_image, 0.0))
+            c_in = maps[-1]
+        if pixel_mean is not None:
+            output = convs(self.decoders[0])[-1]
+            means = [pixel_mean] * image_shape[0] if isinstance(pixel_mean, (int, float)) else list(pixel_mean)
+            with torch.no_grad():
+                output.bias.copy_(torch.tensor([logit(m) for m in means]))
         self.top_shape = self._dry_run()
         self.classifier = None
-        if num_classes:
+        if spec.classes:
             features = int(torch.tensor(self.top_shape).prod())
-            self.classifier = nn.Sequential(nn.Flatten(), nn.Dropout(classifier_dropout), nn.Linear(features, num_classes))
+            self.classifier = nn.Sequential(nn.Flatten(), nn.Dropout(classifier_dropout),
+                                            nn.Linear(features, spec.classes))
+
+    @staticmethod
+    def _spec(arch, widths, kernel_size, pool_size, num_classes) -> Arch:
+        if arch is None:
+            widths = list(widths or [])
+            if not widths or any(not isinstance(w, int) or isinstance(w, bool) or w < 1 for w in widths):
+                raise ConfigError(f"model.widths must be a non-empty list of positive ints, got {widths}")
+            if not isinstance(pool_size, int) or isinstance(pool_size, bool) or pool_size < 1:
+                raise ConfigError(f"model.pool_size must be a positive int (PxP pools), got {pool_size}")
+            return parse(shorthand(widths, kernel_size, pool_size, num_classes))
+        spec = parse(arch)
+        if spec.classes and num_classes and spec.classes != num_classes:
+            raise ConfigError(f'model.arch="{arch}" ends with a classifier over {spec.classes} classes, but the '
+                              f"data have {num_classes}: write {num_classes}fc")
+        return spec
 
     def encode(self, x: Tensor, stages: int | None = None):
         """Image -> (whats, wheres, pre-pool sizes), one entry per stage (the first
@@ -160,10 +213,8 @@ class SWWAE(nn.Module):
         return tuple(x.shape[1:])
 
 
-def _check_config(widths, kernel_size, pool_mode, beta, nonlinearity, dropout, image_shape):
+def _check_config(kernel_size, pool_mode, beta, nonlinearity, dropout, image_shape):
     """Reject values that cannot work, each with one line that says what to change."""
-    if not widths or any(not isinstance(w, int) or w < 1 for w in widths):
-        raise ConfigError(f"model.widths must be a non-empty list of positive ints, got {widths}")
     if not isinstance(kernel_size, int) or kernel_size < 1 or kernel_size % 2 == 0:
         raise ConfigError(f"model.kernel_size must be a positive odd int (same-size convs), got {kernel_size}")
     if pool_mode not in MODES:

@@ -17,11 +17,13 @@ from torch import nn
 from torchmetrics import MeanSquaredError
 from torchmetrics.classification import MulticlassAccuracy
 
+from swwae.arch import parse
 from swwae.errors import ConfigError, NonFiniteError
 from swwae.model import SWWAE, SWWAEOutput
 
 SCHEDULERS = ("none", "cosine")
-NET_ARGS = tuple(p for p in inspect.signature(SWWAE).parameters if p not in ("image_shape", "num_classes"))
+DATA_ARGS = ("image_shape", "num_classes", "pixel_mean")  # from the data, not the model config
+NET_ARGS = tuple(p for p in inspect.signature(SWWAE).parameters if p not in DATA_ARGS)
 
 
 class SWWAEModule(L.LightningModule):
@@ -35,6 +37,7 @@ class SWWAEModule(L.LightningModule):
         self,
         image_shape=(1, 28, 28),
         num_classes: int = 10,
+        pixel_mean=None,
         lambda_rec: float = 1.0,
         lambda_m: float = 0.1,
         lambda_nll: float = 1.0,
@@ -61,7 +64,12 @@ class SWWAEModule(L.LightningModule):
             raise ConfigError(f"model.lr must be > 0, got {lr}")
         if scheduler not in SCHEDULERS:
             raise ConfigError(f"model.scheduler={scheduler!r} is unknown; choose one of {', '.join(SCHEDULERS)}")
-        self.net = SWWAE(image_shape=tuple(image_shape), num_classes=num_classes if lambda_nll > 0 else None, **net)
+        arch = net.get("arch")
+        if arch is not None and parse(arch).classes and lambda_nll == 0:
+            raise ConfigError(f'model.arch="{arch}" ends with a classifier that model.lambda_nll=0 never trains: '
+                              f"drop its fc token, or set model.lambda_nll > 0")
+        self.net = SWWAE(image_shape=tuple(image_shape), num_classes=num_classes if lambda_nll > 0 else None,
+                         pixel_mean=pixel_mean, **net)
         self.num_stages = len(self.net.encoders)
         self.metrics = nn.ModuleDict({stage: self._metrics() for stage in ("val", "test")})
 

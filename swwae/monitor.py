@@ -2,8 +2,8 @@
 
 By default it follows what the model trains: a run that trains a classifier on few labels
 (``data.num_labels`` set) or on nothing else (``lambda_rec = lambda_m = 0``) is judged by
-``val/acc``; a model that trains reconstructions only (no classifier head) by
-``val/recon_mse``; a fully labelled SWWAE, which trains both, by its reconstruction. A
+``val/acc``; a model that trains reconstructions only (no classifier head: lambda_nll = 0,
+or a ``model.arch`` without an ``Nfc`` token) by ``val/recon_mse``; a fully labelled SWWAE, which trains both, by its reconstruction. A
 checkpoint picked by a metric the model never trains (a classifier-only run by its
 untrained decoder) would make every comparison built on it wrong.
 
@@ -20,11 +20,20 @@ from __future__ import annotations
 
 from omegaconf import DictConfig, OmegaConf
 
+from swwae.arch import parse
 from swwae.errors import ConfigError
 
 
 def has_classifier(model: DictConfig) -> bool:
-    return float(model.get("lambda_nll", 0) or 0) > 0
+    """A classifier head that trains: lambda_nll > 0, and an ``Nfc`` token if ``arch`` is given."""
+    if not float(model.get("lambda_nll", 0) or 0) > 0:
+        return False
+    if model.get("arch") is None:
+        return True
+    try:
+        return parse(model.arch).classes is not None
+    except ConfigError:  # the model reports a bad string itself, with a caret under the token
+        return True
 
 
 def trains_reconstruction(model: DictConfig) -> bool:

@@ -25,17 +25,12 @@ from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
-from torch import Tensor, nn
+from torch import Tensor
 
 from swwae.errors import ConfigError
-from swwae.model import SWWAE, eval_mode
+from swwae.model import SWWAE, convs, eval_mode
 
 # helpers
-
-
-def encoder_conv(block: nn.Sequential) -> nn.Conv2d:
-    """The conv of an encoder stage (conv -> [batch norm] -> nonlinearity -> [dropout])."""
-    return next(m for m in block if isinstance(m, nn.Conv2d))
 
 
 def check_stage(net: SWWAE, stage: int) -> None:
@@ -54,13 +49,14 @@ def encode_to(net: SWWAE, x: Tensor, stage: int):
 @torch.no_grad()
 def deconvolve(net: SWWAE, v: Tensor, wheres: list, sizes: list, stage: int) -> Tensor:
     """Send ``v`` (shaped like stage ``stage``'s what) down to pixel space: per stage,
-    unpool (recorded switches) -> ReLU -> transposed encoder conv."""
+    unpool (recorded switches), then for each of the stage's convs, last first: ReLU ->
+    transposed encoder conv."""
     check_stage(net, stage)
     for i in reversed(range(stage)):
         v = net.unpools[i](v, wheres[i], output_size=sizes[i])
-        conv = encoder_conv(net.encoders[i])
-        v = F.conv_transpose2d(F.relu(v), conv.weight, stride=conv.stride, padding=conv.padding,
-                               dilation=conv.dilation, groups=conv.groups)
+        for conv in reversed(convs(net.encoders[i])):
+            v = F.conv_transpose2d(F.relu(v), conv.weight, stride=conv.stride, padding=conv.padding,
+                                   dilation=conv.dilation, groups=conv.groups)
     return v
 
 

@@ -33,10 +33,12 @@ log = logging.getLogger(__name__)
 # helpers
 
 
-def config_summary(cfg: DictConfig) -> dict:
-    """What tells runs apart in tables: model, data, seed and the run name."""
+def config_summary(cfg: DictConfig, module=None) -> dict:
+    """What tells runs apart in tables: model, data, seed, the network (in the paper's
+    notation) and the run name."""
     choices = cfg_choices(cfg)
-    return {"run_name": cfg.run_name, "model": choices.get("model"), "data": choices.get("data"), "seed": cfg.seed}
+    summary = {"run_name": cfg.run_name, "model": choices.get("model"), "data": choices.get("data"), "seed": cfg.seed}
+    return summary | ({"arch": module.net.arch} if module is not None else {})
 
 
 def cfg_choices(cfg: DictConfig) -> dict:
@@ -175,7 +177,7 @@ def train(cfg: DictConfig) -> float:
     datamodule.prepare_data()
     datamodule.setup("fit")  # load now: data errors stop the run before any training
     module = build(cfg.model, image_shape=datamodule.image_shape, num_classes=datamodule.num_classes,
-                   _convert_="all")  # plain lists in hparams: checkpoints load with weights_only
+                   pixel_mean=datamodule.pixel_mean(), _convert_="all")  # plain lists: checkpoints load weights_only
     check_monitor(cfg.optimized_metric, cfg.optimized_mode, logged_val_metrics(module))
     resume = resume_checkpoint(cfg, module, datamodule)
     if resume is not None and has_finished(resume[1], cfg):  # a repeated or re-queued command
@@ -207,14 +209,15 @@ def train(cfg: DictConfig) -> float:
         raise Interrupted(f"interrupted at epoch {trainer.current_epoch}, step {trainer.global_step}; "
                           f"{kept_checkpoint(cfg)}; continue with: {continue_command(cfg)}") from None
     metrics["train_time_s"] = time.perf_counter() - started
-    summary = config_summary(cfg) | {"status": "ok", "epochs": trainer.current_epoch, "checkpoint": best or None,
+    summary = config_summary(cfg, module) | {"status": "ok", "epochs": trainer.current_epoch, "checkpoint": best or None,
                                      "monitor": {"metric": cfg.optimized_metric, "mode": cfg.optimized_mode},
                                      "metrics": metrics}
     if trainer.is_global_zero:
         write_metrics(cfg, summary)
         for logger in trainer.loggers:
             if isinstance(logger, TensorBoardLogger):  # the hparams table with final metrics
-                hparams = OmegaConf.to_container(cfg.model, resolve=True) | {"seed": cfg.seed, "data": summary["data"]}
+                hparams = OmegaConf.to_container(cfg.model, resolve=True) | {
+                    "seed": cfg.seed, "data": summary["data"], "arch": summary["arch"]}
                 logger.log_hyperparams(hparams, metrics={f"hp/{k}": v for k, v in metrics.items()})
                 logger.experiment.flush()
         print(f"done: {cfg.run_name}: {shown(metrics)} ({metrics['train_time_s']:.0f} s) -> {cfg.paths.output_dir}")
@@ -236,7 +239,7 @@ def report_finished(cfg: DictConfig, module, datamodule, path: Path, checkpoint:
         if cfg.get("test"):
             trainer.test(module, datamodule=datamodule, ckpt_path=str(best), verbose=False)
             metrics |= final_metrics(trainer, "test/")
-        summary = config_summary(cfg) | {"status": "ok", "epochs": epochs, "checkpoint": str(best),
+        summary = config_summary(cfg, module) | {"status": "ok", "epochs": epochs, "checkpoint": str(best),
                                          "monitor": {"metric": cfg.optimized_metric, "mode": cfg.optimized_mode},
                                          "metrics": metrics}
         source = f"evaluated again from {best.name}"

@@ -78,13 +78,13 @@ def test_the_model_config_lists_every_setting_with_the_code_defaults():
     from omegaconf import OmegaConf
 
     from conftest import CONFIG_DIR
-    from swwae.module import SWWAEModule
+    from swwae.module import DATA_ARGS, SWWAEModule
 
     config = OmegaConf.to_container(OmegaConf.load(CONFIG_DIR / "model" / "swwae_hard.yaml"))
     config.pop("_target_")
     defaults = {}
     for cls in (SWWAE, SWWAEModule):
         for name, p in inspect.signature(cls).parameters.items():
-            if p.default is not inspect.Parameter.empty and name not in ("image_shape", "num_classes"):
+            if p.default is not inspect.Parameter.empty and name not in DATA_ARGS:
                 defaults[name] = list(p.default) if isinstance(p.default, tuple) else p.default
     assert config == defaults

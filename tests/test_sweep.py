@@ -51,6 +51,7 @@ def test_a_sweep_ends_with_a_summary_table_and_plot(hard_soft_sweep):
         assert 0 < float(cells[2]) < 1 and 0 <= float(cells[3]) <= 1
     assert "2 jobs, 2 configs, 0 failed" in text
     assert "Checkpoints picked by val/recon_mse (min)." in text
+    assert "Network: `(8)3c-2p-10fc`." in text  # the resolved model.arch of every job
     assert (hard_soft_sweep / "summary.png").stat().st_size > 5000
     for job in sorted(p for p in hard_soft_sweep.iterdir() if p.is_dir()):
         metrics = json.loads((job / "metrics.json").read_text())
@@ -124,15 +125,19 @@ def test_groups_take_mean_and_sample_std_over_seeds(tmp_path):
     assert (tmp_path / "summary.png").is_file()
 
 
-def test_the_summary_says_which_metric_picked_each_configs_checkpoints(tmp_path):
+def test_the_summary_says_which_metric_picked_each_configs_checkpoints_and_which_network(tmp_path):
     monitors = {"swwae_hard": {"metric": "val/acc", "mode": "max"},
                 "classifier_only": {"metric": "val/acc", "mode": "max"},
                 "upsample": {"metric": "val/recon_mse", "mode": "min"}}
     for num, model in enumerate(monitors):
-        fake_job(tmp_path, num, [f"model={model}", "seed=0"], {"test/acc": 0.9}, monitor=monitors[model])
+        fake_job(tmp_path, num, [f"model={model}", "seed=0"], {"test/acc": 0.9}, monitor=monitors[model],
+                 arch="(8)3c-2p" if model == "upsample" else "(8)3c-2p-10fc")
     text = markdown(collect(tmp_path))
     assert ("Checkpoints picked by val/acc (max) for `model=swwae_hard`, `model=classifier_only`; "
             "val/recon_mse (min) for `model=upsample`.") in text
+    rows = table_rows(text)  # networks that differ get a column
+    assert rows["model=upsample"][:3] == ["`(8)3c-2p`", "1", "0"]
+    assert rows["model=swwae_hard"][0] == "`(8)3c-2p-10fc`" and "Network:" not in text
 
 
 def test_unfinished_jobs_count_as_failed_and_numeric_keys_become_an_axis(tmp_path):

@@ -10,7 +10,6 @@ import torch
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from conftest import CONFIG_DIR, ROOT, run_cli
-from swwae.checkpoints import load_model
 from swwae.errors import ConfigError
 from swwae.run import train
 

@@ -30,6 +30,16 @@ def header(metric: str) -> tuple[str, str]:
     return f"{split} {title}", fmt
 
 
+def by_value(summary: Summary, value) -> dict[str, list[str]]:
+    """value(job) -> the labels of the configs whose finished jobs have it, in order."""
+    found: dict[str, list[str]] = {}
+    for group in summary.groups:
+        for v in dict.fromkeys(value(job) for job in group.ok):
+            if v:
+                found.setdefault(v, []).append(group.label)
+    return found
+
+
 def markdown(summary: Summary) -> str:
     """The table: one row per group, mean ± sample std over seeds, seeds run and failed."""
     lines = [f"# Sweep summary: {summary.folder.name}", ""]
@@ -38,20 +48,25 @@ def markdown(summary: Summary) -> str:
                  "Mean ± sample std (n - 1) over seeds.")
     if summary.common:
         lines.append("Common overrides: `" + " ".join(f"{k}={v}" for k, v in summary.common.items()) + "`")
-    monitors: dict[str, list[str]] = {}
-    for group in summary.groups:
-        for monitor in dict.fromkeys(j.monitor for j in group.ok if j.monitor):
-            monitors.setdefault(monitor, []).append(group.label)
+    monitors = by_value(summary, lambda job: job.monitor)
     if len(monitors) == 1:
         lines.append(f"Checkpoints picked by {next(iter(monitors))}.")
     elif monitors:
         lines.append("Checkpoints picked by " + "; ".join(f"{m} for `{'`, `'.join(labels)}`"
                                                          for m, labels in monitors.items()) + ".")
+    networks = by_value(summary, lambda job: job.record.get("arch"))
+    if len(networks) == 1:
+        lines.append(f"Network: `{next(iter(networks))}`.")
     lines.append("")
-    heads = ["config", "seeds", "failed", *(header(m)[0] for m in summary.columns)]
-    lines += ["| " + " | ".join(heads) + " |", "|" + "|".join(["---"] + ["---:"] * (len(heads) - 1)) + "|"]
+    heads = ["config", *(["network"] if len(networks) > 1 else []), "seeds", "failed",
+             *(header(m)[0] for m in summary.columns)]
+    lines += ["| " + " | ".join(heads) + " |", "|" + "|".join(["---"] * (len(heads) - len(summary.columns) - 2)
+                                                          + ["---:"] * (len(summary.columns) + 2)) + "|"]
     for group in summary.groups:
-        row = [f"`{group.label}`", str(len(group.ok)), str(len(group.failed))]
+        row = [f"`{group.label}`"]
+        if len(networks) > 1:
+            row.append(", ".join(f"`{a}`" for a in dict.fromkeys(j.record.get("arch") for j in group.ok) if a) or "–")
+        row += [str(len(group.ok)), str(len(group.failed))]
         row += [cell(*group.stat(m), header(m)[1]) for m in summary.columns]
         lines.append("| " + " | ".join(row) + " |")
     names: dict[str, list[str]] = {}
