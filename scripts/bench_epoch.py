@@ -19,7 +19,7 @@ validation batches, off Lightning's clock. A Lightning epoch's clock runs from i
 steps, so it holds the data loading, hooks, logging, validation, image logging and
 checkpointing too. The clock and the twin loop are ``swwae.epoch_clock`` (shared with
 ``scripts/bench_scaling.py``); medians and ratios ``swwae.benchmarking``.
-Target (DESIGN 4): Lightning + data pipeline <= 1.10x the hand-written loop per epoch.
+Target (docs/architecture.md 5): Lightning + data pipeline <= 1.10x the hand-written loop per epoch.
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ def main(argv=None) -> int:
     if args.batch:
         overrides.append(f"data.batch_size={args.batch}")
     if args.train_size:
-        overrides.append(f"+trainer.limit_train_batches={limit_batches(args.train_size, args.batch)}")
+        overrides.append(f"++trainer.limit_train_batches={limit_batches(args.train_size, args.batch)}")
     with tempfile.TemporaryDirectory(prefix="bench_epoch_") as tmp:
         clock, wall = run(overrides, Path(tmp))
     skip = min(args.skip, len(clock.lightning) - 1)

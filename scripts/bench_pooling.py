@@ -8,7 +8,7 @@ alike; the table gives median times, and ratios to native as the median over rou
 each round's ratio (a load that drifts between rounds cancels out; the targets are judged
 on it), and as the ratio of the best rounds (closest to an idle machine). On a loaded
 machine the soft path, which runs many more, smaller ops than native, pays more for every
-thread the OS takes away: compare with --threads 1. Targets, DESIGN 4:
+thread the OS takes away: compare with --threads 1. Targets, docs/architecture.md 5:
 hard <= 1.0x, soft <= 2.0x, hard peak memory <= 1.1x. Native is
 nn.MaxPool2d(return_indices=True) + nn.MaxUnpool2d: the usual way, which overwrites where
 windows overlap. As in ``train.py`` (``keep_freed_memory: true``), glibc keeps freed memory

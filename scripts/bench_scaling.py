@@ -49,7 +49,7 @@ def measure(points, args) -> dict:
             overrides = [f"trainer.max_epochs={args.epochs}", "test=false", f"model.widths=[{width},{2 * width}]",
                          f"data.batch_size={args.batch}", *args.overrides]
             if size is not None:
-                overrides.append(f"+trainer.limit_train_batches={limit_batches(size, args.batch)}")
+                overrides.append(f"++trainer.limit_train_batches={limit_batches(size, args.batch)}")
             with tempfile.TemporaryDirectory(prefix="bench_scaling_") as tmp:
                 clock, _ = run(overrides, Path(tmp), hand_loop=False)
             kept = clock.lightning[min(1, len(clock.lightning) - 1):]  # the first epoch warms up

@@ -8,7 +8,7 @@ built on native max (un)pooling, at MNIST and CIFAR-10 shapes; time and peak mem
 and whose unpools for ``nn.MaxUnpool2d``. The variants run interleaved in one process
 (round-robin), so machine noise hits them alike; the table gives medians and ratios to
 native: the ratio of the medians, and the median of the ratios of steps run back to back
-(targets, DESIGN 4: hard <= 1.05x, soft <= 1.5x; hard peak memory <= 1.1x). Peak
+(targets, docs/architecture.md 5: hard <= 1.05x, soft <= 1.5x; hard peak memory <= 1.1x). Peak
 memory is the high-water mark of torch's CPU allocator during one step (profiler memory
 events, allocation by allocation), or ``torch.cuda.max_memory_allocated`` on a GPU; timing
 and memory come from ``swwae.benchmarking``, shared by every benchmark. The page faults a

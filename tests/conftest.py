@@ -17,10 +17,9 @@ from omegaconf import open_dict
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG_DIR = ROOT / "configs"
 
-# a few small batches: enough to exercise every code path in seconds
-QUICK = ["trainer.max_epochs=1", "+trainer.limit_train_batches=3", "+trainer.limit_val_batches=2",
-         "+trainer.enable_model_summary=false", "data.batch_size=32",
-         "callbacks.progress_bar.refresh_rate=0"]
+# a few small batches: enough to exercise every code path in seconds (configs/debug/quick.yaml)
+QUICK = ["debug=quick"]
+MODEL_CONFIGS = sorted(p.stem for p in (CONFIG_DIR / "model").glob("*.yaml"))
 
 
 def compose_config(tmp_path: Path, overrides=(), quick: bool = True):

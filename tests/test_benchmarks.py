@@ -1,16 +1,16 @@
 """The benchmark scripts keep working: each main() once, on tiny sizes. No timing asserts
-(the machine is shared and noisy: DESIGN 4); the numbers are for people to read."""
+(the machine is shared and noisy: docs/architecture.md 5); the numbers are for people to read."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from conftest import ROOT, run_cli
+from conftest import QUICK, ROOT, run_cli
 from scripts import bench_epoch, bench_pooling, bench_scaling, bench_training
 from swwae import benchmarking
 
-TINY_RUN = ["model.widths=[4,8]", "+trainer.limit_val_batches=1", "+trainer.num_sanity_val_steps=0"]
+TINY_RUN = [*QUICK, "trainer.limit_val_batches=1", "+trainer.num_sanity_val_steps=0"]
 
 
 @pytest.fixture(autouse=True)
@@ -54,14 +54,14 @@ def test_native_twin_is_the_same_network_on_native_pooling():
 
 
 def test_bench_epoch(capsys):
-    argv = ["--epochs", "2", "--batch", "16", "--train-size", "32", *TINY_RUN]
+    argv = ["--epochs", "2", "--batch", "16", "--train-size", "32", "model.widths=[4,8]", *TINY_RUN]
     assert bench_epoch.main(argv) == 0
     out = capsys.readouterr().out
     assert "| **whole epoch** |" in out and "reconstruction images:" in out and "32 training images" in out
 
 
 def test_bench_scaling(capsys):
-    argv = ["--sizes", "16", "32", "--widths", "4", "--base-width", "4", "--epochs", "2", "--batch", "16", *TINY_RUN[1:]]
+    argv = ["--sizes", "16", "32", "--widths", "4", "--base-width", "4", "--epochs", "2", "--batch", "16", *TINY_RUN]
     assert bench_scaling.main(argv) == 0
     out = capsys.readouterr().out
     assert "linear fit, epoch:" in out and "| [4, 8] |" in out and "default run" in out

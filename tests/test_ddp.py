@@ -1,4 +1,4 @@
-"""Scale-out (DESIGN 3.7): ``trainer=ddp`` really trains with two CPU processes (gloo), and
+"""Scale-out (docs/architecture.md 4.7): ``trainer=ddp`` really trains with two CPU processes (gloo), and
 the batch sampler in the ``sampler=`` slot makes Lightning deal distinct batches to the
 ranks (its DistributedSamplerWrapper)."""
 
@@ -11,7 +11,7 @@ import os
 
 import lightning as L
 
-from conftest import ROOT, run_cli
+from conftest import QUICK, ROOT, run_cli
 
 
 class RecordBatches(L.Callback):
@@ -35,9 +35,8 @@ def test_ddp_with_two_cpu_processes_trains_on_distinct_batches(tmp_path, monkeyp
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(ROOT / "tests"), os.environ.get("PYTHONPATH", "")]))
     result = run_cli(
         ROOT / "train.py", "trainer=ddp", "trainer.accelerator=cpu", "trainer.devices=2",
-        "trainer.max_epochs=1", "+trainer.limit_train_batches=2", "+trainer.limit_val_batches=1",
+        *QUICK, "trainer.limit_train_batches=2", "trainer.limit_val_batches=1",
         "model.widths=[8]", "data.batch_size=32", "callbacks.progress_bar.refresh_rate=0",
-        "+trainer.enable_model_summary=false",
         "+callbacks.record_batches._target_=test_ddp.RecordBatches", f"+callbacks.record_batches.out={tmp_path}",
         f"hydra.run.dir={tmp_path / 'run'}", f"paths.log_dir={tmp_path / 'logs'}",
         f"paths.checkpoint_dir={tmp_path / 'checkpoints'}",

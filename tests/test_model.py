@@ -1,4 +1,4 @@
-"""The SWWAE network (DESIGN 3.2): stages, bound unpooling, outputs, and bad configs."""
+"""The SWWAE network (docs/architecture.md 4.2): stages, bound unpooling, outputs, and bad configs."""
 
 import pytest
 import torch

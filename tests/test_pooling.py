@@ -1,4 +1,4 @@
-"""The pooling contract (DESIGN 3.1): what, where, and unpooling bound to its pool."""
+"""The pooling contract (docs/architecture.md 4.1): what, where, and unpooling bound to its pool."""
 
 import itertools
 import math

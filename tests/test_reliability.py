@@ -1,4 +1,4 @@
-"""Reliability (DESIGN 4, issue 6): runs survive SIGKILL and resume exactly, checkpoint
+"""Reliability (docs/architecture.md 5): runs survive SIGKILL and resume exactly, checkpoint
 writes are atomic, bad checkpoints and NaN losses end in one clear error line with nothing
 saved lost, deterministic runs repeat bit for bit, and the pooling survives extreme inputs.
 
@@ -29,7 +29,7 @@ from hypothesis import strategies as st
 from hydra.core.global_hydra import GlobalHydra
 from hydra.utils import instantiate
 
-from conftest import QUICK, ROOT, compose_config
+from conftest import MODEL_CONFIGS, QUICK, ROOT, compose_config
 from helpers.pooling import geometries, soft_reference, windows
 from scripts.evaluate import main as evaluate_main
 from swwae.checkpoint_io import AtomicCheckpointIO, atomic_torch_save, remove_stale_temp_files
@@ -328,7 +328,6 @@ def test_weights_that_blow_up_at_the_end_of_an_epoch_never_reach_last_ckpt(make_
 
 # determinism
 
-MODEL_CONFIGS = sorted(p.stem for p in (ROOT / "configs" / "model").glob("*.yaml"))
 
 
 @pytest.mark.parametrize("model", MODEL_CONFIGS)

@@ -11,7 +11,7 @@ import lightning as L
 import pytest
 import torch
 
-from conftest import CONFIG_DIR
+from conftest import MODEL_CONFIGS
 from swwae.data.batching import UNLABELLED, LabelledBatchSampler, SemiSupervisedBatch, batch_loader
 from swwae.data import MNISTSampleDataModule
 from swwae.errors import ConfigError
@@ -129,10 +129,7 @@ def test_labelled_per_batch_values_that_cannot_work(kwargs, message):
 # the checkpoint monitor
 
 
-MODELS = sorted(p.stem for p in (CONFIG_DIR / "model").glob("*.yaml"))
-
-
-@pytest.mark.parametrize("model", MODELS)
+@pytest.mark.parametrize("model", MODEL_CONFIGS)
 @pytest.mark.parametrize("num_labels", [None, 100])
 def test_the_default_monitor_is_a_metric_the_model_trains(make_config, model, num_labels):
     cfg = make_config(f"model={model}", f"data.num_labels={'null' if num_labels is None else num_labels}")

@@ -1,4 +1,4 @@
-"""Sweeps (DESIGN 3.5, 3.6): ``python train.py -m`` ends with summary.md + summary.png in
+"""Sweeps (docs/architecture.md 4.5, 4.6): ``python train.py -m`` ends with summary.md + summary.png in
 the sweep folder, failed jobs are listed and make the sweep exit non-zero, presets give
 every job its own run name, and ``scripts/compare_runs.py`` rebuilds the summary."""
 
@@ -13,12 +13,10 @@ from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 from hydra.core.hydra_config import HydraConfig
 
-from conftest import CONFIG_DIR, ROOT, run_cli
+from conftest import CONFIG_DIR, QUICK, ROOT, run_cli
 from swwae.sweep import collect, markdown, numeric_axis, write_summary
 
-TINY = ["trainer.max_epochs=1", "+trainer.limit_train_batches=2", "+trainer.limit_val_batches=1",
-        "model.widths=[8]", "data.batch_size=32", "callbacks.progress_bar.refresh_rate=0",
-        "+trainer.enable_model_summary=false"]
+TINY = [*QUICK, "trainer.limit_train_batches=2", "trainer.limit_val_batches=1", "model.widths=[8]"]
 
 
 def sweep(tmp, *overrides):

@@ -1,4 +1,4 @@
-"""The training job (DESIGN 3.3-3.6): configs, what a run leaves behind, resume, errors."""
+"""The training job (docs/architecture.md 4.3-4.6): configs, what a run leaves behind, resume, errors."""
 
 from __future__ import annotations
 
@@ -9,11 +9,10 @@ import pytest
 import torch
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from conftest import CONFIG_DIR, ROOT, run_cli
+from conftest import CONFIG_DIR, MODEL_CONFIGS, ROOT, run_cli
 from swwae.errors import ConfigError
 from swwae.run import train
 
-MODEL_CONFIGS = sorted(p.stem for p in (CONFIG_DIR / "model").glob("*.yaml"))
 
 
 def event_tags(log_dir):

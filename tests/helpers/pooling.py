@@ -44,7 +44,7 @@ def windows(x: torch.Tensor, geometry: dict, fill: float) -> torch.Tensor:
 
 
 def soft_reference(x: torch.Tensor, geometry: dict, beta: float):
-    """The soft contract (DESIGN 3.1) written plainly with autograd, in float64: the soft
+    """The soft contract (docs/architecture.md 4.1) written plainly with autograd, in float64: the soft
     max ``what`` and the soft argmax (``row``, ``col``, in input pixels) of every window,
     each (N, C, Ho, Wo), straight from the definition. Padded and -inf cells weigh 0.
     Differentiable in x; swwae.pooling's fast path must agree with it."""
