@@ -1,7 +1,7 @@
 """Which validation metric picks ``best.ckpt`` and is returned to sweepers.
 
 By default it follows what the model trains: a run that trains a classifier on few labels
-(``data.num_labels`` set) or on nothing else (``lambda_rec = lambda_m = 0``) is judged by
+(``data.num_labels`` set, or STL-10's unlabelled images) or on nothing else (``lambda_rec = lambda_m = 0``) is judged by
 ``val/acc``; a model that trains reconstructions only (no classifier head: lambda_nll = 0,
 or a ``model.arch`` without an ``Nfc`` token) by ``val/recon_mse``; a fully labelled SWWAE, which trains both, by its reconstruction. A
 checkpoint picked by a metric the model never trains (a classifier-only run by its
@@ -42,7 +42,7 @@ def trains_reconstruction(model: DictConfig) -> bool:
 
 def default_monitor(model: DictConfig, data: DictConfig) -> str:
     """The validation metric the model trains (see the module docstring)."""
-    semi_supervised = data.get("num_labels") is not None
+    semi_supervised = data.get("num_labels") is not None or bool(data.get("unlabelled"))  # STL-10's 100,000
     if has_classifier(model) and (semi_supervised or not trains_reconstruction(model)):
         return "val/acc"
     return "val/recon_mse"

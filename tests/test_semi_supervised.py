@@ -143,6 +143,11 @@ def test_the_default_monitor_of_a_model_without_a_classifier_is_its_reconstructi
     assert (cfg.optimized_metric, cfg.optimized_mode) == ("val/recon_mse", "min")
 
 
+def test_stl10_with_its_unlabelled_images_is_semi_supervised_too(make_config):
+    assert make_config("data=stl10").optimized_metric == "val/acc"
+    assert make_config("data=stl10", "data.unlabelled=false").optimized_metric == "val/recon_mse"
+
+
 def test_an_explicit_monitor_wins_and_its_mode_follows(make_config):
     cfg = make_config("model=classifier_only", "optimized_metric=val/loss")
     assert (cfg.optimized_metric, cfg.optimized_mode) == ("val/loss", "min")

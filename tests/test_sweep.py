@@ -163,7 +163,7 @@ def sweep_params(preset: str) -> dict[str, list[str]]:
     return {key: str(values).split(",") for key, values in params.items()}
 
 
-@pytest.mark.parametrize("preset", ["hard_vs_soft", "pool_size", "semi_supervised"])
+@pytest.mark.parametrize("preset", ["hard_vs_soft", "semi_supervised", "paper/mnist_pool_size", "paper/mnist_semi"])
 def test_sweep_presets_give_every_job_its_own_run_name(preset):
     params = sweep_params(preset)
     assert len(params.pop("seed")) == 3  # every preset runs over seeds

@@ -33,7 +33,8 @@ def test_fast_dev_run_every_model_config(make_config, model):
 
 
 def test_experiment_presets_compose(make_config):
-    for preset in sorted(p.stem for p in (CONFIG_DIR / "experiment").glob("*.yaml")):
+    folder = CONFIG_DIR / "experiment"
+    for preset in sorted(p.relative_to(folder).with_suffix("").as_posix() for p in folder.rglob("*.yaml")):
         cfg = make_config(f"experiment={preset}")
         assert cfg.model.pool_mode and cfg.data._target_.startswith("swwae.data.")
 

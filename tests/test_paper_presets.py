@@ -1,0 +1,51 @@
+"""The paper's experiments (configs/experiment/paper/): every preset runs end to end
+(fast_dev_run) on files the tests write in its dataset's real format, and says in its
+comment what the paper reported."""
+
+from __future__ import annotations
+
+import math
+import re
+
+import pytest
+
+from conftest import CONFIG_DIR
+from helpers.datasets import write_cifar, write_mnist, write_stl10, write_svhn
+from swwae.arch import parse
+from swwae.run import train
+
+PRESETS = sorted(p.stem for p in (CONFIG_DIR / "experiment" / "paper").glob("*.yaml"))
+# what each preset needs to run on a few written images: the data files, and smaller splits
+SMALL = {
+    "mnist_pool_size": (None, []),
+    "mnist_semi": (lambda root, mp: write_mnist(root), ["data.num_labels=20", "data.val_size=20"]),
+    "svhn_1000": (write_svhn, ["data.num_labels=20", "data.val_size=20"]),
+    "stl10": (lambda root, mp: write_stl10(root, mp, n_train=300), ["data.val_size=10"]),
+    "cifar10": (lambda root, mp: write_cifar(root, mp), ["data.val_size=20"]),
+    "cifar100": (lambda root, mp: write_cifar(root, mp, classes=100, per_batch=300), ["data.val_size=100"]),
+}
+
+
+def test_every_paper_preset_is_covered():
+    assert set(PRESETS) == set(SMALL)
+
+
+@pytest.mark.parametrize("preset", PRESETS)
+def test_each_preset_quotes_the_papers_number(preset):
+    text = (CONFIG_DIR / "experiment" / "paper" / f"{preset}.yaml").read_text()
+    comment = " ".join(line for line in text.splitlines() if line.startswith("#"))
+    assert "Zhao et al. 2016" in comment and ("%" in comment or "figure" in comment)
+    assert "python train.py" in comment
+
+
+@pytest.mark.parametrize("preset", PRESETS)
+def test_each_preset_runs_on_files_in_its_datasets_format(preset, make_config, tmp_path, monkeypatch):
+    write, overrides = SMALL[preset]
+    if write is not None:
+        write(tmp_path / "data", monkeypatch)
+        overrides = [f"data.root={tmp_path / 'data'}", *overrides]
+    cfg = make_config(f"experiment=paper/{preset}", "+trainer.fast_dev_run=true", "data.batch_size=4", *overrides)
+    spec = parse(cfg.model.arch)
+    assert math.isfinite(train(cfg))
+    assert (cfg.optimized_metric == "val/acc") == (spec.classes is not None)
+    assert re.fullmatch(r"[a-z_0-9]+", cfg.run_name.replace("swwae_hard_", "")) is not None
