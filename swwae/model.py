@@ -41,6 +41,20 @@ def eval_mode(module: nn.Module):
         module.train(was_training)
 
 
+@contextlib.contextmanager
+def without_dropout(module: nn.Module):
+    """``with without_dropout(net):`` dropout layers pass their input through; everything
+    else (batch norm) stays in the mode it is in."""
+    dropouts = [m for m in module.modules() if isinstance(m, nn.modules.dropout._DropoutNd) and m.training]
+    for m in dropouts:
+        m.eval()
+    try:
+        yield module
+    finally:
+        for m in dropouts:
+            m.train()
+
+
 @dataclass
 class SWWAEOutput:
     recon: Tensor  # the reconstructed image, shaped like the input, in [0, 1]

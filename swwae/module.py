@@ -19,7 +19,7 @@ from torchmetrics.classification import MulticlassAccuracy
 
 from swwae.arch import parse
 from swwae.errors import ConfigError, NonFiniteError
-from swwae.model import SWWAE, SWWAEOutput
+from swwae.model import SWWAE, SWWAEOutput, without_dropout
 
 SCHEDULERS = ("none", "cosine")
 DATA_ARGS = ("image_shape", "num_classes", "pixel_mean")  # from the data, not the model config
@@ -43,6 +43,7 @@ class SWWAEModule(L.LightningModule):
         lambda_nll: float = 1.0,
         input_noise: float = 0.0,
         nll_warmup_epochs: float = 0.0,
+        clean_middle_targets: bool = False,
         lr: float = 2e-3,
         weight_decay: float = 0.0,
         scheduler: str = "cosine",
@@ -84,6 +85,14 @@ class SWWAEModule(L.LightningModule):
     def forward(self, x: torch.Tensor) -> SWWAEOutput:
         return self.net(x)
 
+    @torch.no_grad()
+    def clean_features(self, x: torch.Tensor) -> list[torch.Tensor]:
+        """The encoder's whats below the top for the clean images, without dropout: with
+        ``clean_middle_targets`` the decoder denoises at every stage, as the ladder network's
+        decoder does (targets without gradient, so features cannot shrink to fit them)."""
+        with without_dropout(self.net):
+            return self.net.encode(x)[0][:-1]
+
     def nll_weight(self) -> float:
         """lambda_nll, ramped up linearly over the first ``nll_warmup_epochs`` of training (in
         fractions of an epoch): the reconstructions shape the features before the classifier
@@ -95,11 +104,13 @@ class SWWAEModule(L.LightningModule):
             1, self.trainer.num_training_batches)
         return hp.lambda_nll * min(1.0, progress / hp.nll_warmup_epochs)
 
-    def losses(self, out: SWWAEOutput, x: torch.Tensor, y: torch.Tensor) -> dict[str, torch.Tensor]:
-        """Every loss term, unweighted, plus the weighted total under ``loss``."""
+    def losses(self, out: SWWAEOutput, x: torch.Tensor, y: torch.Tensor, middle_targets=None) -> dict[str, torch.Tensor]:
+        """Every loss term, unweighted, plus the weighted total under ``loss``. The middle
+        reconstructions aim at ``middle_targets`` if given, else at the encoder's own whats."""
         hp = self.hparams
         terms = {"recon_mse": F.mse_loss(out.recon, x)}
-        for i, (decoded, target) in enumerate(out.middle_pairs, start=1):
+        pairs = out.middle_pairs if middle_targets is None else zip(out.decoded[1:], middle_targets)
+        for i, (decoded, target) in enumerate(pairs, start=1):
             terms[f"middle_mse_{i}"] = F.mse_loss(decoded, target)
         loss = hp.lambda_rec * terms["recon_mse"] + hp.lambda_m * sum(terms[f"middle_mse_{i}"] for i in range(1, self.num_stages))
         if out.logits is not None:
@@ -113,8 +124,10 @@ class SWWAEModule(L.LightningModule):
 
     def training_step(self, batch, batch_idx):
         x, y = batch
-        noisy = x + self.hparams.input_noise * torch.randn_like(x) if self.hparams.input_noise else x
-        terms = self.losses(self(noisy), x, y)  # denoising: the targets are the clean images
+        hp = self.hparams
+        noisy = x + hp.input_noise * torch.randn_like(x) if hp.input_noise else x
+        targets = self.clean_features(x) if hp.clean_middle_targets and hp.lambda_m and self.num_stages > 1 else None
+        terms = self.losses(self(noisy), x, y, targets)  # denoising: the targets are the clean images
         bad = [name for name, value in terms.items() if not torch.isfinite(value)]
         if bad:
             raise NonFiniteError(

@@ -214,3 +214,26 @@ def test_a_resumed_semi_supervised_run_matches_an_uninterrupted_one(make_config,
     straight, resumed = (torch.load(tmp_path / d / run / "last.ckpt", weights_only=True) for d in ("straight", "stopped"))
     assert straight["global_step"] == resumed["global_step"] == 8
     assert all(torch.equal(straight["state_dict"][k], v) for k, v in resumed["state_dict"].items())
+
+
+# denoising
+
+
+def test_noisy_inputs_are_reconstructed_into_the_clean_images_and_clean_features():
+    from swwae.module import SWWAEModule
+
+    torch.manual_seed(0)
+    module = SWWAEModule(widths=[4, 8], dropout=0.5, input_noise=0.5, clean_middle_targets=True).train()
+    x, y = torch.rand(6, 1, 28, 28), torch.full((6,), UNLABELLED)
+    seen = {}
+    losses = module.losses
+    module.losses = lambda out, target, labels, middle: seen.update(out=out, target=target, middle=middle) or losses(
+        out, target, labels, middle)
+    module.training_step((x, y), 0)
+    assert torch.equal(seen["target"], x)  # the clean images, not the noisy inputs
+    with torch.no_grad():
+        module.eval()
+        clean = module.net.encode(x)[0][0]  # no noise, no dropout
+    assert torch.equal(seen["middle"][0], clean) and not seen["middle"][0].requires_grad
+    assert not torch.equal(seen["out"].whats[0].detach(), clean)  # the training pass saw noise
+
