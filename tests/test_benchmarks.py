@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from conftest import QUICK, ROOT, run_cli
-from scripts import bench_epoch, bench_pooling, bench_scaling, bench_training
+from scripts import bench_epoch, bench_pooling, bench_presets, bench_scaling, bench_training
 from swwae import benchmarking
 
 TINY_RUN = [*QUICK, "trainer.limit_val_batches=1", "+trainer.num_sanity_val_steps=0"]
@@ -67,6 +67,15 @@ def test_bench_scaling(capsys):
     assert "linear fit, epoch:" in out and "| [4, 8] |" in out and "default run" in out
 
 
+def test_bench_presets(capsys):
+    assert bench_presets.main(["--presets", "mnist_pool_size", "svhn_1000", "--batch", "2", "--steps", "1",
+                               "--stl10-rss", "60"]) == 0
+    out = capsys.readouterr().out
+    rows = [line for line in out.splitlines() if line.startswith("| mnist_pool_size") or line.startswith("| svhn")]
+    assert len(rows) == 2 and "| mnist_sample |" in rows[0] and "| svhn |" in rows[1]
+    assert "STL-10 loader, 60 unlabelled images" in out and "peak RSS" in out
+
+
 # the shared harness (swwae/benchmarking.py)
 
 
@@ -102,7 +111,7 @@ def test_peak_memory_is_the_high_water_mark_and_quiet(capfd):
 
 def test_the_scripts_run_from_anywhere(tmp_path):
     """As scripts, from another folder: the harness comes from the package (no sys.path edits)."""
-    for script in ("bench_pooling", "bench_training", "bench_epoch", "bench_scaling"):
+    for script in ("bench_pooling", "bench_training", "bench_epoch", "bench_scaling", "bench_presets"):
         assert "sys.path" not in (ROOT / "scripts" / f"{script}.py").read_text()
     # bench_scaling imported bench_epoch through sys.path; both now share swwae.epoch_clock
     result = run_cli(ROOT / "scripts" / "bench_scaling.py", "--help", cwd=tmp_path)

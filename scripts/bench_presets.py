@@ -1,0 +1,151 @@
+"""What the paper's experiments cost: seconds per epoch and peak memory of each preset under
+``configs/experiment/paper/``, measured on CPU at a reduced size, with a GPU estimate; and the
+peak RSS of loading STL-10's 100,000 unlabelled images.
+
+    python scripts/bench_presets.py                        # every paper preset, 2 threads
+    python scripts/bench_presets.py --presets stl10 cifar10 --steps 3 --batch 16
+    python scripts/bench_presets.py --stl10-rss 100000     # + the STL-10 loader's peak RSS
+
+Each preset's network (``model.arch``, batch norm, dropout, its loss terms) trains for a few
+steps on random images of its data's shape; the median step gives seconds per image, times
+the images of one epoch (its training split, labelled and unlabelled) gives seconds per
+epoch on this CPU. The GPU column is an estimate, not a measurement: the step's FLOPs
+(``torch.utils.flop_counter``) over one epoch, at ``--gpu-tflops`` sustained (default 15:
+about half of an A100's dense TF32 peak for convolutions this size). Peak memory is that of
+one training step at the measured batch (``swwae.benchmarking.peak_memory``).
+
+``--stl10-rss N`` writes N synthetic unlabelled images (N x 27,648 bytes) plus small labelled
+files in STL-10's binary format to a temporary folder, loads them with ``data=stl10`` in a
+fresh process, and reports its peak resident memory against the images' uint8 size
+(torchvision's integrity check is skipped there: the files are synthetic).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import textwrap
+from pathlib import Path
+
+import torch
+from hydra import compose, initialize_config_dir
+from hydra.core.global_hydra import GlobalHydra
+from hydra.utils import get_class
+from omegaconf import OmegaConf
+from torch.utils.flop_counter import FlopCounterMode
+
+from swwae.benchmarking import median, peak_memory, set_threads, timed
+from swwae.host_memory import keep_freed_memory
+from swwae.module import SWWAEModule
+
+CONFIGS = Path(__file__).resolve().parents[1] / "configs"
+PRESETS = sorted(p.stem for p in (CONFIGS / "experiment" / "paper").glob("*.yaml"))
+# training images of one epoch (the training split after validation is held out)
+EPOCH_IMAGES = {"mnist_sample": 4_000, "mnist": 55_000, "svhn": 68_257, "cifar10": 45_000, "cifar100": 45_000,
+                "stl10": 900 + 100_000}
+
+
+def preset_config(preset: str):
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(str(CONFIGS), version_base="1.3"):
+        cfg = compose("train", overrides=[f"experiment=paper/{preset}"], return_hydra_config=True)
+    choice = cfg.hydra.runtime.choices.data
+    return cfg, choice
+
+
+def measure(preset: str, batch: int, steps: int) -> dict:
+    cfg, data_name = preset_config(preset)
+    data_cls = get_class(cfg.data._target_)
+    model_cfg = OmegaConf.to_container(cfg.model, resolve=True)
+    model_cfg.pop("_target_")
+    module = SWWAEModule(image_shape=data_cls.image_shape, num_classes=data_cls.num_classes, **model_cfg).train()
+    optimizer = torch.optim.Adam(module.parameters(), lr=1e-3)
+    x = torch.rand(batch, *data_cls.image_shape)
+    y = torch.randint(0, data_cls.num_classes, (batch,))
+    y[batch // 4:] = -1  # a semi-supervised batch: a quarter labelled
+
+    def step():
+        loss = module.losses(module(x), x, y)["loss"]
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+
+    step()  # warm-up
+    seconds = median(timed(step)[0] for _ in range(steps))
+    with FlopCounterMode(display=False) as flops:
+        step()
+    epoch = EPOCH_IMAGES[data_name]
+    return {"preset": preset, "data": data_name, "arch": module.net.arch, "params": sum(
+        p.numel() for p in module.parameters()), "s_per_image": seconds / batch, "epoch_images": epoch,
+        "cpu_s_per_epoch": seconds / batch * epoch, "flops_per_image": flops.get_total_flops() / batch,
+        "peak_mib": peak_memory(step, "cpu") / 2**20, "epochs": cfg.trainer.max_epochs}
+
+
+def stl10_rss(images: int) -> tuple[float, float, float]:
+    """(peak RSS in GiB of a process that loads STL-10 with ``images`` unlabelled images, its
+    peak RSS before loading (Python, torch), the images' uint8 size in GiB)."""
+    image_bytes = 3 * 96 * 96
+    with tempfile.TemporaryDirectory() as root:
+        folder = Path(root) / "stl10_binary"
+        folder.mkdir()
+        chunk = 4096
+        with open(folder / "unlabeled_X.bin", "wb") as f:
+            for start in range(0, images, chunk):
+                f.write(os.urandom(min(chunk, images - start) * image_bytes))
+        for name, n in (("train", 100), ("test", 50)):
+            (folder / f"{name}_X.bin").write_bytes(os.urandom(n * image_bytes))
+            (folder / f"{name}_y.bin").write_bytes(bytes([1 + i % 10 for i in range(n)]))
+        code = textwrap.dedent(f"""
+            import resource, torchvision.datasets
+            torchvision.datasets.STL10._check_integrity = lambda self: True  # synthetic files
+            from swwae.data import STL10DataModule
+            dm = STL10DataModule(root={root!r}, val_size=20)
+            before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+            dm.setup()
+            assert len(dm.train_x) == 80 + {images}
+            print(before, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+        """)
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    before, peak = (int(v) / 2**20 for v in out.split()[-2:])
+    return peak, before, images * image_bytes / 2**30
+
+
+def hours(seconds: float) -> str:
+    return f"{seconds / 3600:.1f} h" if seconds >= 3600 else f"{seconds / 60:.1f} min"
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--presets", nargs="+", choices=PRESETS, default=PRESETS)
+    parser.add_argument("--batch", type=int, default=32, help="images per measured step (reduced size)")
+    parser.add_argument("--steps", type=int, default=5, help="measured steps (the median is kept)")
+    parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument("--gpu-tflops", type=float, default=15.0, help="sustained TFLOP/s assumed for the estimate")
+    parser.add_argument("--stl10-rss", type=int, default=0, metavar="N", help="also load N synthetic unlabelled images")
+    args = parser.parse_args(argv)
+    threads = set_threads(args.threads)
+    keep_freed_memory()
+    print(f"{threads} CPU threads, batch {args.batch}, median of {args.steps} training steps; "
+          f"GPU estimate at {args.gpu_tflops:g} TFLOP/s sustained\n")
+    print("| preset | data | parameters | GFLOP/image (step) | CPU s/image | CPU per epoch | peak MiB (step) "
+          "| GPU per epoch (est.) | epochs | GPU per run (est.) |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for preset in args.presets:
+        r = measure(preset, args.batch, args.steps)
+        gpu_epoch = r["flops_per_image"] * r["epoch_images"] / (args.gpu_tflops * 1e12)
+        print(f"| {r['preset']} | {r['data']} | {r['params'] / 1e6:.2f} M | {r['flops_per_image'] / 1e9:.3f} "
+              f"| {r['s_per_image'] * 1e3:.1f} ms | {hours(r['cpu_s_per_epoch'])} | {r['peak_mib']:.0f} "
+              f"| {hours(gpu_epoch)} | {r['epochs']} | {hours(gpu_epoch * r['epochs'])} |")
+    if args.stl10_rss:
+        rss, before, payload = stl10_rss(args.stl10_rss)
+        print(f"\nSTL-10 loader, {args.stl10_rss:,} unlabelled images ({payload:.2f} GiB as uint8; float32 would "
+              f"need {4 * payload:.1f} GiB): peak RSS {rss:.2f} GiB, {rss - before:.2f} GiB above the "
+              f"{before:.2f} GiB of the process before loading ({(rss - before) / payload:.2f}x the images)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
