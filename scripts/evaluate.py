@@ -4,8 +4,11 @@
     python scripts/evaluate.py <ckpt> --split val --out recon.png --num-images 16
 
 The data come from the run config stored in the checkpoint (override the folder of a
-torchvision dataset with --data-root). The PNG holds rows input | reconstruction |
-reconstruction with the where dropped, then the where masks of each stage.
+torchvision dataset with --data-root). The PNG is a labelled figure (``swwae.images.
+evaluation_figure``): a title line (run, checkpoint, split), then rows named input |
+reconstruction | where dropped (the same whats decoded without the switches) | where mask
+stage k (one row per stage), each image magnified (nearest neighbour) to at least 84 pixels
+wide: 3x for MNIST's 28 pixels.
 """
 
 from __future__ import annotations
@@ -17,13 +20,11 @@ import warnings
 from pathlib import Path
 
 import lightning as L
-import torch
 from hydra.utils import instantiate
-from torchvision.utils import save_image
 
 from swwae.checkpoints import load_model
 from swwae.errors import UserError
-from swwae.images import reconstruction_panels
+from swwae.images import evaluation_figure, save_png
 
 
 def evaluate(checkpoint: Path, split: str = "test", out: Path | None = None, num_images: int = 8,
@@ -43,12 +44,8 @@ def evaluate(checkpoint: Path, split: str = "test", out: Path | None = None, num
 
     out = out or checkpoint.with_name(f"{checkpoint.stem}_{split}_reconstructions.png")
     images = datamodule.images(split, num_images)
-    panels = reconstruction_panels(module.net, images)
-    # one picture: the reconstruction rows, then each stage's where mask (resized to the image)
-    rows = [panels["reconstructions"]]
-    rows += [torch.nn.functional.interpolate(p[None], size=(p.shape[1], rows[0].shape[2]), mode="nearest")[0]
-             for name, p in panels.items() if name.startswith("where/")]
-    save_image(torch.cat(rows, dim=1), out)
+    title = f"{config.get('run_name', checkpoint.parent.name)}: {checkpoint.name}, {split} images"
+    save_png(evaluation_figure(module.net, images, title=title), out)
     return metrics | {"png": str(out)}
 
 

@@ -8,11 +8,13 @@ pass (unpool -> ReLU -> transposed encoder conv), as an image grid.
 Options, as key=value (or --key value): stage (1..number of stages; default: the top one),
 top (how many activations, default 16), images (how many images of the split to search,
 default 500), split (val | test, default val), distinct=false (allow several picks from one
-channel), zoom (pixel magnification of the PNG, default 3), out (PNG path; default beside
-the checkpoint). A bad option is one ``error:`` line, exit status 2. The grid shows each
-pick's image above its projection (grey is zero, light positive, dark negative). Where-free
-models (upsample, avg, strided, wavelet) project too, through their where-free upsampling,
-and the script says so.
+channel), zoom (pixel magnification of the PNG; default: the smallest that makes an image
+84 pixels wide, 3 for 28-pixel digits), out (PNG path; default beside the checkpoint). A bad
+option is one ``error:`` line, exit status 2. The PNG (``swwae.images.projection_figure``)
+has two title lines (run, stage, pooling; the channels), then rows labelled image |
+projection: each pick's image above its projection (grey is zero, light positive, dark
+negative). Where-free models (upsample, avg, strided, wavelet) project too, through their
+where-free upsampling, and the script says so.
 """
 
 from __future__ import annotations
@@ -22,20 +24,20 @@ import sys
 import warnings
 from pathlib import Path
 
-import torch.nn.functional as F
 from hydra.utils import instantiate
-from torchvision.utils import save_image
 
 from swwae.checkpoints import load_model
 from swwae.errors import ConfigError, UserError
+from swwae.images import projection_figure, save_png
 from swwae.pooling import WHERE_MODES
-from swwae.projection import check_stage, project, projection_grid, strongest
+from swwae.projection import check_stage, project, strongest
 
 OPTIONS = {"stage": int, "top": int, "images": int, "split": str, "distinct": str, "zoom": int, "out": Path}
 HELP = {"stage": "1..number of stages (default: the top one)", "top": "how many activations (default 16)",
         "images": "how many images of the split to search (default 500)", "split": "val | test (default val)",
         "distinct": "true | false: false allows several picks from one channel (default true)",
-        "zoom": "pixel magnification of the PNG (default 3)", "out": "PNG path (default: beside the checkpoint)"}
+        "zoom": "pixel magnification of the PNG (default: an image 84 pixels wide at least; 3 for MNIST)",
+        "out": "PNG path (default: beside the checkpoint)"}
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -85,7 +87,7 @@ def parse(argv: list[str]) -> tuple[Path, dict]:
 
 
 def run(checkpoint: Path, stage: int | None = None, top: int = 16, images: int = 500, split: str = "val",
-        distinct: str = "true", zoom: int = 3, out: Path | None = None) -> Path:
+        distinct: str = "true", zoom: int | None = None, out: Path | None = None) -> Path:
     module, config = load_model(checkpoint)
     net = module.net
     stage = len(net.encoders) if stage is None else stage
@@ -99,8 +101,10 @@ def run(checkpoint: Path, stage: int | None = None, top: int = 16, images: int =
     picks = strongest(net, x, stage, top=top, distinct_channels=distinct.lower() == "true")
     projections = project(net, x[picks.image], picks, stage)
     out = out or checkpoint.with_name(f"{checkpoint.stem}_projection_stage{stage}.png")
-    grid = projection_grid(x[picks.image], projections, nrow=min(len(picks), 8))
-    save_image(F.interpolate(grid[None], scale_factor=zoom, mode="nearest")[0], out)
+    title = (f"{config.get('run_name', checkpoint.parent.name)}: the {len(picks)} strongest activations of stage "
+             f"{stage} ({net.pool_mode} pooling)\nchannels, left to right: {', '.join(map(str, picks.channel.tolist()))}")
+    figure = projection_figure(x[picks.image], projections, nrow=min(len(picks), 8), scale=zoom, title=title)
+    save_png(figure, out)
     print(f"{out}: {len(picks)} strongest activations of stage {stage} ({net.pool_mode} pooling), "
           f"channels {picks.channel.tolist()}")
     return out

@@ -1,15 +1,38 @@
-"""Pictures of what the SWWAE does, as image grids (torchvision's make_grid).
+"""Pictures of what the SWWAE does: labelled figures a person can read.
 
-Shared by the TensorBoard callback and ``scripts/evaluate.py``, so both show the same.
+The one place the panels are built, for every consumer: the logged panels of the
+``ReconstructionImages`` callback (TensorBoard, MLflow, W&B), the PNG of
+``scripts/evaluate.py``, the PNG of ``scripts/project.py`` and the sweep figures.
+
+A figure is rows of images, each row named in a label strip on its left. Every image is
+magnified by a whole number (nearest neighbour, so pixels stay pixels) until it is at least
+``MIN_IMAGE_WIDTH`` pixels wide: 3x for 28-pixel digits and 32-pixel CIFAR images, 1x for
+96-pixel STL-10 images. Smaller images of the same figure (the where masks and middle
+reconstructions of deeper stages) are brought to the same size, so the columns line up.
 """
 
 from __future__ import annotations
 
+import math
+from functools import lru_cache
+
 import torch
+import torch.nn.functional as F
 from torch import Tensor
 from torchvision.utils import make_grid
 
 from swwae.model import SWWAE, eval_mode
+
+MIN_IMAGE_WIDTH = 84  # pixels an image is magnified to at least, at the default zoom
+PAD = 2  # white pixels between the images of a figure
+
+# helpers
+
+
+def upscale_factor(width: int, min_width: int = MIN_IMAGE_WIDTH) -> int:
+    """The smallest whole magnification that makes an image ``width`` pixels wide at least
+    ``min_width`` wide: 3 for 28 or 32 pixels, 1 for 96."""
+    return max(1, math.ceil(min_width / max(int(width), 1)))
 
 
 def _channel_mean(t: Tensor) -> Tensor:
@@ -22,25 +45,151 @@ def _scaled_by(t: Tensor, reference: Tensor) -> Tensor:
     return (t / peak).clamp(0, 1)
 
 
-@torch.no_grad()
-def reconstruction_panels(net: SWWAE, x: Tensor) -> dict[str, Tensor]:
-    """name -> (3, H, W) grid image in [0, 1]:
+def _font(size: int):
+    from PIL import ImageFont
 
-    * ``reconstructions``: rows input | reconstruction | reconstruction with the where dropped
+    try:
+        return ImageFont.load_default(size=size)  # a scalable font (Pillow >= 10.1 with FreeType)
+    except (TypeError, OSError, ImportError):
+        return ImageFont.load_default()
+
+
+@lru_cache(maxsize=64)
+def _text_strip(labels: tuple[str, ...], centres: tuple[int, ...], height: int, font_size: int,
+                width: int | None = None, align: str = "right") -> Tensor:
+    """(3, height, W) white strip with ``labels[i]`` written around ``centres[i]`` (y, in
+    pixels); W fits the longest label unless ``width`` is given. Cached: a callback draws the
+    same strip every epoch."""
+    from PIL import Image, ImageDraw
+
+    font = _font(font_size)
+    measure = ImageDraw.Draw(Image.new("L", (1, 1)))
+    widths = [measure.textlength(label, font=font) for label in labels]
+    margin = max(4, font_size // 2)
+    width = width or int(math.ceil(max(widths, default=0))) + 2 * margin
+    strip = Image.new("L", (width, height), 255)
+    draw = ImageDraw.Draw(strip)
+    for label, text_width, y in zip(labels, widths, centres):
+        x = width - margin - text_width if align == "right" else margin
+        draw.text((x, y), label, fill=25, font=font, anchor="lm")
+    pixels = torch.frombuffer(bytearray(strip.tobytes()), dtype=torch.uint8).view(1, height, width)
+    return (pixels.float() / 255).expand(3, height, width).contiguous()
+
+
+def font_size_for(image_height: int) -> int:
+    """Label size for rows of images ``image_height`` pixels tall (as shown)."""
+    return int(min(18, max(12, image_height // 6)))
+
+
+# figures
+
+
+def labelled_figure(rows: list[tuple[str, Tensor]], scale: int | None = None, labels: bool = True,
+                    title: str | None = None, size: tuple[int, int] | None = None) -> Tensor:
+    """(3, H, W) image in [0, 1]: each row ``(label, images)`` as one line of images
+    (``images``: (n, C, h, w) in [0, 1], C of 1 or 3), its label on the left, and ``title``
+    above. Every image is resized (nearest) to ``size`` (default: the first row's image
+    size) times ``scale`` (default: ``upscale_factor`` of that width). Rows may hold fewer
+    images than the longest: the rest of the line stays white. A title may have several
+    lines."""
+    size = tuple(size or rows[0][1].shape[-2:])
+    scale = upscale_factor(size[1]) if scale is None else int(scale)
+    tile = (size[0] * scale, size[1] * scale)
+    n = max(len(images) for _, images in rows)
+    tiles = []
+    for _, images in rows:
+        images = images.detach().float().cpu()
+        if tuple(images.shape[-2:]) != tile:
+            images = F.interpolate(images, size=tile, mode="nearest")
+        if images.shape[1] == 1:
+            images = images.expand(-1, 3, -1, -1)
+        if len(images) < n:
+            images = torch.cat([images, images.new_ones(n - len(images), *images.shape[1:])])
+        tiles.append(images.clamp(0, 1))
+    grid = make_grid(torch.cat(tiles), nrow=n, padding=PAD, pad_value=1)
+    font = font_size_for(tile[0])
+    if labels:
+        centres = tuple(PAD + r * (tile[0] + PAD) + tile[0] // 2 for r in range(len(rows)))
+        strip = _text_strip(tuple(label for label, _ in rows), centres, grid.shape[1], font)
+        grid = torch.cat([strip, grid], dim=2)
+    if title:  # one line per line of the title
+        lines = tuple(title.splitlines())
+        step = int(1.5 * font)
+        banner = _text_strip(lines, tuple(step // 2 + PAD + i * step for i in range(len(lines))),
+                             len(lines) * step + PAD, font, align="left")
+        width = max(banner.shape[2], grid.shape[2])
+        banner, grid = (F.pad(t, (0, width - t.shape[2]), value=1.0) for t in (banner, grid))
+        grid = torch.cat([banner, grid], dim=1)
+    return grid
+
+
+@torch.no_grad()
+def panel_rows(net: SWWAE, x: Tensor) -> dict[str, list[tuple[str, Tensor]]]:
+    """name -> the named rows of images of that panel (all in [0, 1]):
+
+    * ``reconstructions``: input | reconstruction | reconstruction with the where dropped
     * ``where/stage_<i>``: the where mask of stage i (mean over channels, scaled per image)
-    * ``middle/stage_<i>``: rows encoder input of stage i | its decoder reconstruction
+    * ``middle/stage_<i>``: the what of stage i (the input of encoder stage i + 1; mean over
+      channels, scaled per image) | the decoder's reconstruction of it
     """
     with eval_mode(net):
         out = net(x)
         dropped = net.reconstruct_without_where(x)
-    n = len(x)
-    panels = {"reconstructions": make_grid(torch.cat([x, out.recon, dropped]).clamp(0, 1), nrow=n, pad_value=1)}
+    panels = {"reconstructions": [("input", x.clamp(0, 1)), ("reconstruction", out.recon.clamp(0, 1)),
+                                  ("where dropped", dropped.clamp(0, 1))]}
     for i, where in enumerate(out.wheres, start=1):
         if where is not None:
             mask = _channel_mean(where.mask)
-            panels[f"where/stage_{i}"] = make_grid(_scaled_by(mask, mask), nrow=n, pad_value=1)
+            panels[f"where/stage_{i}"] = [(f"where mask stage {i}", _scaled_by(mask, mask))]
     for i, (decoded, target) in enumerate(out.middle_pairs, start=1):
         target, decoded = _channel_mean(target), _channel_mean(decoded)
-        pair = torch.cat([_scaled_by(target, target), _scaled_by(decoded, target)])
-        panels[f"middle/stage_{i}"] = make_grid(pair, nrow=n, pad_value=1)
+        panels[f"middle/stage_{i}"] = [(f"stage {i} what", _scaled_by(target, target)),
+                                       (f"stage {i} what decoded", _scaled_by(decoded, target))]
     return panels
+
+
+def reconstruction_panels(net: SWWAE, x: Tensor, scale: int | None = None, labels: bool = True) -> dict[str, Tensor]:
+    """name -> (3, H, W) figure in [0, 1] of each panel of ``panel_rows``: labelled rows,
+    every image at the input's size times ``scale`` (default: ``upscale_factor``).
+    ``scale=1, labels=False`` gives the bare grid, one pixel per pixel."""
+    size = tuple(x.shape[-2:])
+    return {name: labelled_figure(rows, scale=scale, labels=labels, size=size)
+            for name, rows in panel_rows(net, x).items()}
+
+
+def evaluation_figure(net: SWWAE, x: Tensor, scale: int | None = None, title: str | None = None) -> Tensor:
+    """The PNG of ``scripts/evaluate.py``: rows input | reconstruction | where dropped, then
+    the where mask of each stage, every image at the input's size (masks of deeper stages
+    magnified to it), labelled."""
+    rows = panel_rows(net, x)
+    figure = list(rows["reconstructions"])
+    figure += [row for name, panel in rows.items() if name.startswith("where/") for row in panel]
+    return labelled_figure(figure, scale=scale, title=title, size=tuple(x.shape[-2:]))
+
+
+def projection_figure(images: Tensor, projections: Tensor, nrow: int | None = None, scale: int | None = None,
+                      title: str | None = None, labels: bool = True) -> Tensor:
+    """The PNG of ``scripts/project.py``: per pick (columns, ``nrow`` a line), its image
+    above its projection (signed: grey is zero, light positive, dark negative), rows
+    labelled image | projection."""
+    from swwae.projection import signed_to_unit
+
+    n = len(images)
+    nrow = nrow or n
+    rows = []
+    for start in range(0, n, nrow):
+        chunk = slice(start, start + nrow)
+        rows += [("image", images[chunk].clamp(0, 1)), ("projection", signed_to_unit(projections[chunk]))]
+    return labelled_figure(rows, scale=scale, labels=labels, title=title)
+
+
+def to_uint8(image: Tensor):
+    """(3, H, W) float image in [0, 1] -> (H, W, 3) uint8 numpy array (for PIL, loggers)."""
+    return image.mul(255).add_(0.5).clamp_(0, 255).to(torch.uint8).permute(1, 2, 0).contiguous().numpy()
+
+
+def save_png(image: Tensor, path) -> None:
+    """Write a (3, H, W) float image in [0, 1] as an 8-bit PNG."""
+    from PIL import Image
+
+    Image.fromarray(to_uint8(image)).save(path)

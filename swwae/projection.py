@@ -127,17 +127,8 @@ def signed_to_unit(t: Tensor) -> Tensor:
 
 def projection_grid(images: Tensor, projections: Tensor, nrow: int | None = None) -> Tensor:
     """(3, H, W) picture: the images of the picks above their projections, pick by pick
-    (columns), in rows of ``nrow`` picks."""
-    from torchvision.utils import make_grid
+    (columns), in rows of ``nrow`` picks; one pixel per pixel, no labels
+    (``swwae.images.projection_figure`` draws the labelled, magnified figure)."""
+    from swwae.images import projection_figure
 
-    n = len(images)
-    nrow = nrow or n
-    tiles = []
-    for start in range(0, n, nrow):
-        chunk = slice(start, start + nrow)
-        tiles += [images[chunk].clamp(0, 1), signed_to_unit(projections[chunk])]
-        pad = nrow - len(images[chunk])
-        if pad:  # keep the columns aligned in the last row pair
-            blank = torch.ones(pad, *images.shape[1:])
-            tiles[-2], tiles[-1] = torch.cat([tiles[-2], blank]), torch.cat([tiles[-1], blank])
-    return make_grid(torch.cat(tiles), nrow=nrow, pad_value=1)
+    return projection_figure(images, projections, nrow=nrow, scale=1, labels=False)

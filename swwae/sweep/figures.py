@@ -115,7 +115,7 @@ def reconstruction_figure(summary: Summary, out, num_images: int = 6, split: str
             datamodule = instantiate(config["data"])
             datamodule.setup("test")
             images[key] = datamodule.images(split, num_images)
-        cells[group.label] = reconstruction_panels(module.net, images[key])["reconstructions"]
+        cells[group.label] = reconstruction_panels(module.net, images[key], scale=1, labels=False)["reconstructions"]
     if not cells:
         raise ConfigError(f"no finished job in {summary.folder} has a checkpoint to reconstruct with")
     x_key = numeric_axis(summary)

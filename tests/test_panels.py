@@ -1,0 +1,111 @@
+"""Readable panels (swwae/images.py): magnified by whole numbers, labelled rows, the same
+figures for the loggers, scripts/evaluate.py and scripts/project.py."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+from torchvision.utils import make_grid
+
+from swwae.images import (MIN_IMAGE_WIDTH, PAD, evaluation_figure, labelled_figure, panel_rows, projection_figure,
+                          reconstruction_panels, upscale_factor)
+from swwae.model import SWWAE
+
+
+def net(widths=(4, 8), image_shape=(1, 28, 28)):
+    torch.manual_seed(0)
+    return SWWAE(widths=widths, image_shape=image_shape, num_classes=None).eval()
+
+
+def images(n=8, shape=(1, 28, 28)):
+    return torch.rand(n, *shape, generator=torch.Generator().manual_seed(1))
+
+
+def grid_width(n, tile):
+    return n * (tile + PAD) + PAD
+
+
+@pytest.mark.parametrize("width, factor", [(28, 3), (32, 3), (96, 1), (14, 6), (84, 1), (200, 1)])
+def test_images_are_magnified_by_a_whole_number_to_84_pixels(width, factor):
+    assert upscale_factor(width) == factor and width * factor >= MIN_IMAGE_WIDTH
+
+
+def test_panels_are_labelled_and_magnified_and_the_columns_line_up():
+    model, x = net(), images()
+    rows = panel_rows(model, x)
+    assert [label for label, _ in rows["reconstructions"]] == ["input", "reconstruction", "where dropped"]
+    assert [label for label, _ in rows["where/stage_2"]] == ["where mask stage 2"]
+    assert [label for label, _ in rows["middle/stage_1"]] == ["stage 1 what", "stage 1 what decoded"]
+
+    panels = reconstruction_panels(model, x)
+    tile = 28 * 3
+    for name, panel in panels.items():
+        assert panel.shape[1] == len(rows[name]) * (tile + PAD) + PAD, name
+        assert panel.shape[2] > grid_width(8, tile), name  # the grid and a label strip left of it
+        assert 0 <= panel.min() and panel.max() <= 1
+    # pixels stay pixels: the input row is each digit repeated 3x3 (nearest), right of the labels
+    figure = panels["reconstructions"]
+    strip = figure.shape[2] - grid_width(8, tile)
+    first = figure[0, PAD:PAD + tile, strip + PAD:strip + PAD + tile]
+    assert torch.equal(first, x[0, 0].repeat_interleave(3, 0).repeat_interleave(3, 1))
+    # each row's label is drawn beside it (dark pixels in the strip, row by row)
+    for r in range(3):
+        band = figure[:, PAD + r * (tile + PAD):(r + 1) * (tile + PAD), :strip]
+        assert (band < 0.5).any(), r
+
+
+def test_bare_panels_are_the_plain_grid():
+    model, x = net(), images()
+    bare = reconstruction_panels(model, x, scale=1, labels=False)["reconstructions"]
+    rows = panel_rows(model, x)["reconstructions"]
+    expected = make_grid(torch.cat([images for _, images in rows]).expand(-1, 3, -1, -1), nrow=8, padding=PAD,
+                         pad_value=1)
+    assert torch.equal(bare, expected)
+
+
+@pytest.mark.parametrize("shape, factor", [((3, 32, 32), 3), ((3, 96, 96), 1)])
+def test_colour_images_of_other_sizes(shape, factor):
+    model, x = net(image_shape=shape), images(4, shape)
+    figure = reconstruction_panels(model, x)["reconstructions"]
+    assert figure.shape[1] == 3 * (shape[1] * factor + PAD) + PAD
+
+
+def test_the_evaluate_figure_has_a_title_and_a_row_per_where_mask():
+    model, x = net(), images()
+    plain = evaluation_figure(model, x)
+    assert plain.shape[1] == 5 * (84 + PAD) + PAD  # input, reconstruction, where dropped, 2 masks
+    titled = evaluation_figure(model, x, title="run: best.ckpt, test images")
+    assert titled.shape[1] > plain.shape[1] and titled.shape[2] == plain.shape[2]
+
+
+def test_the_projection_figure_pairs_images_and_projections():
+    x, proj = images(10), torch.randn(10, 1, 28, 28)
+    figure = projection_figure(x, proj, nrow=8)
+    assert figure.shape[1] == 4 * (84 + PAD) + PAD  # image, projection; image, projection (2 left in the last line)
+    zoomed = projection_figure(x, proj, nrow=8, scale=5)
+    assert zoomed.shape[1] == 4 * (140 + PAD) + PAD
+
+
+def test_a_long_title_widens_the_figure_instead_of_being_cut():
+    x = images(2)
+    figure = labelled_figure([("input", x)], title="a title much longer than two small images " * 3)
+    assert figure.shape[2] > grid_width(2, 84) + 60
+
+
+def test_the_scripts_write_labelled_pngs_a_person_can_read(make_config, tmp_path):
+    from PIL import Image
+
+    from scripts.evaluate import evaluate
+    from scripts.project import run as project
+    from swwae.run import train
+
+    train(make_config("model.widths=[4,8]"))
+    best = tmp_path / "checkpoints" / "swwae_hard_mnist_sample_seed0" / "best.ckpt"
+    png = Path(evaluate(best, out=tmp_path / "recon.png")["png"])
+    width, height = Image.open(png).size
+    assert width > grid_width(8, 84) and height > 5 * (84 + PAD) + PAD  # a title, then 5 rows of 84-pixel digits
+    png = project(best, stage=2, top=8, images=50, out=tmp_path / "proj.png")
+    width, height = Image.open(png).size
+    assert width > grid_width(8, 84) and height > 2 * (84 + PAD) + PAD  # a title, then image and projection rows
