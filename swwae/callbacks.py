@@ -1,4 +1,5 @@
-"""Lightning callbacks: reconstruction images in TensorBoard, the run config in checkpoints,
+"""Lightning callbacks: reconstruction images for every logger that takes images (TensorBoard,
+MLflow, W&B), the run config in checkpoints and in the experiment trackers,
 per-batch random streams (so that a resumed run replays an uninterrupted one), and progress
 output that suits where it goes (a live bar on a terminal, a line per epoch in a log file)."""
 
@@ -12,14 +13,16 @@ import lightning as L
 import numpy as np
 import torch
 from lightning.pytorch.callbacks import ProgressBar, TQDMProgressBar
-from lightning.pytorch.loggers import TensorBoardLogger
 
 from swwae.images import reconstruction_panels
+from swwae.loggers import log_config, log_image, takes_images
 
 
 class ReconstructionImages(L.Callback):
     """Every ``every_n_epochs``, on the same first ``num_images`` validation images, log the
-    panels of ``swwae.images.reconstruction_panels`` to every TensorBoard logger."""
+    panels of ``swwae.images.reconstruction_panels`` (labelled rows, magnified so an image
+    is at least 84 pixels wide) to every logger that takes images (``swwae.loggers.log_image``:
+    TensorBoard, MLflow, W&B; not CSV)."""
 
     def __init__(self, num_images: int = 8, every_n_epochs: int = 1):
         self.num_images, self.every_n_epochs = num_images, every_n_epochs
@@ -28,7 +31,7 @@ class ReconstructionImages(L.Callback):
     def on_validation_epoch_end(self, trainer: L.Trainer, module: L.LightningModule) -> None:
         if trainer.sanity_checking or trainer.current_epoch % self.every_n_epochs:
             return
-        loggers = [lg for lg in trainer.loggers if isinstance(lg, TensorBoardLogger)]
+        loggers = [lg for lg in trainer.loggers if takes_images(lg)]
         if not loggers or not trainer.is_global_zero:
             return
         if self._images is None:  # fixed once: the same digits every epoch
@@ -36,7 +39,7 @@ class ReconstructionImages(L.Callback):
         panels = reconstruction_panels(module.net, self._images.to(module.device))
         for logger in loggers:
             for name, image in panels.items():
-                logger.experiment.add_image(name, image, global_step=trainer.current_epoch)
+                log_image(logger, name, image, step=trainer.current_epoch)
 
 
 class SaveRunConfig(L.Callback):
@@ -48,6 +51,20 @@ class SaveRunConfig(L.Callback):
 
     def on_save_checkpoint(self, trainer, module, checkpoint: dict) -> None:
         checkpoint["swwae_config"] = self.config
+
+
+class LogRunConfig(L.Callback):
+    """Hand the run config (``swwae.loggers.run_params``) to every logger when training
+    starts (``swwae.loggers.log_config``: MLflow params, W&B config, hparams.yaml of CSV and
+    TensorBoard; TensorBoard's hparams table comes at the end, with the final metrics)."""
+
+    def __init__(self, params: dict):
+        self.params = params
+
+    def on_fit_start(self, trainer: L.Trainer, module: L.LightningModule) -> None:
+        if trainer.is_global_zero:
+            for logger in trainer.loggers:
+                log_config(logger, self.params)
 
 
 class BatchSeed(L.Callback):

@@ -16,16 +16,16 @@ import lightning as L
 import torch
 from hydra.errors import InstantiationException
 from hydra.utils import instantiate
-from lightning.pytorch.loggers import TensorBoardLogger
 from lightning.pytorch.plugins.io import CheckpointIO
 from lightning.pytorch.trainer.states import TrainerStatus
 from omegaconf import DictConfig, OmegaConf
 
-from swwae.callbacks import BatchSeed, SaveRunConfig
+from swwae.callbacks import BatchSeed, LogRunConfig, SaveRunConfig
 from swwae.checkpoint_io import AtomicCheckpointIO
 from swwae.checkpoints import check_resumable, newest_readable, pick_resume_checkpoint
 from swwae.errors import ConfigError, Interrupted, NonFiniteError, UserError
 from swwae.host_memory import keep_freed_memory
+from swwae.loggers import check_extras, log_summary, run_params
 from swwae.monitor import check_monitor
 
 log = logging.getLogger(__name__)
@@ -171,6 +171,7 @@ def train(cfg: DictConfig) -> float:
     if cfg.get("keep_freed_memory") and keep_freed_memory():
         log.debug("glibc keeps freed memory for reuse (keep_freed_memory=true)")
     check_seed(cfg.get("seed"))
+    check_extras(cfg)  # a tracker whose optional package is missing: one line, before the data
     if cfg.get("seed") is not None:
         L.seed_everything(cfg.seed, workers=True, verbose=False)
     datamodule = build(cfg.data, _convert_="all")
@@ -186,7 +187,12 @@ def train(cfg: DictConfig) -> float:
         log.info("resuming from %s (epoch %s, step %s)", resume[0], resume[1].get("epoch"), resume[1].get("global_step"))
     ckpt_path = None if resume is None else str(resume[0])
     callbacks = [build(c) for c in (cfg.get("callbacks") or {}).values()]
-    callbacks.append(SaveRunConfig(OmegaConf.to_container(cfg, resolve=True)))
+    run_config = OmegaConf.to_container(cfg, resolve=True)
+    callbacks.append(SaveRunConfig(run_config))
+    # the trackers get the run config (model/lr, data/batch_size, ...), not Lightning's flat
+    # copy of the module's and datamodule's arguments on top of it
+    module._log_hyperparams = datamodule._log_hyperparams = False
+    callbacks.append(LogRunConfig(run_params(run_config, module.net.arch, cfg_choices(cfg))))
     if cfg.get("seed") is not None:
         callbacks.append(BatchSeed(cfg.seed))  # a resumed run replays the uninterrupted one
     loggers = build_loggers(cfg, resuming=ckpt_path is not None)
@@ -214,12 +220,10 @@ def train(cfg: DictConfig) -> float:
                                      "metrics": metrics}
     if trainer.is_global_zero:
         write_metrics(cfg, summary)
-        for logger in trainer.loggers:
-            if isinstance(logger, TensorBoardLogger):  # the hparams table with final metrics
-                hparams = OmegaConf.to_container(cfg.model, resolve=True) | {
-                    "seed": cfg.seed, "data": summary["data"], "arch": summary["arch"]}
-                logger.log_hyperparams(hparams, metrics={f"hp/{k}": v for k, v in metrics.items()})
-                logger.experiment.flush()
+        hparams = OmegaConf.to_container(cfg.model, resolve=True) | {
+            "seed": cfg.seed, "data": summary["data"], "arch": summary["arch"]}
+        for logger in trainer.loggers:  # TensorBoard's hparams table; params + hp/* metrics elsewhere
+            log_summary(logger, hparams, metrics, step=trainer.global_step)
         print(f"done: {cfg.run_name}: {shown(metrics)} ({metrics['train_time_s']:.0f} s) -> {cfg.paths.output_dir}")
     return monitored_value(cfg, metrics)
 

@@ -1,0 +1,156 @@
+"""Experiment trackers (configs/logger/, swwae/loggers.py): CSV, MLflow, several at once, the
+panels to every logger that takes images, a missing extra as one error line."""
+
+from __future__ import annotations
+
+import csv
+import importlib.util
+import re
+import shutil
+import sys
+
+import pytest
+import yaml
+from lightning.pytorch.loggers import CSVLogger, Logger
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+from conftest import ROOT, run_cli
+from swwae.errors import ConfigError
+from swwae.loggers import log_image, wandb_offline
+from swwae.run import train
+
+RUN = "swwae_hard_mnist_sample_seed0"
+
+
+def test_logger_many_writes_tensorboard_and_a_csv_file_with_the_final_metrics(make_config, tmp_path):
+    cfg = make_config("logger=many", "model.widths=[8,16]")
+    assert set(cfg.logger) == {"tensorboard", "csv"}
+    train(cfg)
+
+    folder = tmp_path / "logs" / "csv" / RUN / "version_0"
+    with open(folder / "metrics.csv", newline="") as file:
+        rows = list(csv.DictReader(file))
+    columns = set(rows[0])
+    assert {"val/recon_mse", "val/acc", "train/loss_epoch", "test/recon_mse", "hp/test/recon_mse"} <= columns
+    assert any(row["val/recon_mse"] for row in rows) and any(row["hp/test/recon_mse"] for row in rows)
+    params = yaml.safe_load((folder / "hparams.yaml").read_text())  # the run config, not the module's flat args
+    assert params["run_name"] == RUN and params["model"]["widths"] == [8, 16]
+    assert params["model"]["arch"] == "(8)3c-2p-(16)3c-2p-10fc" and "lr" not in params
+
+    # TensorBoard got the same labelled panels, magnified 3x: 8 digits of 84 pixels a row
+    images = {}
+    for events in (tmp_path / "logs" / RUN).rglob("events.out.tfevents.*"):
+        acc = EventAccumulator(str(events), size_guidance={"images": 0})
+        acc.Reload()
+        images |= {tag: acc.Images(tag)[-1] for tag in acc.Tags()["images"]}
+    assert images["reconstructions"].width > 8 * 84 and images["reconstructions"].height == 3 * (84 + 2) + 2
+    assert images["where/stage_2"].height == 84 + 4  # 14-pixel masks shown as 84-pixel images
+
+
+def test_a_list_of_loggers_composes(make_config):
+    assert set(make_config("logger=[tensorboard,mlflow]").logger) == {"tensorboard", "mlflow"}
+    assert set(make_config("logger=[csv,wandb]").logger) == {"csv", "wandb"}
+    assert make_config("logger=csv").logger.csv._target_.endswith("CSVLogger")
+
+
+def test_mlflow_stores_in_the_launch_folder_unless_told_otherwise(make_config, monkeypatch):
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    assert make_config("logger=mlflow").logger.mlflow.tracking_uri == "sqlite:///mlflow.db"  # what `mlflow ui` opens
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://tracking:5000")
+    assert make_config("logger=mlflow").logger.mlflow.tracking_uri == "http://tracking:5000"
+
+
+def empty_mlflow_db(request, folder):
+    """A new sqlite store in ``folder``: a copy of one made once per MLflow version (MLflow
+    builds a store's tables in ~50 migrations, 3-7 s), kept in pytest's cache."""
+    import mlflow
+    from mlflow import MlflowClient
+
+    path = folder / "mlflow.db"
+    cache = getattr(request.config, "cache", None)
+    template = cache.mkdir(f"mlflow-{mlflow.__version__}") / "empty.db" if cache is not None else path
+    if not template.is_file():
+        MlflowClient(f"sqlite:///{template}").search_experiments()  # creates the tables
+    if template != path:
+        shutil.copyfile(template, path)
+    return f"sqlite:///{path}"
+
+
+def test_mlflow_run_holds_metrics_params_and_the_panels(make_config, tmp_path, monkeypatch, request):
+    pytest.importorskip("mlflow")
+    from mlflow import MlflowClient
+
+    monkeypatch.chdir(tmp_path)  # artifacts go to ./mlruns beside a sqlite store
+    uri = empty_mlflow_db(request, tmp_path)
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    train(make_config("logger=mlflow", "model.widths=[8,16]"))
+
+    client = MlflowClient(uri)
+    (run,) = client.search_runs([client.get_experiment_by_name("swwae").experiment_id])
+    assert run.info.run_name == RUN and run.info.status == "FINISHED"
+    metrics, params = run.data.metrics, run.data.params
+    assert {"val/recon_mse", "val/acc", "test/recon_mse", "train/loss_epoch", "hp/test/recon_mse"} <= set(metrics)
+    assert metrics["hp/test/recon_mse"] == pytest.approx(metrics["test/recon_mse"])
+    assert params["model/widths"] == "[8, 16]" and params["run_name"] == RUN and params["data/batch_size"] == "32"
+    assert "widths" not in params  # not Lightning's flat copy of the module's arguments besides
+    images = {re.split(r"[+%]", p.split("/")[-1])[0]: p  # images/<key>+step+<step>+...png ('%' before MLflow 3.?)
+              for p in (a.path for a in client.list_artifacts(run.info.run_id, "images")) if p.endswith(".png")}
+    assert {"reconstructions", "where_stage_1", "where_stage_2", "middle_stage_1"} <= set(images)
+    png = images["reconstructions"]
+    from PIL import Image
+
+    width, height = Image.open(client.download_artifacts(run.info.run_id, png, str(tmp_path))).size
+    assert width > 8 * 84 and height == 3 * (84 + 2) + 2
+
+
+def test_a_missing_extra_is_one_error_before_any_training(make_config, tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "mlflow", None)  # as if not installed
+    with pytest.raises(ConfigError, match=r'^logger=mlflow needs mlflow: pip install -e "\.\[mlflow\]"$'):
+        train(make_config("logger=mlflow"))
+    assert not (tmp_path / "checkpoints").exists() and not (tmp_path / "logs").exists()
+
+
+@pytest.mark.skipif(importlib.util.find_spec("wandb") is not None, reason="wandb is installed")
+def test_cli_missing_wandb_is_one_error_line_and_exit_2(tmp_path):
+    result = run_cli(ROOT / "train.py", "logger=wandb", f"hydra.run.dir={tmp_path}", f"paths.log_dir={tmp_path / 'logs'}",
+                     f"paths.checkpoint_dir={tmp_path / 'ck'}", cwd=tmp_path)
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines()[-1] == 'error: logger=wandb needs wandb: pip install -e ".[wandb]"'
+    assert "Traceback" not in result.stderr and not (tmp_path / "ck").exists()
+
+
+def test_wandb_is_offline_unless_the_user_chose_a_mode_or_logged_in(tmp_path, monkeypatch):
+    for name in ("WANDB_MODE", "WANDB_API_KEY", "WANDB_BASE_URL"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.delenv("NETRC", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))  # no ~/.netrc
+    assert wandb_offline()
+    (tmp_path / ".netrc").write_text("machine api.wandb.ai\n  login user\n  password abc123\n")
+    (tmp_path / ".netrc").chmod(0o600)
+    assert not wandb_offline()  # `wandb login` wrote it
+    (tmp_path / ".netrc").unlink()
+    monkeypatch.setenv("WANDB_API_KEY", "abc123")
+    assert not wandb_offline()
+    monkeypatch.delenv("WANDB_API_KEY")
+    monkeypatch.setenv("WANDB_MODE", "online")
+    assert not wandb_offline()
+
+
+def test_log_image_goes_to_any_logger_with_a_log_image_and_skips_csv(tmp_path):
+    import torch
+
+    class Tracker(Logger):  # a logger with Lightning's log_image(key, images, step)
+        name, version = "tracker", 0
+        logged = []
+
+        def log_metrics(self, metrics, step=None): ...
+
+        def log_hyperparams(self, params, *args, **kwargs): ...
+
+        def log_image(self, key, images, step=None, **kwargs):
+            self.logged.append((key, images[0].size, step))
+
+    image = torch.rand(3, 20, 30)
+    assert log_image(Tracker(), "where/stage_1", image, step=4)
+    assert Tracker.logged == [("where/stage_1", (30, 20), 4)]
+    assert not log_image(CSVLogger(tmp_path), "reconstructions", image, step=0)
