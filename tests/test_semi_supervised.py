@@ -175,8 +175,8 @@ class RecordTrainingSteps(L.Callback):
     def on_fit_start(self, trainer, module):
         losses = module.losses
 
-        def recording(out, x, y):
-            terms = losses(out, x, y)
+        def recording(out, x, y, middle_targets=None):
+            terms = losses(out, x, y, middle_targets)
             if module.training:
                 self.nll.append(float(terms["nll"]))
             return terms
