@@ -153,6 +153,25 @@ def test_unfinished_jobs_count_as_failed_and_numeric_keys_become_an_axis(tmp_pat
     assert (tmp_path / "summary.png").is_file()
 
 
+
+def test_published_figures_are_drawn_beside_ours_over_the_label_axis(tmp_path, capsys, monkeypatch):
+    for num, (model, labels) in enumerate(itertools.product(["swwae_hard", "classifier_only"], ["100", "1000"])):
+        fake_job(tmp_path, num, [f"model={model}", f"data.num_labels={labels}", "seed=0"], {"test/acc": 0.9})
+    drawn = []
+    import matplotlib.axes
+
+    plot = matplotlib.axes.Axes.plot
+    monkeypatch.setattr(matplotlib.axes.Axes, "plot", lambda ax, *a, **k: drawn.append(k.get("label")) or plot(ax, *a, **k))
+    from scripts.compare_runs import main
+
+    assert main([str(tmp_path), "--reference", "paper=100:11.7,1000:4.0"]) == 0
+    assert drawn.count("paper") == 1  # on the error panel only
+    assert (tmp_path / "summary.png").is_file()
+    with pytest.raises(SystemExit) as exit_:
+        main([str(tmp_path), "--reference", "paper=100-11.7"])
+    assert exit_.value.code == 2 and "expected LABEL=x:y" in capsys.readouterr().err
+
+
 # presets
 
 

@@ -29,9 +29,12 @@ def numeric_axis(summary: Summary) -> str | None:
     return None
 
 
-def plot(summary: Summary, out: Path) -> Path:
+def plot(summary: Summary, out: Path, references: dict[str, dict[float, float]] | None = None) -> Path:
     """One panel per metric: mean ± std with every seed as a dot, over the numeric
-    override if there is one (a line per remaining config), else one bar per config."""
+    override if there is one (a line per remaining config), else one bar per config.
+
+    ``references`` ({label: {x: error %}}, e.g. a paper's figures) are drawn dashed on the
+    error panels over the numeric axis, so published numbers sit beside ours."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -72,6 +75,10 @@ def plot(summary: Summary, out: Path) -> Path:
                             label=name, color=f"C{i}")
                 for x, g in zip(xs, groups):
                     ax.plot([x] * len(g.ok), [j.metrics.get(metric) for j in g.ok], ".", color=f"C{i}", alpha=0.4)
+            if metric.endswith("/error_pct"):
+                for label, points in (references or {}).items():
+                    xs_ref = sorted(points)
+                    ax.plot(xs_ref, [points[x] for x in xs_ref], "k--", marker="s", ms=4, alpha=0.7, label=label)
             if max(xs) / max(min(xs), 1e-12) >= 10 and min(xs) > 0:
                 ax.set_xscale("log")
             ax.set_xticks(sorted({as_number(g.keys[x_key]) for g in summary.groups}))

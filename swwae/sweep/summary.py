@@ -11,10 +11,11 @@ from swwae.sweep.jobs import Summary, collect
 from swwae.sweep.tables import markdown
 
 
-def write_summary(sweep_dir, plot_too: bool = True) -> Summary:
-    """``summary.md`` (and ``summary.png``) in ``sweep_dir``; returns what they show."""
+def write_summary(sweep_dir, plot_too: bool = True, references=None) -> Summary:
+    """``summary.md`` (and ``summary.png``, with ``references`` as in ``plot``) in
+    ``sweep_dir``; returns what they show."""
     summary = collect(sweep_dir)
     (summary.folder / "summary.md").write_text(markdown(summary))
     if plot_too and summary.columns:
-        plot(summary, summary.folder / "summary.png")
+        plot(summary, summary.folder / "summary.png", references)
     return summary
