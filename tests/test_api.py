@@ -64,3 +64,20 @@ def test_import_swwae_does_not_import_lightning():
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "[]"
+
+
+def test_the_readmes_use_a_trained_model_example_runs(make_config, tmp_path):
+    """The README's example, as printed, on a fresh two-stage checkpoint."""
+    import re
+
+    from conftest import ROOT
+
+    train(make_config("model.widths=[8,16]"))
+    readme = (ROOT / "README.md").read_text()
+    section = readme[readme.index("## Use a trained model"):]
+    code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
+    code = code.replace("checkpoints/", f"{tmp_path}/checkpoints/")
+    names: dict = {}
+    exec(compile(code, "README.md", "exec"), names)
+    assert names["out"].recon.shape == names["x"].shape == (8, 1, 28, 28)
+    assert names["pixels"].shape == (4, 1, 28, 28) and names["pixels"].abs().sum() > 0
