@@ -12,6 +12,7 @@ import hashlib
 import json
 import math
 import os
+import random
 import shutil
 import signal
 import subprocess
@@ -282,8 +283,11 @@ def test_evaluate_a_bad_checkpoint_is_one_error_line(tmp_path, capsys, damage, t
             torch.save(checkpoint, path)
     elif damage == "empty":
         path.write_bytes(b"")
-    elif damage == "random bytes":
-        path.write_bytes(os.urandom(5000))
+    elif damage == "random bytes":  # seeds 2 and 14 once failed the unpickler with an IndexError
+        for seed in range(40):
+            path.write_bytes(random.Random(seed).randbytes(5000))
+            with pytest.raises(CheckpointError, match="is unreadable|not written by swwae"):
+                load_model(path)
     elif damage == "foreign state dict":
         torch.save({"state_dict": {"w": torch.ones(2)}}, path)
     elif damage == "pickled object":
