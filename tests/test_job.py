@@ -40,7 +40,10 @@ def train_cli(tmp: Path, *overrides, name: str = "run", quick=QUICK) -> subproce
     env = dict(os.environ, PYTHONWARNINGS="ignore", HYDRA_FULL_ERROR="0",
                PYTHONPATH=os.pathsep.join([str(TESTS), str(ROOT), os.environ.get("PYTHONPATH", "")]))
     args = [sys.executable, str(ROOT / "train.py"), *quick, f"hydra.run.dir={tmp / 'outputs' / name}", *overrides]
-    return subprocess.run(args, cwd=tmp, env=env, capture_output=True, text=True, timeout=300)
+    # a shell that starts a job in the background (CI under nohup ... &) has it ignore SIGINT,
+    # and so would Python: give the child the default disposition, as a terminal does
+    return subprocess.run(args, cwd=tmp, env=env, capture_output=True, text=True, timeout=300,
+                          preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
 
 
 def test_resume_on_a_finished_run_reports_its_metrics_and_exits_0(tmp_path):
