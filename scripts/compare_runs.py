@@ -10,8 +10,8 @@ and summary.png, the same files the sweep wrote at its end.
 finished seed's best checkpoint, rows input | reconstruction | reconstruction with the
 where dropped); with a numeric override such as model.pool_size the panels form a grid over
 it. --reference LABEL=x:y,... draws published error % (a dashed line) on the error panel over
-the numeric axis, e.g. a paper's figures against the number of labels. Exit status: 0, or 1 when a job of the sweep failed (the summary is written anyway),
-or 2 for a bad folder.
+the numeric axis, e.g. a paper's figures against the number of labels. Exit status: 0, or 1
+when a job of the sweep failed (the summary is written anyway), or 2 for a bad folder.
 """
 
 from __future__ import annotations

@@ -153,7 +153,6 @@ def test_unfinished_jobs_count_as_failed_and_numeric_keys_become_an_axis(tmp_pat
     assert (tmp_path / "summary.png").is_file()
 
 
-
 def test_published_figures_are_drawn_beside_ours_over_the_label_axis(tmp_path, capsys, monkeypatch):
     for num, (model, labels) in enumerate(itertools.product(["swwae_hard", "classifier_only"], ["100", "1000"])):
         fake_job(tmp_path, num, [f"model={model}", f"data.num_labels={labels}", "seed=0"], {"test/acc": 0.9})
