@@ -21,7 +21,7 @@ import sys
 import warnings
 from pathlib import Path
 
-from swwae.errors import UserError
+from swwae.errors import OneLineParser, UserError
 from swwae.sweep import reconstruction_figure, write_summary
 
 
@@ -38,7 +38,7 @@ def reference(text: str) -> tuple[str, dict[float, float]]:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = OneLineParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("sweep_dir", type=Path)
     parser.add_argument("--recon", nargs="?", const="", default=None, metavar="PNG",
                         help="also write a reconstruction figure (default: <sweep dir>/reconstructions.png)")
@@ -46,9 +46,9 @@ def main(argv=None) -> int:
     parser.add_argument("--split", choices=["val", "test"], default="test")
     parser.add_argument("--reference", type=reference, action="append", default=[], metavar="LABEL=x:y,...",
                         help="published error %% over the numeric axis, drawn dashed (repeatable)")
-    args = parser.parse_args(argv)
     warnings.filterwarnings("ignore")
     try:
+        args = parser.parse_args(argv)
         summary = write_summary(args.sweep_dir, references=dict(args.reference))
         print((args.sweep_dir / "summary.md").read_text(), end="")
         if args.recon is not None:

@@ -23,7 +23,7 @@ import lightning as L
 from hydra.utils import instantiate
 
 from swwae.checkpoints import load_model
-from swwae.errors import UserError
+from swwae.errors import OneLineParser, UserError
 from swwae.images import evaluation_figure, save_png
 
 
@@ -50,15 +50,15 @@ def evaluate(checkpoint: Path, split: str = "test", out: Path | None = None, num
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = OneLineParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("checkpoint", type=Path)
     parser.add_argument("--split", choices=["test", "val"], default="test")
     parser.add_argument("--out", type=Path, default=None, help="PNG path (default: beside the checkpoint)")
     parser.add_argument("--num-images", type=int, default=8)
     parser.add_argument("--data-root", default=None, help="where the dataset lives, if not where training read it")
-    args = parser.parse_args(argv)
     warnings.filterwarnings("ignore")
     try:
+        args = parser.parse_args(argv)
         result = evaluate(args.checkpoint, args.split, args.out, args.num_images, args.data_root)
     except UserError as err:
         print(f"error: {err}", file=sys.stderr)

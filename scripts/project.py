@@ -27,7 +27,7 @@ from pathlib import Path
 from hydra.utils import instantiate
 
 from swwae.checkpoints import load_model
-from swwae.errors import ConfigError, UserError
+from swwae.errors import ConfigError, OneLineParser, UserError
 from swwae.images import projection_figure, save_png
 from swwae.pooling import WHERE_MODES
 from swwae.projection import check_stage, project, strongest
@@ -38,13 +38,6 @@ HELP = {"stage": "1..number of stages (default: the top one)", "top": "how many 
         "distinct": "true | false: false allows several picks from one channel (default true)",
         "zoom": "pixel magnification of the PNG (default: an image 84 pixels wide at least; 3 for MNIST)",
         "out": "PNG path (default: beside the checkpoint)"}
-
-
-class OneLineParser(argparse.ArgumentParser):
-    """argparse whose errors are a ConfigError: main() prints one ``error:`` line, exit status 2."""
-
-    def error(self, message):
-        raise ConfigError(message)
 
 
 def parser() -> argparse.ArgumentParser:

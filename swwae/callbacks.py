@@ -14,7 +14,7 @@ import numpy as np
 import torch
 from lightning.pytorch.callbacks import ProgressBar, TQDMProgressBar
 
-from swwae.images import reconstruction_panels
+from swwae.images import Picture, reconstruction_panels
 from swwae.loggers import log_config, log_image, takes_images
 
 
@@ -36,10 +36,11 @@ class ReconstructionImages(L.Callback):
             return
         if self._images is None:  # fixed once: the same digits every epoch
             self._images = trainer.datamodule.images("val", self.num_images)
-        panels = reconstruction_panels(module.net, self._images.to(module.device))
+        panels = {name: Picture(image) for name, image in
+                  reconstruction_panels(module.net, self._images.to(module.device)).items()}
         for logger in loggers:
-            for name, image in panels.items():
-                log_image(logger, name, image, step=trainer.current_epoch)
+            for name, picture in panels.items():
+                log_image(logger, name, picture, step=trainer.current_epoch)
 
 
 class SaveRunConfig(L.Callback):

@@ -3,9 +3,9 @@ that hands each of them what the training job logs beyond Lightning's scalars.
 
 * ``check_extras(cfg)``: a logger whose package is an optional extra (mlflow, wandb) and is
   not installed stops the run before any training, with one line naming the pip command.
-* ``log_image(logger, name, image, step)``: a panel of ``swwae.images`` to any logger that
-  takes images (TensorBoard, MLflow, W&B, or any logger with Lightning's ``log_image``);
-  CSV takes none.
+* ``log_image(logger, name, image, step)``: a panel of ``swwae.images`` (a ``Picture``,
+  converted once for all loggers) to any logger that takes images (TensorBoard, MLflow,
+  W&B, or any logger with Lightning's ``log_image``); CSV takes none.
 * ``log_config(logger, params)``: the run config (``run_params``), at the start of a run:
   MLflow params, W&B config, the ``hparams.yaml`` of CSV and TensorBoard. (The training job
   turns off Lightning's own logging of the module's and datamodule's arguments, which would
@@ -31,7 +31,7 @@ from omegaconf import DictConfig, OmegaConf
 from torch import Tensor
 
 from swwae.errors import ConfigError
-from swwae.images import to_uint8
+from swwae.images import Picture
 
 # logger class -> (the package it needs, the extra of pyproject.toml that installs it)
 EXTRAS = {"MLFlowLogger": ("mlflow", "mlflow"), "WandbLogger": ("wandb", "wandb")}
@@ -76,10 +76,20 @@ def takes_images(logger: Logger) -> bool:
     return isinstance(logger, (TensorBoardLogger, MLFlowLogger)) or callable(getattr(logger, "log_image", None))
 
 
-def _pil(image: Tensor):
-    from PIL import Image
+def _tensorboard_image(writer, name: str, picture: Picture, step: int) -> None:
+    """Hand TensorBoard the picture's PNG. ``add_image`` would convert the pixels to float and
+    back and encode them again at zlib's default level, three times the work."""
+    from torch.utils.tensorboard import SummaryWriter
 
-    return Image.fromarray(to_uint8(image))
+    if not isinstance(writer, SummaryWriter):  # tensorboardX: its own protobuf classes
+        writer.add_image(name, picture.pixels, global_step=step, dataformats="HW" if picture.channels == 1 else "HWC")
+        return
+    from tensorboard.compat.proto.summary_pb2 import Summary
+
+    height, width = picture.pixels.shape[:2]
+    image = Summary.Image(height=height, width=width, colorspace=picture.channels, encoded_image_string=picture.png)
+    # what add_image itself does with the summary it builds
+    writer._get_file_writer().add_summary(Summary(value=[Summary.Value(tag=name, image=image)]), step)
 
 
 def _final(metrics: dict[str, float]) -> dict[str, float]:
@@ -89,18 +99,19 @@ def _final(metrics: dict[str, float]) -> dict[str, float]:
 # logging
 
 
-def log_image(logger: Logger, name: str, image: Tensor, step: int) -> bool:
-    """Log ``image`` ((3, H, W) in [0, 1]) as ``name`` at ``step`` (the epoch) to ``logger``;
-    False for a logger that takes no images (CSV). W&B places it at the trainer's global step
-    (its x-axis for everything Lightning logs)."""
+def log_image(logger: Logger, name: str, image: Tensor | Picture, step: int) -> bool:
+    """Log ``image`` (a ``Picture``, or a (3, H, W) tensor in [0, 1]) as ``name`` at ``step``
+    (the epoch) to ``logger``; False for a logger that takes no images (CSV). W&B places it
+    at the trainer's global step (its x-axis for everything Lightning logs)."""
+    picture = image if isinstance(image, Picture) else Picture(image)
     if isinstance(logger, TensorBoardLogger):
-        logger.experiment.add_image(name, to_uint8(image), global_step=step, dataformats="HWC")
+        _tensorboard_image(logger.experiment, name, picture, step)
     elif isinstance(logger, MLFlowLogger):
-        logger.experiment.log_image(logger.run_id, _pil(image), key=mlflow_key(name), step=step)
+        logger.experiment.log_image(logger.run_id, picture.pil, key=mlflow_key(name), step=step)
     elif isinstance(logger, WandbLogger):
-        logger.log_image(key=name, images=[_pil(image)])
+        logger.log_image(key=name, images=[picture.pil])
     elif callable(getattr(logger, "log_image", None)):  # Lightning's signature: (key, images, step)
-        logger.log_image(key=name, images=[_pil(image)], step=step)
+        logger.log_image(key=name, images=[picture.pil], step=step)
     else:
         return False
     return True

@@ -151,6 +151,30 @@ def test_log_image_goes_to_any_logger_with_a_log_image_and_skips_csv(tmp_path):
             self.logged.append((key, images[0].size, step))
 
     image = torch.rand(3, 20, 30)
-    assert log_image(Tracker(), "where/stage_1", image, step=4)
+    assert log_image(Tracker(), "where/stage_1", image, step=4)  # a tensor, or a Picture
     assert Tracker.logged == [("where/stage_1", (30, 20), 4)]
     assert not log_image(CSVLogger(tmp_path), "reconstructions", image, step=0)
+
+
+@pytest.mark.parametrize("channels", [1, 3])
+def test_tensorboard_shows_the_panel_pixel_for_pixel_at_its_step(tmp_path, channels):
+    import io
+
+    import numpy as np
+    import torch
+    from lightning.pytorch.loggers import TensorBoardLogger
+    from PIL import Image
+
+    from swwae.images import Picture
+
+    image = torch.rand(channels, 40, 60, generator=torch.Generator().manual_seed(0)).expand(3, -1, -1).contiguous()
+    picture = Picture(image)
+    logger = TensorBoardLogger(tmp_path, name="run")
+    assert log_image(logger, "middle/stage_1", picture, step=3)
+    logger.experiment.flush()
+    acc = EventAccumulator(str(next(tmp_path.rglob("events.out.tfevents.*"))), size_guidance={"images": 0})
+    acc.Reload()
+    [event] = acc.Images("middle/stage_1")
+    assert (event.step, event.width, event.height) == (3, 60, 40)
+    shown = np.asarray(Image.open(io.BytesIO(event.encoded_image_string)))
+    assert np.array_equal(shown, picture.pixels) and shown.ndim == (2 if channels == 1 else 3)

@@ -9,8 +9,8 @@ import pytest
 import torch
 from torchvision.utils import make_grid
 
-from swwae.images import (MIN_IMAGE_WIDTH, PAD, evaluation_figure, labelled_figure, panel_rows, projection_figure,
-                          reconstruction_panels, upscale_factor)
+from swwae.images import (MIN_IMAGE_WIDTH, PAD, Picture, evaluation_figure, labelled_figure, panel_rows,
+                          projection_figure, reconstruction_panels, to_uint8, upscale_factor)
 from swwae.model import SWWAE
 
 
@@ -109,3 +109,21 @@ def test_the_scripts_write_labelled_pngs_a_person_can_read(make_config, tmp_path
     png = project(best, stage=2, top=8, images=50, out=tmp_path / "proj.png")
     width, height = Image.open(png).size
     assert width > grid_width(8, 84) and height > 2 * (84 + PAD) + PAD  # a title, then image and projection rows
+
+
+def test_a_grey_panel_is_kept_as_one_channel_and_its_png_holds_the_same_pixels():
+    import io
+
+    import numpy as np
+    from PIL import Image
+
+    grey = reconstruction_panels(net(), images())["reconstructions"]
+    picture = Picture(grey)
+    assert picture.channels == 1 and picture.pixels.shape == tuple(grey.shape[1:])
+    assert np.array_equal(picture.pixels, to_uint8(grey)[..., 0])  # nothing lost by dropping two copies
+    decoded = Image.open(io.BytesIO(picture.png))
+    assert decoded.mode == "L" and np.array_equal(np.asarray(decoded), picture.pixels)
+
+    colour = reconstruction_panels(net(image_shape=(3, 32, 32)), images(shape=(3, 32, 32)))["reconstructions"]
+    picture = Picture(colour)
+    assert picture.channels == 3 and np.array_equal(np.asarray(Image.open(io.BytesIO(picture.png))), to_uint8(colour))

@@ -302,6 +302,12 @@ def test_evaluate_a_bad_checkpoint_is_one_error_line(tmp_path, capsys, damage, t
 # NaN and infinite losses
 
 
+def test_evaluate_a_bad_option_is_one_error_line(tmp_path, capsys):
+    assert evaluate_main([str(tmp_path / "best.ckpt"), "--split", "train"]) == 2
+    [line] = capsys.readouterr().err.strip().splitlines()  # not argparse's usage, then the error
+    assert line.startswith("error: argument --split: invalid choice: 'train'")
+
+
 def test_nan_loss_is_one_error_line_and_keeps_the_last_good_checkpoint(tmp_path):
     result = train_cli(tmp_path, "model.widths=[8]", "trainer.max_epochs=2",
                        "+callbacks.poison._target_=test_reliability.PoisonAt",
