@@ -210,9 +210,13 @@ class Picture:
 
     @cached_property
     def pil(self):
+        """The PIL image, set to be written as PNG at level 1 by whoever saves it (MLflow and
+        W&B save the images they are given; Pillow reads ``encoderinfo`` on every save)."""
         from PIL import Image
 
-        return Image.fromarray(self.pixels)
+        image = Image.fromarray(self.pixels)
+        image.encoderinfo = {"compress_level": 1}
+        return image
 
     @cached_property
     def png(self) -> bytes:
@@ -222,5 +226,8 @@ class Picture:
 
 
 def save_png(image: Tensor, path) -> None:
-    """Write a (3, H, W) float image in [0, 1] as an 8-bit PNG (grey when it is grey)."""
-    Picture(image).pil.save(path)
+    """Write a (3, H, W) float image in [0, 1] as an 8-bit PNG (grey when it is grey; at
+    Pillow's default level: a file is written once, so it may as well be small)."""
+    from PIL import Image
+
+    Image.fromarray(Picture(image).pixels).save(path)
