@@ -153,6 +153,21 @@ def test_unfinished_jobs_count_as_failed_and_numeric_keys_become_an_axis(tmp_pat
     assert (tmp_path / "summary.png").is_file()
 
 
+def test_sweeps_run_into_one_folder_read_as_one_table(tmp_path):
+    """Two sweeps, each numbering its jobs from 0, into one folder (as the semi-supervised
+    study is run): rows by model in first-seen order, then labels ascending as numbers."""
+    first = [("swwae_hard", labels) for labels in ("100", "600", "1000")] + [("classifier_only", "100")]
+    second = [("swwae_soft", "1000"), ("swwae_soft", "100"), ("classifier_only", "1000")]
+    for sweep, jobs in (("a", first), ("b", second)):
+        for num, (model, labels) in enumerate(jobs):
+            folder = fake_job(tmp_path / sweep, num, [f"model={model}", f"data.num_labels={labels}", "seed=0"], {"test/acc": 0.9})
+            folder.rename(tmp_path / f"{num}_{model}_labels{labels}")
+    rows = [(g.keys["model"], g.keys["data.num_labels"]) for g in collect(tmp_path).groups]
+    assert rows == [("swwae_hard", "100"), ("swwae_hard", "600"), ("swwae_hard", "1000"),
+                    ("swwae_soft", "100"), ("swwae_soft", "1000"),
+                    ("classifier_only", "100"), ("classifier_only", "1000")]
+
+
 def test_published_figures_are_drawn_beside_ours_over_the_label_axis(tmp_path, capsys, monkeypatch):
     for num, (model, labels) in enumerate(itertools.product(["swwae_hard", "classifier_only"], ["100", "1000"])):
         fake_job(tmp_path, num, [f"model={model}", f"data.num_labels={labels}", "seed=0"], {"test/acc": 0.9})

@@ -162,6 +162,20 @@ def job_order(folder: Path):
     return (int(number), folder.name) if number.isdigit() else (math.inf, folder.name)
 
 
+def group_order(varying: list[str], groups: dict[tuple, Group]):
+    """Sort key of the groups: by each varying override in turn, its values ascending when
+    all are numbers (100, 600, 1000), otherwise in the order the jobs first show them. One
+    sweep keeps its launch order; several sweeps run into one folder (each numbering its
+    jobs from 0) read as one table."""
+    ranks = []
+    for i, key in enumerate(varying):
+        seen = list(dict.fromkeys(values[i][1] for values in groups))
+        numbers = [as_number(v) for v in seen]
+        ordered = sorted(seen, key=as_number) if None not in numbers else seen
+        ranks.append({v: r for r, v in enumerate(ordered)})
+    return lambda values: tuple(ranks[i][v] for i, (_, v) in enumerate(values))
+
+
 def collect(sweep_dir) -> Summary:
     """Every job folder under ``sweep_dir`` (one level down: it has ``.hydra/`` or a
     ``metrics.json``), grouped by the overrides that vary, seed excepted."""
@@ -186,4 +200,5 @@ def collect(sweep_dir) -> Summary:
     middles = sorted((m for m in found if m.startswith(f"{split}/middle_mse_")), key=lambda m: int(m.rsplit("_", 1)[1]))
     columns = [f"{split}/{m}" for m in ("recon_mse", "acc", "error_pct") if f"{split}/{m}" in found] + middles
     columns += ["train_time_s"] if "train_time_s" in found else []
-    return Summary(sweep_dir, jobs, list(groups.values()), common, columns)
+    return Summary(sweep_dir, jobs, [groups[v] for v in sorted(groups, key=group_order(varying, groups))],
+                   common, columns)
