@@ -170,6 +170,8 @@ def train(cfg: DictConfig) -> float:
     started = time.perf_counter()
     if cfg.get("keep_freed_memory") and keep_freed_memory():
         log.debug("glibc keeps freed memory for reuse (keep_freed_memory=true)")
+    if cfg.get("flush_denormal") and torch.set_flush_denormal(True):  # False where the CPU cannot
+        log.debug("denormal floats flush to zero (flush_denormal=true)")
     check_seed(cfg.get("seed"))
     check_extras(cfg)  # a tracker whose optional package is missing: one line, before the data
     if cfg.get("seed") is not None:
