@@ -81,7 +81,7 @@ def _tensorboard_image(writer, name: str, picture: Picture, step: int) -> None:
     back and encode them again at zlib's default level, three times the work."""
     from torch.utils.tensorboard import SummaryWriter
 
-    if not isinstance(writer, SummaryWriter):  # tensorboardX: its own protobuf classes
+    if not (isinstance(writer, SummaryWriter) and hasattr(writer, "_get_file_writer")):  # tensorboardX: own protobufs
         writer.add_image(name, picture.pixels, global_step=step, dataformats="HW" if picture.channels == 1 else "HWC")
         return
     from tensorboard.compat.proto.summary_pb2 import Summary
