@@ -22,7 +22,7 @@ import torch.nn.functional as F
 from torch import Tensor
 from torchvision.utils import make_grid
 
-from swwae.model import SWWAE, eval_mode
+from swwae.model import SWWAE, SWWAEOutput, eval_mode
 
 MIN_IMAGE_WIDTH = 84  # pixels an image is magnified to at least, at the default zoom
 PAD = 2  # white pixels between the images of a figure
@@ -136,14 +136,15 @@ def panel_rows(net: SWWAE, x: Tensor) -> dict[str, list[tuple[str, Tensor]]]:
     with eval_mode(net):  # one encoding, decoded with and without the wheres
         whats, wheres, sizes = net.encode(x)
         decoded = net.decode(whats[-1], wheres, sizes)
+        out = SWWAEOutput(decoded[0], whats, wheres, decoded, logits=None)  # forward's, without the head
         dropped = net.decode(whats[-1], [None] * len(wheres), sizes)[0]
-    panels = {"reconstructions": [("input", x.clamp(0, 1)), ("reconstruction", decoded[0].clamp(0, 1)),
+    panels = {"reconstructions": [("input", x.clamp(0, 1)), ("reconstruction", out.recon.clamp(0, 1)),
                                   ("where dropped", dropped.clamp(0, 1))]}
     for i, where in enumerate(wheres, start=1):
         if where is not None:
             mask = _channel_mean(where.mask)
             panels[f"where/stage_{i}"] = [(f"where mask stage {i}", _scaled_by(mask, mask))]
-    for i, (middle, target) in enumerate(zip(decoded[1:], whats[:-1]), start=1):
+    for i, (middle, target) in enumerate(out.middle_pairs, start=1):
         target, middle = _channel_mean(target), _channel_mean(middle)
         panels[f"middle/stage_{i}"] = [(f"stage {i} what", _scaled_by(target, target)),
                                        (f"stage {i} what decoded", _scaled_by(middle, target))]
