@@ -1,6 +1,6 @@
 """Train a Stacked What-Where Auto-encoder: ``python train.py model=swwae_hard``.
 
-Thin Hydra entry point; the job is ``swwae.run.train``.
+Thin Hydra entry point; the job is ``swwae.training.run.train``.
 
 * A single run: bad input (a wrong config value, a missing dataset, a non-finite loss) ends
   with one ``error:`` line and exit status 2; anything else raises as usual.
@@ -24,8 +24,8 @@ from hydra.types import RunMode
 from omegaconf import DictConfig
 
 from swwae.errors import Interrupted, UserError, one_line
-from swwae.run import set_torch_defaults, train
-from swwae.sweep import write_failed_job
+from swwae.training.run import set_torch_defaults, train
+from swwae.training.sweep import write_failed_job
 
 log = logging.getLogger("train")
 

@@ -3,7 +3,7 @@
     python scripts/bench_epoch.py [--epochs 4] [--batch 128] [overrides ...]
     python scripts/bench_epoch.py model=swwae_soft data=mnist_sample
 
-The Lightning side is ``swwae.run.train`` on the real config, composed with Hydra's compose
+The Lightning side is ``swwae.training.run.train`` on the real config, composed with Hydra's compose
 API (as ``python train.py`` would, with the extra overrides given), writing into a temporary
 folder: the Trainer of configs/trainer/default.yaml, the swwae datamodule, logging at its
 default cadence, and the default callbacks (checkpoints, reconstruction images, learning
@@ -17,8 +17,8 @@ training step before each of Lightning's, and one validation batch before each o
 validation batches, off Lightning's clock. A Lightning epoch's clock runs from its
 ``on_train_epoch_start`` to the next one (or to the end of training), less the hand-written
 steps, so it holds the data loading, hooks, logging, validation, image logging and
-checkpointing too. The clock and the twin loop are ``swwae.epoch_clock`` (shared with
-``scripts/bench_scaling.py``); medians and ratios ``swwae.benchmarking``.
+checkpointing too. The clock and the twin loop are ``swwae.bench.epoch_clock`` (shared with
+``scripts/bench_scaling.py``); medians and ratios ``swwae.bench.harness``.
 Target (docs/architecture.md 5): Lightning + data pipeline <= 1.10x the hand-written loop per epoch.
 """
 
@@ -30,9 +30,9 @@ from pathlib import Path
 
 import torch
 
-from swwae.benchmarking import median, paired_ratio, set_threads
-from swwae.epoch_clock import limit_batches, run
-from swwae.run import set_torch_defaults
+from swwae.bench.harness import median, paired_ratio, set_threads
+from swwae.bench.epoch_clock import limit_batches, run
+from swwae.training.run import set_torch_defaults
 
 TARGET = 1.10
 

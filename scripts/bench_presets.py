@@ -12,7 +12,7 @@ the images of one epoch (its training split, labelled and unlabelled) gives seco
 epoch on this CPU. The GPU column is an estimate, not a measurement: the step's FLOPs
 (``torch.utils.flop_counter``) over one epoch, at ``--gpu-tflops`` sustained (default 15:
 about half of an A100's dense TF32 peak for convolutions this size). Peak memory is that of
-one training step at the measured batch (``swwae.benchmarking.peak_memory``).
+one training step at the measured batch (``swwae.bench.harness.peak_memory``).
 
 ``--stl10-rss N`` writes N synthetic unlabelled images (N x 27,648 bytes) plus small labelled
 files in STL-10's binary format to a temporary folder, loads them with ``data=stl10`` in a
@@ -37,9 +37,9 @@ from hydra.utils import get_class
 from omegaconf import OmegaConf
 from torch.utils.flop_counter import FlopCounterMode
 
-from swwae.benchmarking import median, peak_memory, set_threads, timed
-from swwae.host_memory import keep_freed_memory
-from swwae.module import SWWAEModule
+from swwae.bench.harness import median, peak_memory, set_threads, timed
+from swwae.training.host_memory import keep_freed_memory
+from swwae.training.module import SWWAEModule
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 PRESETS = sorted(p.stem for p in (CONFIGS / "experiment" / "paper").glob("*.yaml"))
@@ -101,7 +101,7 @@ def stl10_rss(images: int) -> tuple[float, float, float]:
         code = textwrap.dedent(f"""
             import resource, torchvision.datasets
             torchvision.datasets.STL10._check_integrity = lambda self: True  # synthetic files
-            from swwae.data import STL10DataModule
+            from swwae.training.data import STL10DataModule
             dm = STL10DataModule(root={root!r}, val_size=20)
             before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
             dm.setup()

@@ -2,9 +2,9 @@
 
     python scripts/bench_scaling.py [--sizes 1000 2000 4000] [--widths 16 32 64] [--epochs 2] [--repeats 1]
 
-Every point is ``swwae.run.train`` on the real config (train.py's code path: Trainer,
+Every point is ``swwae.training.run.train`` on the real config (train.py's code path: Trainer,
 datamodule, logging, the default callbacks; ``test=false``), timed epoch by epoch as in
-``scripts/bench_epoch.py`` (``swwae.epoch_clock``, without the hand-written twin); the first
+``scripts/bench_epoch.py`` (``swwae.bench.epoch_clock``, without the hand-written twin); the first
 epoch of each run is warm-up. The data sweep runs the default widths on 1k, 2k and 4k
 training images a epoch (``trainer.limit_train_batches``; validation stays the 500 images
 of the split); the width sweep runs widths ``[w, 2w]`` (the default is [32, 64]) on the
@@ -25,9 +25,9 @@ from pathlib import Path
 
 import torch
 
-from swwae.benchmarking import median, set_threads
-from swwae.epoch_clock import limit_batches, run
-from swwae.run import set_torch_defaults
+from swwae.bench.harness import median, set_threads
+from swwae.bench.epoch_clock import limit_batches, run
+from swwae.training.run import set_torch_defaults
 
 
 def fit_line(xs, ys) -> tuple[float, float, float]:

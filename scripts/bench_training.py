@@ -11,7 +11,7 @@ native: the ratio of the medians, and the median of the ratios of steps run back
 (targets, docs/architecture.md 5: hard <= 1.05x, soft <= 1.5x; hard peak memory <= 1.1x). Peak
 memory is the high-water mark of torch's CPU allocator during one step (profiler memory
 events, allocation by allocation), or ``torch.cuda.max_memory_allocated`` on a GPU; timing
-and memory come from ``swwae.benchmarking``, shared by every benchmark. The page faults a
+and memory come from ``swwae.bench.harness``, shared by every benchmark. The page faults a
 step count memory fetched afresh from the OS. As in ``train.py`` (``keep_freed_memory:
 true``), glibc keeps freed memory for the next step; with ``--no-keep-freed-memory`` it
 hands the activations back at the end of every step, as it does by default, and every step
@@ -25,9 +25,9 @@ import argparse
 import torch
 from torch import nn
 
-from swwae.benchmarking import interleave, peak_memory, set_threads
-from swwae.host_memory import keep_freed_memory
-from swwae.module import SWWAEModule
+from swwae.bench.harness import interleave, peak_memory, set_threads
+from swwae.training.host_memory import keep_freed_memory
+from swwae.training.module import SWWAEModule
 
 SHAPES = {"mnist": (1, 28, 28), "cifar10": (3, 32, 32)}
 VARIANTS = ("native", "hard", "soft")

@@ -22,7 +22,7 @@ import warnings
 from pathlib import Path
 
 from swwae.errors import OneLineParser, UserError
-from swwae.sweep import reconstruction_figure, write_summary
+from swwae.training.sweep import reconstruction_figure, write_summary
 
 
 def reference(text: str) -> tuple[str, dict[float, float]]:

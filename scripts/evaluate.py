@@ -22,7 +22,7 @@ from pathlib import Path
 import lightning as L
 from hydra.utils import instantiate
 
-from swwae.checkpoints import load_model
+from swwae.training.checkpoints import load_model
 from swwae.errors import OneLineParser, UserError
 from swwae.images import evaluation_figure, save_png
 

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from hydra.utils import instantiate
 
-from swwae.checkpoints import load_model
+from swwae.training.checkpoints import load_model
 from swwae.errors import ConfigError, OneLineParser, UserError
 from swwae.images import projection_figure, save_png
 from swwae.pooling import WHERE_MODES

@@ -2,7 +2,10 @@
 
 ``swwae.load(path)`` gives back a trained network as plain torch (``swwae.model.SWWAE``)."""
 
+from swwae import _moved
 from swwae.pooling import MODES, Unpool, WhatWherePool, make_pool
+
+_moved.install()  # swwae.module, swwae.data, ... of checkpoints written before 0.2
 
 __all__ = ["MODES", "Unpool", "WhatWherePool", "load", "make_pool"]
 __version__ = "0.1.0"
@@ -22,7 +25,7 @@ def load(path, device="cpu"):
     A missing, unreadable or foreign checkpoint raises ``swwae.errors.CheckpointError``
     (one line saying what is wrong), as ``scripts/evaluate.py`` reports it.
     """
-    from swwae.checkpoints import load_model  # imports Lightning: only when a model is loaded
+    from swwae.training.checkpoints import load_model  # imports Lightning: only when a model is loaded
 
     module, config = load_model(path)
     net = module.net.to(device).eval()

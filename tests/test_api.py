@@ -11,10 +11,10 @@ import torch
 from hydra.utils import instantiate
 
 import swwae
-from swwae.checkpoints import load_model
+from swwae.training.checkpoints import load_model
 from swwae.errors import CheckpointError
 from swwae.model import SWWAE
-from swwae.run import train
+from swwae.training.run import train
 
 
 def test_load_round_trips_a_checkpoint_to_the_metrics_of_evaluate(make_config, tmp_path):

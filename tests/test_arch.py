@@ -14,8 +14,8 @@ from conftest import ROOT, run_cli
 from swwae.arch import ArchError, parse, shorthand
 from swwae.errors import ConfigError
 from swwae.model import SWWAE, convs
-from swwae.module import SWWAEModule
-from swwae.run import train
+from swwae.training.module import SWWAEModule
+from swwae.training.run import train
 
 STL10 = ("(64)3c-4p-(64)3c-3p-(128)3c-(128)3c-2p-(256)3c-(256)3c-(256)3c-(512)3c-(512)3c-(512)3c-2p-10fc")
 

@@ -76,7 +76,7 @@ def test_bench_presets(capsys):
     assert "STL-10 loader, 60 unlabelled images" in out and "peak RSS" in out
 
 
-# the shared harness (swwae/benchmarking.py)
+# the shared harness (swwae/bench/harness.py)
 
 
 def test_interleave_runs_round_robin_after_the_warmup():
@@ -113,6 +113,6 @@ def test_the_scripts_run_from_anywhere(tmp_path):
     """As scripts, from another folder: the harness comes from the package (no sys.path edits)."""
     for script in ("bench_pooling", "bench_training", "bench_epoch", "bench_scaling", "bench_presets"):
         assert "sys.path" not in (ROOT / "scripts" / f"{script}.py").read_text()
-    # bench_scaling imported bench_epoch through sys.path; both now share swwae.epoch_clock
+    # bench_scaling imported bench_epoch through sys.path; both now share swwae.bench.epoch_clock
     result = run_cli(ROOT / "scripts" / "bench_scaling.py", "--help", cwd=tmp_path)
     assert result.returncode == 0 and "usage:" in result.stdout, result.stderr[-2000:]

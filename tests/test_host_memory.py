@@ -7,14 +7,14 @@ import sys
 
 import pytest
 
-import swwae.run
-from swwae.run import train
+import swwae.training.run
+from swwae.training.run import train
 
 # four 12 MiB tensors a step, allocated and freed, as a training step's activations are;
 # prints the pages faulted in afresh by each of 12 steps
 STEPS = """
 import resource, sys, torch
-from swwae.host_memory import keep_freed_memory
+from swwae.training.host_memory import keep_freed_memory
 applied = keep_freed_memory() if sys.argv[1] == "keep" else False
 faults = []
 for _ in range(12):
@@ -43,6 +43,6 @@ def test_freed_memory_is_reused_instead_of_faulted_in_again():
 @pytest.mark.parametrize("keep", [True, False])
 def test_the_training_job_asks_for_it_as_configured(make_config, monkeypatch, keep):
     calls = []
-    monkeypatch.setattr(swwae.run, "keep_freed_memory", lambda: calls.append(True) or True)
+    monkeypatch.setattr(swwae.training.run, "keep_freed_memory", lambda: calls.append(True) or True)
     train(make_config(f"keep_freed_memory={str(keep).lower()}", "+trainer.fast_dev_run=true", "model.widths=[8,16]"))
     assert calls == ([True] if keep else [])

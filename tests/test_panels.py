@@ -99,7 +99,7 @@ def test_the_scripts_write_labelled_pngs_a_person_can_read(make_config, tmp_path
 
     from scripts.evaluate import evaluate
     from scripts.project import run as project
-    from swwae.run import train
+    from swwae.training.run import train
 
     train(make_config("model.widths=[4,8]"))
     best = tmp_path / "checkpoints" / "swwae_hard_mnist_sample_seed0" / "best.ckpt"

@@ -12,7 +12,7 @@ import pytest
 from conftest import CONFIG_DIR
 from helpers.datasets import write_cifar, write_mnist, write_stl10, write_svhn
 from swwae.arch import parse
-from swwae.run import train
+from swwae.training.run import train
 
 PRESETS = sorted(p.stem for p in (CONFIG_DIR / "experiment" / "paper").glob("*.yaml"))
 # what each preset needs to run on a few written images: the data files, and smaller splits

@@ -14,10 +14,10 @@ from scripts.project import main as project_main
 from scripts.project import parse
 from swwae.errors import ConfigError
 from swwae.model import SWWAE
-from swwae.module import SWWAEModule
+from swwae.training.module import SWWAEModule
 from swwae.projection import deconvolve, encode_to, project, projection_grid, strongest
 
-DATA = {"_target_": "swwae.data.MNISTSampleDataModule", "batch_size": 128, "num_labels": None, "seed": 0,
+DATA = {"_target_": "swwae.training.data.MNISTSampleDataModule", "batch_size": 128, "num_labels": None, "seed": 0,
         "split_seed": 0, "num_workers": 0, "val_size": 500, "test_size": 500}
 
 

@@ -33,11 +33,11 @@ from hydra.utils import instantiate
 from conftest import MODEL_CONFIGS, QUICK, ROOT, compose_config
 from helpers.pooling import geometries, soft_reference, windows
 from scripts.evaluate import main as evaluate_main
-from swwae.checkpoint_io import AtomicCheckpointIO, atomic_torch_save, remove_stale_temp_files
-from swwae.checkpoints import load_model
+from swwae.training.checkpoint_io import AtomicCheckpointIO, atomic_torch_save, remove_stale_temp_files
+from swwae.training.checkpoints import load_model
 from swwae.errors import CheckpointError, ConfigError, DataError, NonFiniteError
 from swwae.pooling import Unpool, WhatWherePool
-from swwae.run import build_trainer, train
+from swwae.training.run import build_trainer, train
 
 TESTS = Path(__file__).resolve().parent
 RUN = "swwae_hard_mnist_sample_seed0"  # run_name of the default config with seed=0
@@ -403,7 +403,7 @@ def write_mnist_files(root: Path, which: int, content: bytes) -> Path:
         (["optimized_mode=up"], "optimized_mode must be min or max"),
         (["trainer.devices=0"], r"Trainer.*devices=0"),
         (["+trainer.max_epoch=3"], "unexpected keyword argument 'max_epoch'"),
-        (["callbacks.reconstruction_images._target_=swwae.callbacks.Nope"], "Error locating target 'swwae.callbacks.Nope'"),
+        (["callbacks.reconstruction_images._target_=swwae.training.callbacks.Nope"], "Error locating target 'swwae.training.callbacks.Nope'"),
     ],
 )
 def test_more_bad_values_are_one_line_before_any_training(make_config, tmp_path, overrides, message):

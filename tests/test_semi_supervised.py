@@ -12,10 +12,10 @@ import pytest
 import torch
 
 from conftest import MODEL_CONFIGS
-from swwae.data.batching import UNLABELLED, LabelledBatchSampler, SemiSupervisedBatch, batch_loader
-from swwae.data import MNISTSampleDataModule
+from swwae.training.data.batching import UNLABELLED, LabelledBatchSampler, SemiSupervisedBatch, batch_loader
+from swwae.training.data import MNISTSampleDataModule
 from swwae.errors import ConfigError
-from swwae.run import train
+from swwae.training.run import train
 
 N, BATCH, K = 1000, 64, 16  # 1000 training samples, 16 labelled in every batch of 64
 
@@ -220,7 +220,7 @@ def test_a_resumed_semi_supervised_run_matches_an_uninterrupted_one(make_config,
 
 
 def test_noisy_inputs_are_reconstructed_into_the_clean_images_and_clean_features():
-    from swwae.module import SWWAEModule
+    from swwae.training.module import SWWAEModule
 
     torch.manual_seed(0)
     module = SWWAEModule(widths=[4, 8], dropout=0.5, input_noise=0.5, clean_middle_targets=True).train()

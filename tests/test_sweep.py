@@ -14,7 +14,7 @@ from hydra.core.global_hydra import GlobalHydra
 from hydra.core.hydra_config import HydraConfig
 
 from conftest import CONFIG_DIR, QUICK, ROOT, run_cli
-from swwae.sweep import collect, markdown, numeric_axis, write_summary
+from swwae.training.sweep import collect, markdown, numeric_axis, write_summary
 
 TINY = [*QUICK, "trainer.limit_train_batches=2", "trainer.limit_val_batches=1", "model.widths=[8]"]
 

@@ -11,7 +11,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 
 from conftest import CONFIG_DIR, MODEL_CONFIGS, ROOT, run_cli
 from swwae.errors import ConfigError
-from swwae.run import train
+from swwae.training.run import train
 
 
 
@@ -36,7 +36,7 @@ def test_experiment_presets_compose(make_config):
     folder = CONFIG_DIR / "experiment"
     for preset in sorted(p.relative_to(folder).with_suffix("").as_posix() for p in folder.rglob("*.yaml")):
         cfg = make_config(f"experiment={preset}")
-        assert cfg.model.pool_mode and cfg.data._target_.startswith("swwae.data.")
+        assert cfg.model.pool_mode and cfg.data._target_.startswith("swwae.training.data.")
 
 
 def test_a_short_run_leaves_logs_metrics_and_a_checkpoint_that_reloads(make_config, tmp_path):
@@ -127,9 +127,9 @@ def test_cli_unknown_model_name_fails_with_the_choices(tmp_path):
 @pytest.mark.parametrize("flush", [True, False])
 def test_the_training_job_flushes_denormal_floats_as_configured(make_config, monkeypatch, flush):
     """On by default: soft pooling's tiny weights made denormal floats, 3x slower on CPU."""
-    import swwae.run
+    import swwae.training.run
 
     calls = []
-    monkeypatch.setattr(swwae.run.torch, "set_flush_denormal", lambda on: calls.append(on) or True)
+    monkeypatch.setattr(swwae.training.run.torch, "set_flush_denormal", lambda on: calls.append(on) or True)
     train(make_config(*([] if flush else ["flush_denormal=false"]), "+trainer.fast_dev_run=true", "model.widths=[8,16]"))
     assert calls == ([True] if flush else [])

@@ -19,7 +19,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from swwae.data.base import OFFLINE_HINT, InMemoryDataModule, Splits
+from swwae.training.data.base import OFFLINE_HINT, InMemoryDataModule, Splits
 from swwae.errors import DataError, one_line
 
 # Everything that reading half-written or foreign files can raise.

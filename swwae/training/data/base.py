@@ -1,10 +1,10 @@
 """The in-memory datamodule every dataset here builds on: splits, label subsets, batches.
 
 Images live in memory as uint8 (N, C, H, W) and become float in [0, 1] one batch at a time
-(``swwae.data.batching``): STL-10's 100,000 unlabelled images take 2.8 GB so, 11 GB as
+(``swwae.training.data.batching``): STL-10's 100,000 unlabelled images take 2.8 GB so, 11 GB as
 float32. Nothing is decoded per sample: no PIL, no collate, no worker processes needed.
 
-Splits are seeded and stratified by class (``swwae.data.splits``). A training sample whose
+Splits are seeded and stratified by class (``swwae.training.data.splits``). A training sample whose
 label is hidden carries the label -1: ``num_labels`` keeps the labels of a class-balanced,
 seeded subset of the training split and hides the others (STL-10's unlabelled images have
 none to begin with). Every training batch then holds ``labelled_per_batch`` labelled samples
@@ -22,9 +22,9 @@ import torch
 from torch import Tensor
 from torch.utils.data import DataLoader
 
-from swwae.data.augment import random_crop_flip
-from swwae.data.batching import UNLABELLED, LabelledBatchSampler, batch_loader, to_float
-from swwae.data.splits import AUGMENT, LABELS, SPLIT, balanced_subset, derive_seed, generator, stratified_split
+from swwae.training.data.augment import random_crop_flip
+from swwae.training.data.batching import UNLABELLED, LabelledBatchSampler, batch_loader, to_float
+from swwae.training.data.splits import AUGMENT, LABELS, SPLIT, balanced_subset, derive_seed, generator, stratified_split
 from swwae.errors import ConfigError
 
 OFFLINE_HINT = "data=mnist_sample (bundled, works offline)"

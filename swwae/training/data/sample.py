@@ -7,7 +7,7 @@ import functools
 import numpy as np
 import torch
 
-from swwae.data.base import InMemoryDataModule, Splits
+from swwae.training.data.base import InMemoryDataModule, Splits
 
 
 @functools.lru_cache(maxsize=1)

@@ -17,9 +17,9 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from swwae.data.base import Splits, check_int
-from swwae.data.batching import UNLABELLED
-from swwae.data.torchvision_sets import TorchvisionDataModule, _labels
+from swwae.training.data.base import Splits, check_int
+from swwae.training.data.batching import UNLABELLED
+from swwae.training.data.torchvision_sets import TorchvisionDataModule, _labels
 from swwae.errors import ConfigError
 
 IMAGE_BYTES = 3 * 96 * 96

@@ -1,7 +1,7 @@
 """``SweepSummary``: the Hydra callback that summarises every multirun when it ends.
 
 Its own module because it is the one piece that needs Hydra's callback API; named in
-``configs/hydra/default.yaml`` as ``swwae.sweep.SweepSummary`` (re-exported by the package).
+``configs/hydra/default.yaml`` as ``swwae.training.sweep.SweepSummary`` (re-exported by the package).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from pathlib import Path
 from hydra.experimental.callback import Callback
 
 from swwae.errors import one_line
-from swwae.sweep.summary import write_summary
+from swwae.training.sweep.summary import write_summary
 
 
 class SweepSummary(Callback):

@@ -15,13 +15,13 @@ import torch
 from lightning.pytorch.callbacks import ProgressBar, TQDMProgressBar
 
 from swwae.images import Picture, reconstruction_panels
-from swwae.loggers import log_config, log_image, takes_images
+from swwae.training.loggers import log_config, log_image, takes_images
 
 
 class ReconstructionImages(L.Callback):
     """Every ``every_n_epochs``, on the same first ``num_images`` validation images, log the
     panels of ``swwae.images.reconstruction_panels`` (labelled rows, magnified so an image
-    is at least 84 pixels wide) to every logger that takes images (``swwae.loggers.log_image``:
+    is at least 84 pixels wide) to every logger that takes images (``swwae.training.loggers.log_image``:
     TensorBoard, MLflow, W&B; not CSV)."""
 
     def __init__(self, num_images: int = 8, every_n_epochs: int = 1):
@@ -55,8 +55,8 @@ class SaveRunConfig(L.Callback):
 
 
 class LogRunConfig(L.Callback):
-    """Hand the run config (``swwae.loggers.run_params``) to every logger when training
-    starts (``swwae.loggers.log_config``: MLflow params, W&B config, hparams.yaml of CSV and
+    """Hand the run config (``swwae.training.loggers.run_params``) to every logger when training
+    starts (``swwae.training.loggers.log_config``: MLflow params, W&B config, hparams.yaml of CSV and
     TensorBoard; TensorBoard's hparams table comes at the end, with the final metrics)."""
 
     def __init__(self, params: dict):
@@ -81,7 +81,7 @@ class BatchSeed(L.Callback):
     iterator before ``on_train_epoch_start``, an uninterrupted one after). Reseeding right
     before each batch makes a resumed run bit-identical to one that never stopped (with
     ``trainer.deterministic=true``). The data order needs nothing: the sampler is a pure
-    function of (seed, epoch) (``swwae.data.batching``).
+    function of (seed, epoch) (``swwae.training.data.batching``).
     """
 
     def __init__(self, seed: int):

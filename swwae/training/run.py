@@ -20,13 +20,13 @@ from lightning.pytorch.plugins.io import CheckpointIO
 from lightning.pytorch.trainer.states import TrainerStatus
 from omegaconf import DictConfig, OmegaConf
 
-from swwae.callbacks import BatchSeed, LogRunConfig, SaveRunConfig
-from swwae.checkpoint_io import AtomicCheckpointIO
-from swwae.checkpoints import check_resumable, newest_readable, pick_resume_checkpoint
+from swwae.training.callbacks import BatchSeed, LogRunConfig, SaveRunConfig
+from swwae.training.checkpoint_io import AtomicCheckpointIO
+from swwae.training.checkpoints import check_resumable, newest_readable, pick_resume_checkpoint
 from swwae.errors import ConfigError, Interrupted, NonFiniteError, UserError
-from swwae.host_memory import keep_freed_memory
-from swwae.loggers import check_extras, log_summary, run_params
-from swwae.monitor import check_monitor
+from swwae.training.host_memory import keep_freed_memory
+from swwae.training.loggers import check_extras, log_summary, run_params
+from swwae.training.monitor import check_monitor
 
 log = logging.getLogger(__name__)
 

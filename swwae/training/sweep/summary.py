@@ -6,9 +6,9 @@ One function shared by the Hydra callback (at the end of every multirun) and
 
 from __future__ import annotations
 
-from swwae.sweep.figures import plot
-from swwae.sweep.jobs import Summary, collect
-from swwae.sweep.tables import markdown
+from swwae.training.sweep.figures import plot
+from swwae.training.sweep.jobs import Summary, collect
+from swwae.training.sweep.tables import markdown
 
 
 def write_summary(sweep_dir, plot_too: bool = True, references=None) -> Summary:

@@ -1,12 +1,12 @@
 """Epoch timing of train.py's own code path: ``run(overrides, folder)`` composes the real
-config as ``python train.py <overrides>`` would, runs ``swwae.run.train`` into a temporary
+config as ``python train.py <overrides>`` would, runs ``swwae.training.run.train`` into a temporary
 folder with an ``EpochClock`` among its callbacks, and returns the clock.
 
 It lives in the package, not in a script, because two benchmarks share it
 (``scripts/bench_epoch.py``: Lightning against a hand-written loop; ``scripts/bench_scaling.py``:
 epoch time over data and width) and Hydra must import ``EpochClock`` by name. It needs
 Lightning and Hydra, and the checkout's ``configs/``; the plain timing and memory
-measurements are in ``swwae.benchmarking``.
+measurements are in ``swwae.bench.harness``.
 
 The hand-written side (``HandLoop``) is the plainest loop a user would write on *the same
 tensors* (the datamodule's) and the same network (a twin of the LightningModule with the
@@ -35,12 +35,12 @@ from hydra.core.global_hydra import GlobalHydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, open_dict
 
-from swwae.benchmarking import Stopwatch
-from swwae.callbacks import ReconstructionImages
-from swwae.data.batching import to_float
-from swwae.run import train
+from swwae.bench.harness import Stopwatch
+from swwae.training.callbacks import ReconstructionImages
+from swwae.training.data.batching import to_float
+from swwae.training.run import train
 
-ROOT = Path(__file__).resolve().parents[1]  # the checkout: configs/ lives there
+ROOT = Path(__file__).resolve().parents[2]  # the checkout: configs/ lives there
 
 # helpers
 
@@ -229,7 +229,7 @@ class EpochClock(L.Callback):
 
 
 def run(overrides, folder: Path, hand_loop: bool = True) -> tuple[EpochClock, float]:
-    """``swwae.run.train`` on the composed config plus an EpochClock; the clock and the wall time."""
+    """``swwae.training.run.train`` on the composed config plus an EpochClock; the clock and the wall time."""
     cfg = compose_config(folder, overrides)
     with open_dict(cfg):
         cfg.callbacks = cfg.callbacks or {}

@@ -3,13 +3,13 @@
 Every dataset lives in memory as uint8 and is served as whole batches, float per batch
 (``base``, ``batching``); splits and label subsets are seeded (``splits``); augmentation runs
 on whole batches on the training device (``augment``). Configs name these classes as
-``swwae.data.<Class>`` (``configs/data/``).
+``swwae.training.data.<Class>`` (``configs/data/``).
 """
 
-from swwae.data.base import InMemoryDataModule, Splits
-from swwae.data.sample import MNISTSampleDataModule
-from swwae.data.stl10 import STL10DataModule
-from swwae.data.torchvision_sets import (CIFAR10DataModule, CIFAR100DataModule, MNISTDataModule, SVHNDataModule,
+from swwae.training.data.base import InMemoryDataModule, Splits
+from swwae.training.data.sample import MNISTSampleDataModule
+from swwae.training.data.stl10 import STL10DataModule
+from swwae.training.data.torchvision_sets import (CIFAR10DataModule, CIFAR100DataModule, MNISTDataModule, SVHNDataModule,
                                          TorchvisionDataModule)
 
 __all__ = [

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import torch
 
-from swwae.checkpoint_io import remove_stale_temp_files
+from swwae.training.checkpoint_io import remove_stale_temp_files
 from swwae.errors import CheckpointError, one_line
-from swwae.module import SWWAEModule
+from swwae.training.module import SWWAEModule
 
 log = logging.getLogger(__name__)
 

@@ -22,7 +22,7 @@ import torch
 from torch import Tensor
 from torch.utils.data import BatchSampler, DataLoader, Dataset, RandomSampler, Sampler, SequentialSampler
 
-from swwae.data.splits import LABELLED_CYCLES, SHUFFLE, derive_seed, generator
+from swwae.training.data.splits import LABELLED_CYCLES, SHUFFLE, derive_seed, generator
 
 UNLABELLED = -1  # the label of a sample whose label the model must not see
 

@@ -13,8 +13,8 @@ import textwrap
 from pathlib import Path
 
 from swwae.errors import ConfigError
-from swwae.sweep.jobs import Group, Summary, as_number
-from swwae.sweep.tables import header
+from swwae.training.sweep.jobs import Group, Summary, as_number
+from swwae.training.sweep.tables import header
 
 
 def numeric_axis(summary: Summary) -> str | None:
@@ -108,7 +108,7 @@ def reconstruction_figure(summary: Summary, out, num_images: int = 6, split: str
     import matplotlib.pyplot as plt
     from hydra.utils import instantiate
 
-    from swwae.checkpoints import load_model
+    from swwae.training.checkpoints import load_model
     from swwae.images import reconstruction_panels
 
     cells, images = {}, {}

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 
-from swwae.sweep.jobs import Summary
+from swwae.training.sweep.jobs import Summary
 
 NAMES = {"recon_mse": ("recon MSE", ".4f"), "acc": ("acc", ".4f"), "error_pct": ("error %", ".2f")}
 

@@ -1,0 +1,7 @@
+"""The benchmark harness of ``scripts/bench_*.py``: interleaved timing, medians and ratios,
+peak memory (``harness``, pure torch), and the epoch clock of train.py's own code path
+(``epoch_clock``, which needs Lightning, Hydra and the checkout's ``configs/``)."""
+
+from swwae.bench.harness import Stopwatch, Timings, interleave, median, paired_ratio, peak_memory, set_threads, timed
+
+__all__ = ["Stopwatch", "Timings", "interleave", "median", "paired_ratio", "peak_memory", "set_threads", "timed"]
