@@ -1,53 +1,22 @@
-"""Shared fixtures: compose the real Hydra configs into temporary folders (nothing is
-written into the repository), as ``python train.py`` would."""
+"""Fixtures shared by the test modules. Helpers they import live in ``tests/helpers/``
+(``helpers.config``: composing the real configs; ``helpers.cli``: the subprocess launcher;
+``helpers.faults``: fault-injection callbacks; ``helpers.pooling``, ``helpers.datasets``)."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
-from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
-from hydra.core.hydra_config import HydraConfig
-from omegaconf import open_dict
 
-ROOT = Path(__file__).resolve().parents[1]
-CONFIG_DIR = ROOT / "configs"
-
-# a few small batches: enough to exercise every code path in seconds (configs/debug/quick.yaml)
-QUICK = ["debug=quick"]
-MODEL_CONFIGS = sorted(p.stem for p in (CONFIG_DIR / "model").glob("*.yaml"))
-
-
-def compose_config(tmp_path: Path, overrides=(), quick: bool = True):
-    """The train config as Hydra composes it for ``train.py <overrides>``, writing to tmp_path."""
-    GlobalHydra.instance().clear()
-    paths = [f"paths.log_dir={tmp_path / 'logs'}", f"paths.checkpoint_dir={tmp_path / 'checkpoints'}"]
-    with initialize_config_dir(str(CONFIG_DIR), version_base="1.3"):
-        cfg = compose("train", overrides=[*(QUICK if quick else []), *paths, *overrides], return_hydra_config=True)
-    with open_dict(cfg):
-        cfg.paths.output_dir = str(tmp_path / "output")
-        cfg.hydra.runtime.output_dir = str(tmp_path / "output")
-    HydraConfig.instance().set_config(cfg)
-    with open_dict(cfg):
-        del cfg["hydra"]  # as in a real run: the job sees its config, Hydra's lives in HydraConfig
-    return cfg
+from helpers.config import compose_config
 
 
 @pytest.fixture
 def make_config(tmp_path):
+    """``make_config(*overrides, quick=True)``: the train config of ``train.py <overrides>``,
+    every output under ``tmp_path``."""
+
     def make(*overrides, quick=True):
         return compose_config(tmp_path, overrides, quick)
 
     yield make
     GlobalHydra.instance().clear()
-
-
-def run_cli(*args, cwd: Path, timeout: int = 300) -> subprocess.CompletedProcess:
-    """Run ``python train.py ...`` (or a script) as a user would, in ``cwd``."""
-    env = dict(os.environ, PYTHONWARNINGS="ignore", HYDRA_FULL_ERROR="0")
-    return subprocess.run([sys.executable, *map(str, args)], cwd=cwd, env=env, capture_output=True, text=True,
-                          timeout=timeout)

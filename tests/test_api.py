@@ -59,6 +59,7 @@ def test_load_reports_bad_checkpoints_as_evaluate_does(tmp_path):
         swwae.load(tmp_path / "other.ckpt")
 
 
+@pytest.mark.slow
 def test_import_swwae_does_not_import_lightning():
     code = "import sys, swwae; assert callable(swwae.load); print(sorted(m for m in sys.modules if m.startswith('lightning')))"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
@@ -70,7 +71,7 @@ def test_the_readmes_use_a_trained_model_example_runs(make_config, tmp_path):
     """The README's example, as printed, on a fresh two-stage checkpoint."""
     import re
 
-    from conftest import ROOT
+    from helpers.config import ROOT
 
     train(make_config("model.widths=[8,16]"))
     readme = (ROOT / "README.md").read_text()

@@ -10,7 +10,8 @@ import pytest
 import torch
 from torch import nn
 
-from conftest import ROOT, run_cli
+from helpers.cli import run_cli
+from helpers.config import ROOT
 from swwae.arch import ArchError, parse, shorthand
 from swwae.errors import ConfigError
 from swwae.model import SWWAE, convs
@@ -116,6 +117,7 @@ def test_a_reconstruction_only_string_monitors_the_reconstruction(make_config, t
     assert "test/acc" not in json.loads((tmp_path / "output" / "metrics.json").read_text())["metrics"]
 
 
+@pytest.mark.slow
 def test_cli_bad_string_is_an_error_line_with_a_caret_and_exit_2(tmp_path):
     result = run_cli(ROOT / "train.py", 'model.arch="(16)5c-(32)5x-2p"', f"hydra.run.dir={tmp_path}", cwd=tmp_path)
     assert result.returncode == 2, result.stderr[-2000:]

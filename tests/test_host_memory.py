@@ -33,6 +33,7 @@ def page_faults_per_step(mode: str) -> tuple[bool, list[int]]:
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's mallopt")
+@pytest.mark.slow
 def test_freed_memory_is_reused_instead_of_faulted_in_again():
     applied, faults = page_faults_per_step("keep")
     assert applied

@@ -14,7 +14,8 @@ import yaml
 from lightning.pytorch.loggers import CSVLogger, Logger
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from conftest import ROOT, run_cli
+from helpers.cli import run_cli
+from helpers.config import ROOT
 from swwae.errors import ConfigError
 from swwae.training.loggers import log_image, wandb_offline
 from swwae.training.run import train
@@ -76,6 +77,7 @@ def empty_mlflow_db(request, folder):
     return f"sqlite:///{path}"
 
 
+@pytest.mark.slow
 def test_mlflow_run_holds_metrics_params_and_the_panels(make_config, tmp_path, monkeypatch, request):
     pytest.importorskip("mlflow")
     from mlflow import MlflowClient
@@ -110,6 +112,7 @@ def test_a_missing_extra_is_one_error_before_any_training(make_config, tmp_path,
     assert not (tmp_path / "checkpoints").exists() and not (tmp_path / "logs").exists()
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(importlib.util.find_spec("wandb") is not None, reason="wandb is installed")
 def test_cli_missing_wandb_is_one_error_line_and_exit_2(tmp_path):
     result = run_cli(ROOT / "train.py", "logger=wandb", f"hydra.run.dir={tmp_path}", f"paths.log_dir={tmp_path / 'logs'}",

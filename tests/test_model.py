@@ -77,7 +77,7 @@ def test_the_model_config_lists_every_setting_with_the_code_defaults():
 
     from omegaconf import OmegaConf
 
-    from conftest import CONFIG_DIR
+    from helpers.config import CONFIG_DIR
     from swwae.training.module import DATA_ARGS, SWWAEModule
 
     config = OmegaConf.to_container(OmegaConf.load(CONFIG_DIR / "model" / "swwae_hard.yaml"))

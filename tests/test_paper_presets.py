@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from conftest import CONFIG_DIR
+from helpers.config import CONFIG_DIR
 from helpers.datasets import write_cifar, write_mnist, write_stl10, write_svhn
 from swwae.arch import parse
 from swwae.training.run import train

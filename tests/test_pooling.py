@@ -6,10 +6,10 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from helpers.pooling import geometries, soft_reference
+from helpers.pooling import geometries, soft_reference, windows
 from swwae.pooling import MODES, Unpool, WhatWherePool, make_pool, splat
 from swwae.pooling.soft import _add_at
 
@@ -440,3 +440,94 @@ def test_soft_accepts_channels_last_input():
     what, where = pool(x)
     expected_what, expected_where = pool(x.contiguous())
     assert torch.allclose(Unpool(pool)(what, where), Unpool(pool)(expected_what, expected_where))
+
+
+# the contract under extreme values (the single-input cases, huge finite values, a -inf cell,
+# 1x1 and whole-input windows are with the soft pooling tests above)
+
+
+F32 = torch.finfo(torch.float32)
+SPECIAL = [math.inf, -math.inf, math.nan, F32.max, -F32.max, 1e30, -1e30, F32.tiny, -F32.tiny, 1e-45, 0.0, -0.0]
+MODERATE = 1e3  # |x| up to here: soft must match its float64 definition
+
+
+@st.composite
+def extreme_inputs(draw):
+    """A random geometry (``helpers.pooling.geometries``: kernels 1-4, strides 1-4, padding
+    up to kernel // 2, odd and rectangular sizes) and a float32 input mixing moderate values
+    with +-inf, NaN, the largest and smallest floats, and -0.0."""
+    geometry, shape, seed = draw(geometries(max_size=9, max_batch=2))
+    special_share = draw(st.sampled_from([0.0, 0.05, 0.3, 1.0]))
+    gen = torch.Generator().manual_seed(seed)
+    x = (torch.rand(shape, generator=gen) * 2 - 1) * draw(st.sampled_from([1.0, MODERATE]))
+    picks = torch.rand(shape, generator=gen) < special_share
+    specials = torch.tensor(SPECIAL)[torch.randint(len(SPECIAL), shape, generator=gen)]
+    x = torch.where(picks, specials, x)
+    beta = draw(st.sampled_from([1e-3, 1.0, 10.0, 100.0]))
+    return geometry, x, beta
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(extreme_inputs())
+def test_hard_pooling_is_max_pool2d_for_any_value_nan_and_inf_included(case):
+    """hard: ``what`` is F.max_pool2d bit for bit, whatever the values: NaN wins its
+    windows (as in max_pool2d), +-inf pass through; the mask is unpool(ones), one win per
+    window; the unpooling is shaped like the input. Never an exception."""
+    geometry, x, _ = case
+    pool = WhatWherePool(mode="hard", **geometry)
+    what, where = pool(x)
+    expected = F.max_pool2d(x, geometry["kernel_size"], geometry["stride"], geometry["padding"])
+    torch.testing.assert_close(what, expected, rtol=0, atol=0, equal_nan=True)
+    assert torch.equal(Unpool(pool)(torch.ones_like(what), where), where.mask)
+    assert where.mask.shape == x.shape and where.mask.sum() == what.numel()
+    if torch.isfinite(x).all() and x.abs().max() <= MODERATE:  # the adjoint identity, where sums are finite
+        v = torch.randn(what.shape, generator=torch.Generator().manual_seed(0))
+        back = Unpool(pool)(v, where).double()  # overlapping windows add in float32: a rounding error
+        lhs, rhs = (back * x.double()).sum(), (v.double() * what.double()).sum()
+        assert (lhs - rhs).abs() <= 1e-6 * (v.double().abs() * what.double().abs()).sum() + 1e-9
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(extreme_inputs())
+def test_soft_pooling_survives_any_value_and_keeps_the_damage_inside_its_windows(case):
+    """soft, documented behaviour: never an exception, every output shaped right, the
+    input left as it was. A window of finite values (any magnitude, up to the largest
+    float) and -inf cells gets the soft max and soft argmax of its float64 definition, -inf
+    cells weighing 0, whatever its neighbours hold: NaN and inf stay in their windows. A
+    window holding NaN gives NaN, as in max_pool2d. A window holding +inf gives NaN
+    (max_pool2d: +inf): its logits are beta (z - max) = inf - inf. So does a window of
+    -inf only (max_pool2d: -inf)."""
+    geometry, x, beta = case
+    pool = WhatWherePool(mode="soft", beta=beta, **geometry)
+    before = x.clone()
+    x.requires_grad_(True)
+    what, where = pool(x)
+    back = Unpool(pool)(what, where)
+    back.sum().backward()  # the backward pass runs too
+    assert back.shape == where.mask.shape == x.shape and x.grad.shape == x.shape
+    torch.testing.assert_close(x.detach(), before, rtol=0, atol=0, equal_nan=True)
+
+    cells = windows(before, geometry, -math.inf)
+    finite = torch.isfinite(cells)
+    comparable = (finite | (cells == -math.inf)).all(-1) & finite.any(-1)
+    ref_what, ref_row, ref_col = soft_reference(before, geometry, beta)
+    scale = torch.where(finite, cells, 0.0).abs().amax(-1).clamp_min(1.0).double()
+    assert torch.all((what.double() - ref_what).abs()[comparable] <= 1e-5 * scale[comparable])
+    assert torch.all((where.row.double() - ref_row).abs()[comparable] <= 1e-4)
+    assert torch.all((where.col.double() - ref_col).abs()[comparable] <= 1e-4)
+    has_nan = torch.isnan(cells).any(-1)
+    assert torch.isnan(what[has_nan]).all()
+    assert torch.isnan(what[(cells == math.inf).any(-1) | ~finite.any(-1)]).all()
+
+
+@pytest.mark.parametrize("kernel", [(2, 2), (1, 2), (2, 1), (3, 3)])
+def test_soft_unpooling_backward_survives_nan_positions(kernel):
+    """A window holding NaN or +inf has a NaN soft argmax; the backward pass of the
+    unpooling must give NaN gradients there, not an out-of-bounds gather (a NaN position
+    cast to an index is -2**63: it was, once)."""
+    x = torch.tensor([[math.nan, 1.0, 2.0], [3.0, math.inf, 0.0], [1.0, 2.0, 3.0]]).view(1, 1, 3, 3)
+    x.requires_grad_(True)
+    pool = WhatWherePool(kernel_size=kernel, mode="soft", beta=1.0)
+    what, where = pool(x)
+    Unpool(pool)(what, where).sum().backward()
+    assert x.grad.shape == x.shape

@@ -9,7 +9,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from conftest import ROOT, run_cli
+from helpers.cli import run_cli
+from helpers.config import ROOT
 from scripts.project import main as project_main
 from scripts.project import parse
 from swwae.errors import ConfigError
@@ -117,6 +118,7 @@ def fake_checkpoint(path, mode="hard"):
     return path
 
 
+@pytest.mark.slow
 def test_the_script_writes_a_grid(tmp_path):
     ckpt = fake_checkpoint(tmp_path / "best.ckpt")
     result = run_cli(ROOT / "scripts" / "project.py", ckpt, "stage=2", "top=6", "images=100", cwd=tmp_path)

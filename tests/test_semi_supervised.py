@@ -11,7 +11,7 @@ import lightning as L
 import pytest
 import torch
 
-from conftest import MODEL_CONFIGS
+from helpers.config import MODEL_CONFIGS
 from swwae.training.data.batching import UNLABELLED, LabelledBatchSampler, SemiSupervisedBatch, batch_loader
 from swwae.training.data import MNISTSampleDataModule
 from swwae.errors import ConfigError

@@ -13,7 +13,8 @@ from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 from hydra.core.hydra_config import HydraConfig
 
-from conftest import CONFIG_DIR, QUICK, ROOT, run_cli
+from helpers.cli import run_cli
+from helpers.config import CONFIG_DIR, QUICK, ROOT
 from swwae.training.sweep import collect, markdown, numeric_axis, write_summary
 
 TINY = [*QUICK, "trainer.limit_train_batches=2", "trainer.limit_val_batches=1", "model.widths=[8]"]
@@ -37,6 +38,7 @@ def hard_soft_sweep(tmp_path_factory):
     return tmp / "sweep"
 
 
+@pytest.mark.slow
 def test_a_sweep_ends_with_a_summary_table_and_plot(hard_soft_sweep):
     text = (hard_soft_sweep / "summary.md").read_text()
     rows = table_rows(text)
@@ -56,6 +58,7 @@ def test_a_sweep_ends_with_a_summary_table_and_plot(hard_soft_sweep):
         assert math.isfinite(metrics["metrics"]["test/recon_mse"])
 
 
+@pytest.mark.slow
 def test_compare_runs_rebuilds_the_summary_and_a_reconstruction_figure(hard_soft_sweep, capsys):
     before = (hard_soft_sweep / "summary.md").read_text()
     (hard_soft_sweep / "summary.md").unlink()
@@ -76,6 +79,7 @@ def test_compare_runs_on_a_missing_folder_is_one_error_line(tmp_path, capsys):
     assert capsys.readouterr().err.strip().splitlines() == [f"error: sweep folder {tmp_path / 'nothing'} does not exist"]
 
 
+@pytest.mark.slow
 def test_a_failed_job_is_listed_and_the_sweep_exits_nonzero(tmp_path):
     result = sweep(tmp_path, "model=swwae_soft", "model.beta=1,-1")
     assert result.returncode == 1
@@ -217,13 +221,13 @@ def test_sweep_presets_give_every_job_its_own_run_name(preset):
 
 
 def test_hard_vs_soft_sweeps_beta_for_soft_only():
-    arms = sweep_params("hard_vs_soft")["+experiment/pooling@_global_"]
+    arms = sweep_params("hard_vs_soft")["+experiment/hard_vs_soft@_global_"]
     modes = []
     try:
         for arm in arms:
             GlobalHydra.instance().clear()
             with initialize_config_dir(str(CONFIG_DIR), version_base="1.3"):
-                cfg = compose("train", overrides=["experiment=hard_vs_soft", f"+experiment/pooling@_global_={arm}"])
+                cfg = compose("train", overrides=["experiment=hard_vs_soft", f"+experiment/hard_vs_soft@_global_={arm}"])
             modes.append((cfg.model.pool_mode, cfg.model.beta))
     finally:
         GlobalHydra.instance().clear()

@@ -9,7 +9,8 @@ import pytest
 import torch
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from conftest import CONFIG_DIR, MODEL_CONFIGS, ROOT, run_cli
+from helpers.cli import run_cli
+from helpers.config import CONFIG_DIR, MODEL_CONFIGS, ROOT
 from swwae.errors import ConfigError
 from swwae.training.run import train
 
@@ -32,6 +33,7 @@ def test_fast_dev_run_every_model_config(make_config, model):
     assert math.isfinite(value)
 
 
+@pytest.mark.slow
 def test_experiment_presets_compose(make_config):
     folder = CONFIG_DIR / "experiment"
     for preset in sorted(p.relative_to(folder).with_suffix("").as_posix() for p in folder.rglob("*.yaml")):
@@ -102,6 +104,7 @@ def test_invalid_values_are_rejected_before_training(make_config, overrides, mes
     assert not (tmp_path / "checkpoints").exists()
 
 
+@pytest.mark.slow
 def test_cli_bad_value_is_one_error_line_and_nonzero_exit(tmp_path):
     result = run_cli(ROOT / "train.py", "model=swwae_soft", "model.beta=-1", f"hydra.run.dir={tmp_path}",
                      f"paths.checkpoint_dir={tmp_path / 'ck'}", f"paths.log_dir={tmp_path / 'logs'}", cwd=tmp_path)
@@ -110,6 +113,7 @@ def test_cli_bad_value_is_one_error_line_and_nonzero_exit(tmp_path):
     assert "Traceback" not in result.stderr
 
 
+@pytest.mark.slow
 def test_cli_missing_dataset_names_the_folder_and_the_offline_option(tmp_path):
     result = run_cli(ROOT / "train.py", "data=mnist", f"data.root={tmp_path / 'nothing'}", f"hydra.run.dir={tmp_path}",
                      cwd=tmp_path)
@@ -118,6 +122,7 @@ def test_cli_missing_dataset_names_the_folder_and_the_offline_option(tmp_path):
     assert line.startswith("error:") and str(tmp_path / "nothing") in line and "data=mnist_sample" in line
 
 
+@pytest.mark.slow
 def test_cli_unknown_model_name_fails_with_the_choices(tmp_path):
     result = run_cli(ROOT / "train.py", "model=swwae_medium", f"hydra.run.dir={tmp_path}", cwd=tmp_path)
     assert result.returncode != 0

@@ -33,7 +33,7 @@ def write_failed_job(folder, info: dict, error: str) -> dict:
 
 
 def pretty_key(key: str) -> str:
-    """``+experiment/pooling@_global_`` -> ``pooling``; ``model.beta`` stays."""
+    """``+experiment/hard_vs_soft@_global_`` -> ``hard_vs_soft``; ``model.beta`` stays."""
     key = key.lstrip("+~").split("@")[0]
     return key.rsplit("/", 1)[-1]
 

@@ -1,0 +1,83 @@
+"""Fault injection for the subprocess tests: Lightning callbacks that a test adds to a real
+``train.py`` run by dotted path, e.g.
+``+callbacks.kill._target_=helpers.faults.KillAt +callbacks.kill.epoch=1 +callbacks.kill.batch=1``
+(``helpers.cli`` puts ``tests/`` on the child's path)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import signal
+
+import lightning as L
+import torch
+
+
+class AtBatch(L.Callback):
+    """Acts once, at the start of training batch ``batch`` of epoch ``epoch``."""
+
+    def __init__(self, epoch: int, batch: int):
+        self.epoch, self.batch = epoch, batch
+
+    def on_train_batch_start(self, trainer, module, batch, batch_idx):
+        if trainer.current_epoch == self.epoch and batch_idx == self.batch:
+            self.act(trainer, module)
+
+    def act(self, trainer, module) -> None:
+        raise NotImplementedError
+
+
+class KillAt(AtBatch):
+    """SIGKILL this very process: no handler, no cleanup, like the OOM killer or a lost node."""
+
+    def act(self, trainer, module) -> None:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+class InterruptAt(AtBatch):
+    """Press Ctrl-C: SIGINT to this very process."""
+
+    def act(self, trainer, module) -> None:
+        os.kill(os.getpid(), signal.SIGINT)
+
+
+class SignalAt(AtBatch):
+    """Send ``signum`` (a name: SIGTERM, SIGUSR1) to this very process, as a scheduler does
+    before it pre-empts a job."""
+
+    def __init__(self, epoch: int, batch: int, signum: str = "SIGTERM"):
+        super().__init__(epoch, batch)
+        self.signum = getattr(signal, signum)
+
+    def act(self, trainer, module) -> None:
+        os.kill(os.getpid(), self.signum)
+
+
+class PoisonAt(L.Callback):
+    """Fill the first parameter with NaN after training batch ``batch`` of ``epoch`` (after its
+    optimizer step): the next forward pass then yields a NaN loss."""
+
+    def __init__(self, epoch: int, batch: int):
+        self.epoch, self.batch = epoch, batch
+
+    def on_train_batch_end(self, trainer, module, outputs, batch, batch_idx):
+        if trainer.current_epoch == self.epoch and batch_idx == self.batch:
+            with torch.no_grad():
+                next(module.parameters()).fill_(float("nan"))
+
+
+class RecordBatches(L.Callback):
+    """A fingerprint of every training sample each rank sees, written to ``<out>/rank<k>.json``
+    at the end of training (the DDP test reads which samples went where)."""
+
+    def __init__(self, out: str):
+        self.out, self.seen = out, []
+
+    def on_train_batch_start(self, trainer, module, batch, batch_idx):
+        x = batch[0].detach().cpu()
+        self.seen.append([hashlib.sha1(sample.numpy().tobytes()).hexdigest() for sample in x])
+
+    def on_train_end(self, trainer, module):
+        with open(os.path.join(self.out, f"rank{trainer.global_rank}.json"), "w") as f:
+            json.dump({"world_size": trainer.world_size, "batches": self.seen}, f)

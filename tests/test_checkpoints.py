@@ -1,0 +1,207 @@
+"""Checkpoints (docs/architecture.md 5): atomic writes, one safe reader, resume from what
+reads back, one error line for a bad or foreign file, and checkpoints written before the
+package's layers moved still load, resume and evaluate."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import random
+import shutil
+import signal
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from hydra.core.global_hydra import GlobalHydra
+
+from helpers.config import compose_config
+from scripts.evaluate import main as evaluate_main
+from swwae.errors import CheckpointError
+from swwae.training.checkpoint_io import AtomicCheckpointIO, atomic_torch_save, remove_stale_temp_files
+from swwae.training.checkpoints import load_model
+from swwae.training.run import build_trainer, train
+
+RUN = "swwae_hard_mnist_sample_seed0"  # run_name of the default config with seed=0
+
+# helpers
+
+
+def sha(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+# atomic checkpoint writes
+
+
+@pytest.mark.slow
+def test_a_sigkill_during_a_save_leaves_the_old_checkpoint_or_the_new_one(tmp_path):
+    """Kill a process that saves 1 MB checkpoints back to back, at random moments, a dozen
+    times: the file always loads and holds one whole checkpoint. (Plain ``torch.save`` in
+    the same loop leaves a truncated file after nearly every kill.)"""
+    path = tmp_path / "last.ckpt"
+    # tensors made before the fork: a forked child must not enter torch's intra-op thread pool
+    weights = [torch.randn(250_000, generator=torch.Generator().manual_seed(i)) for i in range(2)]
+    totals = [w.sum() for w in weights]
+    atomic_torch_save({"epoch": -1, "weights": weights[1], "total": totals[1]}, path)
+    rng = torch.Generator().manual_seed(0)
+    epochs, killed_mid_save = set(), 0
+    for _ in range(12):
+        pid = os.fork()
+        if pid == 0:  # the child: save until killed
+            try:
+                torch.set_num_threads(1)
+                for epoch in range(10**6):
+                    atomic_torch_save({"epoch": epoch, "weights": weights[epoch % 2], "total": totals[epoch % 2]}, path)
+            finally:
+                os._exit(0)
+        started, seen = time.monotonic(), path.stat().st_mtime_ns
+        while path.stat().st_mtime_ns == seen and time.monotonic() - started < 30:  # one save done
+            time.sleep(0.002)
+        time.sleep(0.02 * torch.rand(1, generator=rng).item())  # then somewhere in the next ones
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        checkpoint = torch.load(path, weights_only=True)  # never truncated...
+        assert torch.equal(checkpoint["weights"].sum(), checkpoint["total"])  # ...nor mixed
+        epochs.add(checkpoint["epoch"])
+        assert len(list(tmp_path.glob(".last.ckpt.tmp-*"))) <= 1  # at most the one being written
+        killed_mid_save += len(remove_stale_temp_files(tmp_path))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["last.ckpt"]
+    assert epochs - {-1}  # the children did replace the file
+    print(f"{killed_mid_save} of 12 kills landed in the middle of a save")
+
+
+def test_a_failed_save_keeps_the_previous_checkpoint(tmp_path, monkeypatch):
+    """A save that dies half-way (disk full, an exception in torch.save) leaves the old
+    file in place and no temp file behind."""
+    io, path = AtomicCheckpointIO(), tmp_path / "last.ckpt"
+    io.save_checkpoint({"epoch": 0}, path)
+    before = sha(path)
+
+    def half_a_save(obj, f, *args, **kwargs):
+        f.write(b"PK\x03\x04 half a zip")
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(torch, "save", half_a_save)
+    with pytest.raises(OSError, match="No space"):
+        io.save_checkpoint({"epoch": 1}, path)
+    assert sha(path) == before
+    assert [p.name for p in tmp_path.iterdir()] == ["last.ckpt"]
+
+
+def test_training_saves_through_the_atomic_checkpoint_io(make_config):
+    trainer = build_trainer(make_config("model.widths=[8]"), [], [])
+    assert isinstance(trainer.strategy.checkpoint_io, AtomicCheckpointIO)
+
+
+# resuming from what is there
+
+
+@pytest.fixture(scope="module")
+def trained_run(tmp_path_factory):
+    """One short run's checkpoints folder (model.widths=[8], one epoch), trained once for
+    the tests below; each copies it with ``copy_run``."""
+    root = tmp_path_factory.mktemp("trained")
+    train(compose_config(root, ["model.widths=[8]"]))
+    GlobalHydra.instance().clear()
+    return root / "checkpoints" / RUN
+
+
+def copy_run(trained_run: Path, tmp_path: Path) -> Path:
+    folder = tmp_path / "checkpoints" / RUN
+    shutil.copytree(trained_run, folder)
+    return folder
+
+
+def test_resume_falls_back_to_best_when_last_is_truncated(make_config, tmp_path, caplog):
+    train(make_config("model.widths=[8]", "trainer.max_epochs=2"))
+    folder = tmp_path / "checkpoints" / RUN
+    best_epoch = torch.load(folder / "best.ckpt", weights_only=True)["epoch"]
+    data = (folder / "last.ckpt").read_bytes()
+    (folder / "last.ckpt").write_bytes(data[: len(data) // 2])  # a save cut short by an old writer
+    (folder / ".last.ckpt.tmp-123-abcd").write_bytes(data[:100])  # a kill mid-save, with this writer
+
+    with caplog.at_level("WARNING"):
+        train(make_config("model.widths=[8]", "trainer.max_epochs=3", "resume=true"))
+    assert "cannot resume from last.ckpt" in caplog.text and "unreadable" in caplog.text
+    assert f"resuming from {folder / 'best.ckpt'} (epoch {best_epoch}) instead" in caplog.text
+    assert "holds a cosine schedule over 2 epochs; this run has trainer.max_epochs=3" in caplog.text
+    assert not (folder / ".last.ckpt.tmp-123-abcd").exists()
+    last = torch.load(folder / "last.ckpt", weights_only=True)  # whole again
+    assert last["global_step"] == 9  # 3 epochs of 3 batches: none lost, none twice
+
+
+@pytest.mark.parametrize("damage", ["truncated", "empty", "foreign"])
+def test_resume_with_no_checkpoint_that_reads_back_is_one_error_and_deletes_nothing(make_config, tmp_path, damage,
+                                                                                    trained_run):
+    folder = copy_run(trained_run, tmp_path)
+    for path in folder.glob("*.ckpt"):
+        if damage == "truncated":
+            path.write_bytes(path.read_bytes()[:5000])
+        elif damage == "empty":
+            path.write_bytes(b"")
+        else:  # a plain state dict from some other project
+            torch.save({"weight": torch.ones(3)}, path)
+    hashes = {p.name: sha(p) for p in folder.iterdir()}
+    with pytest.raises(CheckpointError, match="resume=true but no checkpoint in .* reads back") as err:
+        train(make_config("model.widths=[8]", "resume=true"))
+    assert "\n" not in str(err.value) and "last.ckpt: " in str(err.value) and "best.ckpt: " in str(err.value)
+    assert {p.name: sha(p) for p in folder.iterdir()} == hashes
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ("model.widths=[8,16]", r"different model config \(model.widths: \[8\] -> \[8, 16\]\)"),
+        ("model.pool_mode=soft", r"different model config \(model.pool_mode: hard -> soft\)"),
+        ("data.num_labels=100", r"different data config \(data.num_labels: None -> 100\)"),
+    ],
+)
+def test_resume_with_another_config_is_one_clear_error(make_config, tmp_path, change, message, trained_run):
+    folder = copy_run(trained_run, tmp_path)
+    hashes = {p.name: sha(p) for p in folder.iterdir()}
+    with pytest.raises(CheckpointError, match=message) as err:
+        train(make_config("model.widths=[8]", change, "resume=true"))
+    assert str(err.value).startswith(f"{folder / 'last.ckpt'} was trained with a different")
+    assert str(err.value).endswith("use another run_name or resume=false") and "\n" not in str(err.value)
+    assert {p.name: sha(p) for p in folder.iterdir()} == hashes  # nothing touched
+
+
+# evaluation of bad checkpoints
+
+
+@pytest.mark.parametrize("damage", ["missing", "truncated", "empty", "random bytes", "foreign state dict",
+                                    "pickled object", "other model"])
+def test_evaluate_a_bad_checkpoint_is_one_error_line(tmp_path, capsys, damage, trained_run):
+    path = tmp_path / "model.ckpt"
+    if damage in ("truncated", "other model"):
+        good = trained_run / "last.ckpt"
+        if damage == "truncated":
+            path.write_bytes(good.read_bytes()[:-100])
+        else:  # hparams of one model, weights of another
+            checkpoint = torch.load(good, weights_only=True)
+            checkpoint["hyper_parameters"]["widths"] = [16]
+            torch.save(checkpoint, path)
+    elif damage == "empty":
+        path.write_bytes(b"")
+    elif damage == "random bytes":  # seeds 2 and 14 once failed the unpickler with an IndexError
+        for seed in range(40):
+            path.write_bytes(random.Random(seed).randbytes(5000))
+            with pytest.raises(CheckpointError, match="is unreadable|not written by swwae"):
+                load_model(path)
+    elif damage == "foreign state dict":
+        torch.save({"state_dict": {"w": torch.ones(2)}}, path)
+    elif damage == "pickled object":
+        torch.save({"optimizer": torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=0.1)}, path)
+    capsys.readouterr()
+    assert evaluate_main([str(path), "--out", str(tmp_path / "x.png")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and err.startswith(f"error: checkpoint {path} "), err
+    assert not (tmp_path / "x.png").exists()
+
+
+def test_evaluate_a_bad_option_is_one_error_line(tmp_path, capsys):
+    assert evaluate_main([str(tmp_path / "best.ckpt"), "--split", "train"]) == 2
+    [line] = capsys.readouterr().err.strip().splitlines()  # not argparse's usage, then the error
+    assert line.startswith("error: argument --split: invalid choice: 'train'")
