@@ -21,7 +21,8 @@ import sys
 import warnings
 from pathlib import Path
 
-from swwae.errors import OneLineParser, UserError
+from swwae.cli import OneLineParser
+from swwae.errors import UserError
 from swwae.training.sweep import reconstruction_figure, write_summary
 
 

@@ -23,7 +23,8 @@ import lightning as L
 from hydra.utils import instantiate
 
 from swwae.training.checkpoints import load_model
-from swwae.errors import OneLineParser, UserError
+from swwae.cli import OneLineParser
+from swwae.errors import UserError
 from swwae.images import evaluation_figure, save_png
 
 

@@ -27,7 +27,8 @@ from pathlib import Path
 from hydra.utils import instantiate
 
 from swwae.training.checkpoints import load_model
-from swwae.errors import ConfigError, OneLineParser, UserError
+from swwae.cli import OneLineParser
+from swwae.errors import ConfigError, UserError
 from swwae.images import projection_figure, save_png
 from swwae.pooling import WHERE_MODES
 from swwae.projection import check_stage, project, strongest

@@ -1,6 +1,14 @@
 """Stacked What-Where Auto-encoders: what-where pooling, bound unpooling, and their training.
 
-``swwae.load(path)`` gives back a trained network as plain torch (``swwae.model.SWWAE``)."""
+``swwae.load(path)`` gives back a trained network as plain torch (``swwae.model.SWWAE``).
+The folders are the layers: this package's own modules are pure torch (pooling, the paper's
+notation, the model, its loss, projections, pictures, checkpoint files); ``swwae.training``
+holds the Lightning/Hydra job around them and ``swwae.bench`` the benchmark harness.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
 
 from swwae import _moved
 from swwae.pooling import MODES, Unpool, WhatWherePool, make_pool
@@ -8,10 +16,10 @@ from swwae.pooling import MODES, Unpool, WhatWherePool, make_pool
 _moved.install()  # swwae.module, swwae.data, ... of checkpoints written before 0.2
 
 __all__ = ["MODES", "Unpool", "WhatWherePool", "load", "make_pool"]
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 
-def load(path, device="cpu"):
+def load(path: str | Path, device: str = "cpu"):
     """The network of a checkpoint written by ``train.py``, as a plain-torch
     :class:`swwae.model.SWWAE` in eval mode on ``device`` (CPU unless asked), with the run
     config it was trained with as ``net.config`` (a dict: ``net.config["model"]``,
@@ -22,12 +30,14 @@ def load(path, device="cpu"):
         whats, wheres, sizes = net.encode(x)         # features: whats[-1] is the top stage's
         dropped = net.reconstruct_without_where(x)
 
-    A missing, unreadable or foreign checkpoint raises ``swwae.errors.CheckpointError``
-    (one line saying what is wrong), as ``scripts/evaluate.py`` reports it.
+    Neither Lightning nor Hydra is imported, and nothing in the file can run code (tensors and
+    plain values only, ``swwae.checkpoint_file``). A missing, unreadable, corrupt or foreign
+    checkpoint raises ``swwae.errors.CheckpointError`` (one line saying what is wrong), as
+    ``scripts/evaluate.py`` reports it.
     """
-    from swwae.training.checkpoints import load_model  # imports Lightning: only when a model is loaded
+    from swwae.checkpoint_file import network_of, read_checkpoint
 
-    module, config = load_model(path)
-    net = module.net.to(device).eval()
-    net.config = config
+    checkpoint = read_checkpoint(path)
+    net = network_of(checkpoint, path).to(device).eval()
+    net.config = checkpoint["swwae_config"]
     return net

@@ -7,8 +7,6 @@ where the problem lies; catch ``UserError`` to catch them all.
 
 from __future__ import annotations
 
-import argparse
-
 
 class UserError(ValueError):
     """Something the user can fix; the message says how."""
@@ -29,14 +27,6 @@ class CheckpointError(UserError):
 class NonFiniteError(UserError):
     """Training produced a NaN or infinite loss, or weights; raised before anything
     non-finite is saved over a checkpoint."""
-
-
-class OneLineParser(argparse.ArgumentParser):
-    """argparse whose usage errors are a ``ConfigError``: a script prints them as its one
-    ``error:`` line (exit status 2) like any other bad input, not as usage plus error."""
-
-    def error(self, message):
-        raise ConfigError(message)
 
 
 class Interrupted(KeyboardInterrupt):

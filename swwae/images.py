@@ -175,8 +175,6 @@ def projection_figure(images: Tensor, projections: Tensor, nrow: int | None = No
     """The PNG of ``scripts/project.py``: per pick (columns, ``nrow`` a line), its image
     above its projection (signed: grey is zero, light positive, dark negative), rows
     labelled image | projection."""
-    from swwae.projection import signed_to_unit
-
     n = len(images)
     nrow = nrow or n
     rows = []
@@ -184,6 +182,19 @@ def projection_figure(images: Tensor, projections: Tensor, nrow: int | None = No
         chunk = slice(start, start + nrow)
         rows += [("image", images[chunk].clamp(0, 1)), ("projection", signed_to_unit(projections[chunk]))]
     return labelled_figure(rows, scale=scale, labels=labels, title=title)
+
+
+def projection_grid(images: Tensor, projections: Tensor, nrow: int | None = None) -> Tensor:
+    """(3, H, W) picture: the images of the picks above their projections, pick by pick
+    (columns), in rows of ``nrow`` picks; one pixel per pixel, no labels (the bare grid of
+    ``projection_figure``)."""
+    return projection_figure(images, projections, nrow=nrow, scale=1, labels=False)
+
+
+def signed_to_unit(t: Tensor) -> Tensor:
+    """Per image: divide by its largest |value| and map [-1, 1] to [0, 1] (grey is zero)."""
+    peak = t.flatten(1).abs().amax(1).clamp_min(1e-12).view(-1, *[1] * (t.dim() - 1))
+    return (t / peak + 1) / 2
 
 
 def to_uint8(image: Tensor):

@@ -14,14 +14,16 @@ from __future__ import annotations
 
 import contextlib
 import math
+import inspect
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import torch
 from torch import Tensor, nn
 
-from swwae.arch import Arch, parse, shorthand
+from swwae.arch import Arch, Stage, parse, shorthand
 from swwae.errors import ConfigError
-from swwae.pooling import MODES, Unpool, make_pool
+from swwae.pooling import MODES, Pool, Unpool, make_pool
 
 NONLINEARITIES = {"relu": nn.ReLU, "leaky_relu": nn.LeakyReLU, "elu": nn.ELU, "gelu": nn.GELU, "tanh": nn.Tanh}
 
@@ -69,7 +71,8 @@ class SWWAEOutput:
         return list(zip(self.decoded[1:], self.whats[:-1]))
 
 
-def conv_layers(c_in: int, c_out: int, kernel: int, activation: nn.Module, batch_norm: bool, dropout: float):
+def conv_layers(c_in: int, c_out: int, kernel: int, activation: nn.Module, batch_norm: bool,
+                dropout: float) -> list[nn.Module]:
     """conv -> (batch norm) -> nonlinearity -> (dropout), as a list of layers."""
     layers = [nn.Conv2d(c_in, c_out, kernel, padding=kernel // 2, bias=not batch_norm)]
     if batch_norm:
@@ -78,6 +81,37 @@ def conv_layers(c_in: int, c_out: int, kernel: int, activation: nn.Module, batch
     if dropout:
         layers.append(nn.Dropout2d(dropout))
     return layers
+
+
+def encoder_stage(c_in: int, stage: Stage, activation: type[nn.Module], batch_norm: bool,
+                  dropout: float) -> nn.Sequential:
+    """The stage's convs in order, ``c_in`` maps in, ``stage.channels`` out (the pool that
+    closes the stage is kept apart: the decoder binds to it)."""
+    maps = [c_in] + [conv.channels for conv in stage.convs]
+    return nn.Sequential(*[layer for conv, a, b in zip(stage.convs, maps[:-1], maps[1:])
+                           for layer in conv_layers(a, b, conv.kernel, activation(), batch_norm, dropout)])
+
+
+def decoder_stage(c_in: int, stage: Stage, activation: type[nn.Module], batch_norm: bool,
+                  to_image: bool) -> nn.Sequential:
+    """The mirror of ``encoder_stage``: its convs in reverse, each back to its input maps, no
+    dropout; the last conv of the image decoder (``to_image``) ends in a sigmoid, without
+    batch norm, so the reconstruction lies in [0, 1]."""
+    maps = [c_in] + [conv.channels for conv in stage.convs]
+    steps = list(zip(stage.convs, maps[:-1], maps[1:]))[::-1]  # (conv, its input maps, its output maps)
+    layers = []
+    for j, (conv, a, b) in enumerate(steps):
+        last = to_image and j == len(steps) - 1
+        layers += conv_layers(b, a, conv.kernel, nn.Sigmoid() if last else activation(), batch_norm and not last, 0.0)
+    return nn.Sequential(*layers)
+
+
+def stage_pool(mode: str, stage: Stage, stride: int | None, padding: int, beta: float, wavelet: str) -> Pool:
+    """The pool that closes ``stage``: its PxP windows, in the model's pooling mode."""
+    try:
+        return make_pool(mode, stage.channels, stage.pool, stride, padding, beta, wavelet)
+    except ValueError as err:
+        raise ConfigError(f"model pooling: {err}") from None
 
 
 def convs(block: nn.Sequential) -> list[nn.Conv2d]:
@@ -102,14 +136,14 @@ class SWWAE(nn.Module):
 
     def __init__(
         self,
-        image_shape=(1, 28, 28),
+        image_shape: Sequence[int] = (1, 28, 28),
         arch: str | None = None,
-        widths=(32, 64),
+        widths: Sequence[int] = (32, 64),
         kernel_size: int = 3,
         pool_size: int = 2,
         pool_mode: str = "hard",
-        pool_stride=None,
-        pool_padding=0,
+        pool_stride: int | None = None,
+        pool_padding: int = 0,
         beta: float = 100.0,
         wavelet: str = "haar",
         nonlinearity: str = "relu",
@@ -117,7 +151,7 @@ class SWWAE(nn.Module):
         dropout: float = 0.0,
         num_classes: int | None = 10,
         classifier_dropout: float = 0.0,
-        pixel_mean=None,
+        pixel_mean: float | Sequence[float] | None = None,
     ):
         """``arch`` is the network in the paper's notation; without it, ``widths``,
         ``kernel_size`` and ``pool_size`` are the shorthand for one conv and one pool per
@@ -131,39 +165,43 @@ class SWWAE(nn.Module):
         _check_config(kernel_size, pool_mode, beta, nonlinearity, dropout, image_shape)
         spec = self._spec(arch, widths, kernel_size, pool_size, num_classes)
         self.image_shape, self.pool_mode, self.arch = tuple(image_shape), pool_mode, str(spec)
-        act = NONLINEARITIES[nonlinearity]
+        layers = dict(activation=NONLINEARITIES[nonlinearity], batch_norm=batch_norm)
+        pooling = dict(stride=pool_stride, padding=pool_padding, beta=beta, wavelet=wavelet)
         self.encoders, self.pools = nn.ModuleList(), nn.ModuleList()
         self.decoders, self.unpools = nn.ModuleList(), nn.ModuleList()
-        c_in = image_shape[0]
-        for stage in spec.stages:
-            maps = [c_in] + [conv.channels for conv in stage.convs]
-            kernels = [conv.kernel for conv in stage.convs]
-            encoder = [layer for a, b, k in zip(maps[:-1], maps[1:], kernels)
-                       for layer in conv_layers(a, b, k, act(), batch_norm, dropout)]
-            is_image = len(self.decoders) == 0
-            decoder = [layer for j, (a, b, k) in enumerate(reversed(list(zip(maps[:-1], maps[1:], kernels))))
-                       for layer in conv_layers(b, a, k, nn.Sigmoid() if is_image and j == len(kernels) - 1 else act(),
-                                                batch_norm and not (is_image and j == len(kernels) - 1), 0.0)]
-            try:
-                pool = make_pool(pool_mode, maps[-1], stage.pool, pool_stride, pool_padding, beta, wavelet)
-            except ValueError as err:
-                raise ConfigError(f"model pooling: {err}") from None
-            self.encoders.append(nn.Sequential(*encoder))
-            self.decoders.append(nn.Sequential(*decoder))
-            self.pools.append(pool)
-            self.unpools.append(Unpool(pool))
-            c_in = maps[-1]
+        channels = image_shape[0]
+        for i, stage in enumerate(spec.stages):
+            self.encoders.append(encoder_stage(channels, stage, dropout=dropout, **layers))
+            self.decoders.append(decoder_stage(channels, stage, to_image=i == 0, **layers))
+            self.pools.append(stage_pool(pool_mode, stage, **pooling))
+            self.unpools.append(Unpool(self.pools[-1]))
+            channels = stage.channels
         if pixel_mean is not None:
-            output = convs(self.decoders[0])[-1]
-            means = [pixel_mean] * image_shape[0] if isinstance(pixel_mean, (int, float)) else list(pixel_mean)
-            with torch.no_grad():
-                output.bias.copy_(torch.tensor([logit(m) for m in means]))
+            self._start_output_at(pixel_mean)
         self.top_shape = self._dry_run()
         self.classifier = None
         if spec.classes:
             features = int(torch.tensor(self.top_shape).prod())
             self.classifier = nn.Sequential(nn.Flatten(), nn.Dropout(classifier_dropout),
                                             nn.Linear(features, spec.classes))
+
+    @classmethod
+    def from_settings(cls, settings: Mapping, image_shape: Sequence[int], num_classes: int | None = 10,
+                      pixel_mean: float | Sequence[float] | None = None) -> SWWAE:
+        """The network of a flat model config (``configs/model/*.yaml``, a checkpoint's
+        ``hyper_parameters``): its network keys, a classifier over ``num_classes`` only if the
+        config trains one (``trains_classifier``); the training keys (loss weights, optimiser)
+        are left to the caller."""
+        net = {k: v for k, v in settings.items() if k in NET_ARGS}
+        return cls(image_shape=tuple(image_shape), num_classes=num_classes if trains_classifier(settings) else None,
+                   pixel_mean=pixel_mean, **net)
+
+    def _start_output_at(self, pixel_mean: float | Sequence[float]) -> None:
+        """The image decoder's output bias at logit(mean pixel), per channel."""
+        output = convs(self.decoders[0])[-1]
+        means = [pixel_mean] * self.image_shape[0] if isinstance(pixel_mean, (int, float)) else list(pixel_mean)
+        with torch.no_grad():
+            output.bias.copy_(torch.tensor([logit(m) for m in means]))
 
     @staticmethod
     def _spec(arch, widths, kernel_size, pool_size, num_classes) -> Arch:
@@ -227,6 +265,15 @@ class SWWAE(nn.Module):
         return tuple(x.shape[1:])
 
 
+def trains_classifier(settings: Mapping) -> bool:
+    """Whether a flat model config trains a classifier head: ``lambda_nll > 0`` and, when the
+    network is written out (``arch``), an ``Nfc`` token in it. The one place this is decided:
+    the network gets a head by it, the checkpoint monitor picks ``val/acc`` by it."""
+    if not float(settings.get("lambda_nll", 0) or 0) > 0:
+        return False
+    return settings.get("arch") is None or parse(settings["arch"]).classes is not None
+
+
 def _check_config(kernel_size, pool_mode, beta, nonlinearity, dropout, image_shape):
     """Reject values that cannot work, each with one line that says what to change."""
     if not isinstance(kernel_size, int) or kernel_size < 1 or kernel_size % 2 == 0:
@@ -241,3 +288,7 @@ def _check_config(kernel_size, pool_mode, beta, nonlinearity, dropout, image_sha
         raise ConfigError(f"model.dropout must be in [0, 1), got {dropout}")
     if len(image_shape) != 3:
         raise ConfigError(f"image_shape must be (channels, height, width), got {image_shape}")
+
+
+DATA_ARGS = ("image_shape", "num_classes", "pixel_mean")  # from the data, not from the model config
+NET_ARGS = tuple(p for p in inspect.signature(SWWAE).parameters if p not in DATA_ARGS)

@@ -117,18 +117,3 @@ def project(net: SWWAE, images: Tensor, picks: Picks, stage: int) -> Tensor:
         j = torch.arange(len(picks))
         v[j, picks.channel, picks.row, picks.col] = whats[-1][j, picks.channel, picks.row, picks.col]
         return deconvolve(net, v, wheres, sizes, stage)
-
-
-def signed_to_unit(t: Tensor) -> Tensor:
-    """Per image: divide by its largest |value| and map [-1, 1] to [0, 1] (grey is zero)."""
-    peak = t.flatten(1).abs().amax(1).clamp_min(1e-12).view(-1, *[1] * (t.dim() - 1))
-    return (t / peak + 1) / 2
-
-
-def projection_grid(images: Tensor, projections: Tensor, nrow: int | None = None) -> Tensor:
-    """(3, H, W) picture: the images of the picks above their projections, pick by pick
-    (columns), in rows of ``nrow`` picks; one pixel per pixel, no labels
-    (``swwae.images.projection_figure`` draws the labelled, magnified figure)."""
-    from swwae.images import projection_figure
-
-    return projection_figure(images, projections, nrow=nrow, scale=1, labels=False)

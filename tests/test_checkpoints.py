@@ -5,6 +5,7 @@ package's layers moved still load, resume and evaluate."""
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import random
 import shutil
@@ -15,9 +16,13 @@ from pathlib import Path
 import pytest
 import torch
 from hydra.core.global_hydra import GlobalHydra
+from hydra.utils import instantiate
+
+import swwae
 
 from helpers.config import compose_config
 from scripts.evaluate import main as evaluate_main
+from swwae.checkpoint_file import read_checkpoint
 from swwae.errors import CheckpointError
 from swwae.training.checkpoint_io import AtomicCheckpointIO, atomic_torch_save, remove_stale_temp_files
 from swwae.training.checkpoints import load_model
@@ -205,3 +210,34 @@ def test_evaluate_a_bad_option_is_one_error_line(tmp_path, capsys):
     assert evaluate_main([str(tmp_path / "best.ckpt"), "--split", "train"]) == 2
     [line] = capsys.readouterr().err.strip().splitlines()  # not argparse's usage, then the error
     assert line.startswith("error: argument --split: invalid choice: 'train'")
+
+
+# checkpoints written before the package's layers moved (tests/data/checkpoint_v0_1.ckpt: made
+# by swwae 0.1 with `python train.py debug=quick model.widths=[4,8] trainer.max_epochs=2
+# run_name=legacy_v0_1`; its run config names swwae.module.SWWAEModule and swwae.data.*)
+
+LEGACY = Path(__file__).resolve().parent / "data" / "checkpoint_v0_1.ckpt"
+LEGACY_RUN = ["model.widths=[4,8]", "run_name=legacy_v0_1"]
+
+
+def test_a_checkpoint_of_swwae_0_1_loads_and_evaluates(tmp_path, capsys):
+    net = swwae.load(LEGACY)
+    assert net.config["model"]["_target_"] == "swwae.module.SWWAEModule" and net.arch == "(4)3c-2p-(8)3c-2p-10fc"
+    datamodule = instantiate(net.config["data"])  # its old _target_ path still imports
+    datamodule.setup("test")
+    x = datamodule.images("test", 4)
+    module, _ = load_model(LEGACY)
+    with torch.no_grad():
+        assert torch.equal(net(x).recon, module.net(x).recon) and net(x).logits.shape == (4, 10)
+    assert evaluate_main([str(LEGACY), "--out", str(tmp_path / "recon.png")]) == 0
+    metrics = json.loads(capsys.readouterr().out)
+    assert 0 < metrics["test/recon_mse"] < 0.2 and (tmp_path / "recon.png").is_file()
+
+
+def test_a_checkpoint_of_swwae_0_1_resumes(make_config, tmp_path):
+    folder = tmp_path / "checkpoints" / "legacy_v0_1"
+    folder.mkdir(parents=True)
+    shutil.copy(LEGACY, folder / "last.ckpt")
+    train(make_config(*LEGACY_RUN, "trainer.max_epochs=3", "resume=true"))
+    resumed = read_checkpoint(folder / "last.ckpt")  # now written with a checksum, and read back through it
+    assert resumed["epoch"] == 2 and resumed["global_step"] == 9  # 1 more epoch of 3 batches after the 6 it had

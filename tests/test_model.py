@@ -78,7 +78,8 @@ def test_the_model_config_lists_every_setting_with_the_code_defaults():
     from omegaconf import OmegaConf
 
     from helpers.config import CONFIG_DIR
-    from swwae.training.module import DATA_ARGS, SWWAEModule
+    from swwae.model import DATA_ARGS
+    from swwae.training.module import SWWAEModule
 
     config = OmegaConf.to_container(OmegaConf.load(CONFIG_DIR / "model" / "swwae_hard.yaml"))
     config.pop("_target_")

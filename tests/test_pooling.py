@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from helpers.pooling import geometries, soft_reference, windows
 from swwae.pooling import MODES, Unpool, WhatWherePool, make_pool, splat
-from swwae.pooling.soft import _add_at
+from swwae.pooling.soft import add_at
 
 SEED_X = torch.tensor([[1.0, 2, 3], [13, 3, 1], [4, 2, 9]]).view(1, 1, 3, 3)
 
@@ -255,13 +255,13 @@ def test_soft_gradcheck_on_each_path(geometry, size):
 
 
 def test_splat_adds_the_same_row_by_row_and_flat():
-    """Bigger windows splat with _add_at: row by row on CPU, flat elsewhere (CUDA, where it
+    """Bigger windows splat with add_at: row by row on CPU, flat elsewhere (CUDA, where it
     must stay deterministic); CI has no GPU, so the flat path is checked here."""
     generator = torch.Generator().manual_seed(3)
     index = torch.randint(0, 10, (2, 3, 40), generator=generator)  # repeated targets add up
     values = torch.randn(2, 3, 40, dtype=torch.float64, generator=generator)
-    rows = _add_at(torch.zeros(2, 3, 10, dtype=torch.float64), index, values, flat=False)
-    flat = _add_at(torch.zeros(2, 3, 10, dtype=torch.float64), index, values, flat=True)
+    rows = add_at(torch.zeros(2, 3, 10, dtype=torch.float64), index, values, flat=False)
+    flat = add_at(torch.zeros(2, 3, 10, dtype=torch.float64), index, values, flat=True)
     expected = torch.zeros(2, 3, 10, dtype=torch.float64)
     for n, c, i in itertools.product(range(2), range(3), range(40)):
         expected[n, c, index[n, c, i]] += values[n, c, i]

@@ -16,7 +16,8 @@ from scripts.project import parse
 from swwae.errors import ConfigError
 from swwae.model import SWWAE
 from swwae.training.module import SWWAEModule
-from swwae.projection import deconvolve, encode_to, project, projection_grid, strongest
+from swwae.images import projection_grid
+from swwae.projection import deconvolve, encode_to, project, strongest
 
 DATA = {"_target_": "swwae.training.data.MNISTSampleDataModule", "batch_size": 128, "num_labels": None, "seed": 0,
         "split_seed": 0, "num_workers": 0, "val_size": 500, "test_size": 500}

@@ -23,13 +23,20 @@ The package, one module per job, each importing only modules listed above it:
 * ``soft``: the soft pooling internals (window layout, the soft max / soft argmax and the
   in-window splat as autograd Functions);
 * ``wheres``: what a pool records, ``HardWhere`` and ``SoftWhere``, and the generic ``splat``;
-* ``unpooling``: ``Unpool``, bound to its pool, and the where-free upsamplers;
-* ``pools``: ``WhatWherePool``, the baselines, ``make_pool`` and the mode names.
+* ``upsamplers``: the where-free ways back up (nearest, transposed conv, inverse wavelet);
+* ``base``: ``Pool``, what every mode shares;
+* ``pools``: ``WhatWherePool``, the baselines, the registry ``POOLS`` (mode name -> class),
+  ``MODES`` and ``make_pool``;
+* ``unpooling``: ``Unpool``, bound to its pool.
+
+A new mode is a ``Pool`` subclass in ``pools`` with its ``modes`` names, added to ``POOLS``.
 """
 
+from swwae.pooling.base import Pool
 from swwae.pooling.geometry import Geometry, pooled_size
 from swwae.pooling.pools import (
     MODES,
+    POOLS,
     WHERE_MODES,
     WHERELESS_MODES,
     AvgPool,
@@ -39,11 +46,13 @@ from swwae.pooling.pools import (
     WhatWherePool,
     make_pool,
 )
-from swwae.pooling.unpooling import NearestUnpool, TransposedConvUnpool, Unpool, WaveletUnpool, window_owner_upsample
+from swwae.pooling.unpooling import Unpool
+from swwae.pooling.upsamplers import NearestUnpool, TransposedConvUnpool, WaveletUnpool, window_owner_upsample
 from swwae.pooling.wheres import HardWhere, SoftWhere, splat
 
 __all__ = [
     "MODES",
+    "POOLS",
     "WHERE_MODES",
     "WHERELESS_MODES",
     "AvgPool",
@@ -51,6 +60,7 @@ __all__ = [
     "HardWhere",
     "MaxUpsamplePool",
     "NearestUnpool",
+    "Pool",
     "SoftWhere",
     "StridedConvPool",
     "TransposedConvUnpool",

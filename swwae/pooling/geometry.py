@@ -5,11 +5,12 @@ from __future__ import annotations
 from torch import Tensor
 
 
-def _pair(value) -> tuple[int, int]:
-    pair = (value, value) if isinstance(value, int) else tuple(int(v) for v in value)
-    if len(pair) != 2:
+def pair(value: int | tuple[int, int]) -> tuple[int, int]:
+    """``2 -> (2, 2)``; a pair stays a pair (rows, columns)."""
+    both = (value, value) if isinstance(value, int) else tuple(int(v) for v in value)
+    if len(both) != 2:
         raise ValueError(f"expected an int or a pair of ints, got {value!r}")
-    return pair
+    return both
 
 
 def pooled_size(size: int, kernel: int, stride: int, padding: int) -> int:
@@ -21,9 +22,9 @@ class Geometry:
     """Kernel, stride and padding of a 2-d pooling, checked once."""
 
     def __init__(self, kernel_size, stride=None, padding=0):
-        self.kernel = _pair(kernel_size)
-        self.stride = _pair(self.kernel if stride is None else stride)
-        self.padding = _pair(padding)
+        self.kernel = pair(kernel_size)
+        self.stride = pair(self.kernel if stride is None else stride)
+        self.padding = pair(padding)
         if min(self.kernel) < 1 or min(self.stride) < 1:
             raise ValueError(f"kernel_size and stride must be >= 1, got {self}")
         if any(p < 0 or p > k // 2 for p, k in zip(self.padding, self.kernel)):

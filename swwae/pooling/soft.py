@@ -1,7 +1,8 @@
 """Soft pooling internals: the window layout, the soft max and soft argmax of every window
-(``_SoftPoolFunction``) and the bilinear splat inside each window (``_WindowSplat``), as
-autograd Functions with hand-written backward passes. Private to ``swwae.pooling``:
-``WhatWherePool(mode="soft")`` and ``SoftWhere`` are the way in."""
+(``SoftPoolFunction``) and the bilinear splat inside each window (``WindowSplat``), as
+autograd Functions with hand-written backward passes. Users go through
+``WhatWherePool(mode="soft")`` and ``SoftWhere``; the names without a leading underscore are
+the ones the package's other modules use."""
 
 from __future__ import annotations
 
@@ -160,7 +161,7 @@ def _mean_offset(t: Tensor, total: Tensor) -> Tensor:
     return out.div_(total)
 
 
-def _window_origins(g: Geometry, size, like: Tensor):
+def window_origins(g: Geometry, size, like: Tensor):
     """Per axis: each window's first cell (maybe a padded one), and its first and last valid
     cells, in input-pixel coordinates, shaped (Ho, 1) for rows and (Wo,) for columns."""
     axes = []
@@ -194,7 +195,7 @@ def _splat_corners(q_row: Tensor, q_col: Tensor, g: Geometry, shape):
     offsets from the top-left one, in [0, 1]."""
     (kh, kw), (ph, pw) = g.kernel, g.padding
     left_row, left_col = _left_cell(q_row, kh), _left_cell(q_col, kw)
-    (first_r, lo_r, _), (first_c, lo_c, _) = _window_origins(g, shape[-2:], q_row)
+    (first_r, lo_r, _), (first_c, lo_c, _) = window_origins(g, shape[-2:], q_row)
     width = shape[-1] + 2 * pw
     top_left = (left_row + first_r + ph).mul_(width).add_(left_col + first_c + pw)
     # a NaN position (its window held NaN or +inf) gets NaN weights on its window's first
@@ -205,7 +206,7 @@ def _splat_corners(q_row: Tensor, q_col: Tensor, g: Geometry, shape):
     return top_left[..., None, None] + corners, q_row - left_row, q_col - left_col
 
 
-def _add_at(image: Tensor, index: Tensor, values: Tensor, flat: bool | None = None) -> Tensor:
+def add_at(image: Tensor, index: Tensor, values: Tensor, flat: bool | None = None) -> Tensor:
     """image[n, c, index[n, c, i]] += values[n, c, i], in place, for (N, C, L) tensors.
 
     On CPU, ``scatter_add_`` row by row: parallel over (n, c), each row in a fixed order,
@@ -223,7 +224,7 @@ def _add_at(image: Tensor, index: Tensor, values: Tensor, flat: bool | None = No
     return image
 
 
-class _SoftPoolFunction(torch.autograd.Function):
+class SoftPoolFunction(torch.autograd.Function):
     """x -> (what, row, col): soft max and soft argmax of every window (see WhatWherePool),
     the positions relative to each window's first cell.
 
@@ -251,7 +252,7 @@ class _SoftPoolFunction(torch.autograd.Function):
         mean_logit = _window_sum(weighted).div_(total)
         what = torch.add(top, mean_logit, alpha=1 / beta)
         if padded or kh > 2 or kw > 2:  # the clamp undoes rounding, keeps positions off pads
-            (first_r, lo_r, hi_r), (first_c, lo_c, hi_c) = _window_origins(geometry, x.shape[-2:], x)
+            (first_r, lo_r, hi_r), (first_c, lo_c, hi_c) = window_origins(geometry, x.shape[-2:], x)
             q_row = torch.clamp(q_row, lo_r - first_r, hi_r - first_r)
             q_col = torch.clamp(q_col, lo_c - first_c, hi_c - first_c)
         ctx.save_for_backward(weights, weighted, total, mean_logit, q_row, q_col)
@@ -281,7 +282,7 @@ class _SoftPoolFunction(torch.autograd.Function):
         return _from_windows(grad, ctx.geometry, ctx.shape), None, None
 
 
-class _WindowSplat(torch.autograd.Function):
+class WindowSplat(torch.autograd.Function):
     """(v, row, col) -> bilinear splat of each v at its position, inside its own window
     (row, col relative to the window's first cell, in [0, k - 1]).
 
@@ -314,7 +315,7 @@ class _WindowSplat(torch.autograd.Function):
         right = by_row * frac_col.unsqueeze(-1)
         values = torch.stack((by_row.sub_(right), right), -1)  # (N, C, Ho, Wo, 2, 2), as index
         (n, c, height, width), (ph, pw) = shape, geometry.padding
-        image = _add_at(v.new_zeros(n, c, (height + 2 * ph) * (width + 2 * pw)), index.flatten(2), values.flatten(2))
+        image = add_at(v.new_zeros(n, c, (height + 2 * ph) * (width + 2 * pw)), index.flatten(2), values.flatten(2))
         return image.view(n, c, height + 2 * ph, width + 2 * pw)[:, :, ph:ph + height, pw:pw + width]
 
     @staticmethod
@@ -325,12 +326,12 @@ class _WindowSplat(torch.autograd.Function):
         padded = F.pad(grad, (pw, pw, ph, ph)) if ph or pw else grad
         if g.kernel == (2, 2):
             by_rows = _window_view(padded, g).permute(0, 1, 4, 2, 5, 3)  # a view, no copy
-            return _WindowSplat.bilinear_grads(by_rows, v, q_row, q_col) + (None, None)
+            return WindowSplat.bilinear_grads(by_rows, v, q_row, q_col) + (None, None)
         # the splat only reached the 2x2 pixels around each position: gather those
         index, frac_row, frac_col = _splat_corners(q_row, q_col, g, ctx.shape)
         values = padded.flatten(2).gather(2, index.flatten(2)).view(index.shape)  # (N, C, Ho, Wo, 2, 2)
         by_rows = values.permute(0, 1, 2, 4, 3, 5)  # (N, C, Ho, 2, Wo, 2)
-        return _WindowSplat.bilinear_grads(by_rows, v, frac_row, frac_col) + (None, None)
+        return WindowSplat.bilinear_grads(by_rows, v, frac_row, frac_col) + (None, None)
 
     @staticmethod
     def bilinear_grads(g: Tensor, v: Tensor, frac_row: Tensor, frac_col: Tensor):

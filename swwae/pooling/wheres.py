@@ -11,7 +11,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from swwae.pooling.geometry import Geometry
-from swwae.pooling.soft import _window_origins, _WindowSplat
+from swwae.pooling.soft import window_origins, WindowSplat
 
 
 class HardWhere:
@@ -61,23 +61,23 @@ class SoftWhere:
 
     @cached_property
     def row(self) -> Tensor:
-        return self.in_window_row + _window_origins(self.geometry, self.shape[-2:], self.in_window_row)[0][0]
+        return self.in_window_row + window_origins(self.geometry, self.shape[-2:], self.in_window_row)[0][0]
 
     @cached_property
     def col(self) -> Tensor:
-        return self.in_window_col + _window_origins(self.geometry, self.shape[-2:], self.in_window_col)[1][0]
+        return self.in_window_col + window_origins(self.geometry, self.shape[-2:], self.in_window_col)[1][0]
 
     def unpool(self, v: Tensor) -> Tensor:
         """Bilinear splat of each v at its position (== ``splat(v, row, col, shape)``)."""
         dtype = torch.promote_types(v.dtype, self.in_window_row.dtype)
         q_row, q_col = self.in_window_row.to(dtype), self.in_window_col.to(dtype)
-        return _WindowSplat.apply(v.to(dtype), q_row, q_col, self.geometry, tuple(self.shape))
+        return WindowSplat.apply(v.to(dtype), q_row, q_col, self.geometry, tuple(self.shape))
 
     @cached_property
     def mask(self) -> Tensor:
         """Soft bed of nails: ``unpool(ones)``, a constant."""
         with torch.no_grad():
-            return _WindowSplat.apply(torch.ones_like(self.in_window_row), self.in_window_row,
+            return WindowSplat.apply(torch.ones_like(self.in_window_row), self.in_window_row,
                                       self.in_window_col, self.geometry, tuple(self.shape))
 
 

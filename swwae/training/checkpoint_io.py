@@ -1,4 +1,5 @@
-"""Checkpoint files that are either the old one or the new one, never half of either.
+"""Checkpoint files that are either the old one or the new one, never half of either, carry
+their content checksum, and are read back only through the one safe reader.
 
 Lightning's ``TorchCheckpointIO`` writes through an fsspec transaction: a temp file in the
 system temp folder, then ``shutil.move`` (a copy when that folder is on another disk) and
@@ -7,6 +8,11 @@ Here the bytes go to a temp file *in the checkpoint's own folder*, are fsynced, 
 ``os.replace`` swaps it in (atomic on POSIX and Windows); the folder is fsynced too, so
 the rename itself survives a crash. A kill mid-save leaves at most a stray
 ``.<name>.tmp-*`` file, which ``remove_stale_temp_files`` clears and no reader ever opens.
+
+``AtomicCheckpointIO`` is the Trainer's CheckpointIO plugin (``swwae.training.run``): every
+save gets ``swwae_checksum``, and every load Lightning makes (``ckpt_path=`` of fit, validate
+and test) goes through ``swwae.checkpoint_file.read_checkpoint``: weights only, whatever
+``TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD`` says, checksum checked.
 """
 
 from __future__ import annotations
@@ -19,6 +25,8 @@ from typing import Any
 import torch
 from lightning.fabric.utilities.cloud_io import _is_local_file_protocol
 from lightning.pytorch.plugins.io import TorchCheckpointIO
+
+from swwae.checkpoint_file import read_checkpoint, verified, with_checksum
 
 TEMP_MARK = ".tmp-"
 
@@ -60,11 +68,17 @@ def _fsync_folder(folder: Path) -> None:
 
 
 class AtomicCheckpointIO(TorchCheckpointIO):
-    """``TorchCheckpointIO`` whose local saves are atomic (see the module docstring).
-    Remote paths (s3://, gs://, ...) keep Lightning's own object-store upload, which is
-    all-or-nothing by nature."""
+    """``TorchCheckpointIO`` whose local saves are atomic and checksummed, and whose loads are
+    the safe reader's (see the module docstring). Remote paths (s3://, gs://, ...) keep
+    Lightning's own object-store upload, which is all-or-nothing by nature."""
 
     def save_checkpoint(self, checkpoint: dict[str, Any], path, storage_options: Any | None = None) -> None:
+        with_checksum(checkpoint)
         if storage_options is not None or not _is_local_file_protocol(path):
             return super().save_checkpoint(checkpoint, path, storage_options)
         atomic_torch_save(checkpoint, path)
+
+    def load_checkpoint(self, path, map_location: Any | None = None, weights_only: bool | None = None) -> dict[str, Any]:
+        if not _is_local_file_protocol(path):
+            return verified(super().load_checkpoint(path, map_location=map_location, weights_only=True), path)
+        return read_checkpoint(path)

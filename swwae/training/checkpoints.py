@@ -1,21 +1,19 @@
-"""Reading checkpoints back: the model and the run config, or one clear error; and which
-checkpoint ``resume=true`` continues from."""
+"""Checkpoints back into training: the LightningModule and the run config of a checkpoint, which
+checkpoint ``resume=true`` continues from, and whether it fits the current config. Every file
+is read by ``swwae.checkpoint_file.read_checkpoint`` (weights only, checksum checked)."""
 
 from __future__ import annotations
 
 import logging
-import pickle
 from pathlib import Path
 
-import torch
-
-from swwae.training.checkpoint_io import remove_stale_temp_files
+from swwae.checkpoint_file import read_checkpoint
 from swwae.errors import CheckpointError, one_line
+from swwae.training.checkpoint_io import remove_stale_temp_files
 from swwae.training.module import SWWAEModule
 
 log = logging.getLogger(__name__)
 
-REQUIRED_KEYS = ("state_dict", "hyper_parameters", "swwae_config")
 # data settings that say where the files are or how they are read, not what is trained on
 DATA_KEYS_FREE_TO_CHANGE = ("root", "download", "num_workers")
 
@@ -43,27 +41,6 @@ def config_differences(saved: dict, current: dict, ignore=(), prefix: str = "") 
 
 
 # reading
-
-
-def read_checkpoint(path) -> dict:
-    """The checkpoint's dict, checked to be one that swwae's train.py wrote."""
-    path = Path(path)
-    if not path.is_file():
-        raise CheckpointError(f"checkpoint {path} does not exist")
-    try:
-        checkpoint = torch.load(path, map_location="cpu", weights_only=True)
-    except pickle.UnpicklingError as err:
-        if "weights only" in str(err).lower():  # a pickle of arbitrary objects: not ours
-            raise CheckpointError(
-                f"checkpoint {path} holds pickled objects, not tensors and plain values: "
-                f"it was not written by swwae's train.py"
-            ) from None
-        raise CheckpointError(f"checkpoint {path} is unreadable (truncated or corrupt?): {one_line(err, limit=200)}") from None
-    except Exception as err:  # noqa: BLE001 - corrupt bytes fail the unpickler in any way (IndexError, ...)
-        raise CheckpointError(f"checkpoint {path} is unreadable (truncated or corrupt?): {one_line(err, limit=200)}") from None
-    if not isinstance(checkpoint, dict) or any(k not in checkpoint for k in REQUIRED_KEYS):
-        raise CheckpointError(f"checkpoint {path} was not written by swwae's train.py (no state_dict or run config)")
-    return checkpoint
 
 
 def load_model(path) -> tuple[SWWAEModule, dict]:

@@ -1,29 +1,21 @@
-"""LightningModule around the SWWAE: the three loss terms, metrics, optimiser.
-
-loss = lambda_nll * NLL(labelled samples) + lambda_rec * MSE(x_hat, x)
-       + lambda_m * sum_i MSE(decoded_i, encoder input_i)
-
-Unlabelled samples carry the label -1: they train the reconstruction terms only.
+"""LightningModule around the SWWAE: the loss of ``swwae.loss`` with its weights and the
+classifier's warm-up, exact metrics, the optimiser, and the guards against non-finite values.
 """
 
 from __future__ import annotations
 
-import inspect
-
 import lightning as L
 import torch
-import torch.nn.functional as F
 from torch import nn
 from torchmetrics import MeanSquaredError
 from torchmetrics.classification import MulticlassAccuracy
 
 from swwae.arch import parse
 from swwae.errors import ConfigError, NonFiniteError
-from swwae.model import SWWAE, SWWAEOutput, without_dropout
+from swwae.loss import swwae_loss
+from swwae.model import NET_ARGS, SWWAE, SWWAEOutput, without_dropout
 
 SCHEDULERS = ("none", "cosine")
-DATA_ARGS = ("image_shape", "num_classes", "pixel_mean")  # from the data, not the model config
-NET_ARGS = tuple(p for p in inspect.signature(SWWAE).parameters if p not in DATA_ARGS)
 
 
 class SWWAEModule(L.LightningModule):
@@ -69,8 +61,7 @@ class SWWAEModule(L.LightningModule):
         if arch is not None and parse(arch).classes and lambda_nll == 0:
             raise ConfigError(f'model.arch="{arch}" ends with a classifier that model.lambda_nll=0 never trains: '
                               f"drop its fc token, or set model.lambda_nll > 0")
-        self.net = SWWAE(image_shape=tuple(image_shape), num_classes=num_classes if lambda_nll > 0 else None,
-                         pixel_mean=pixel_mean, **net)
+        self.net = SWWAE.from_settings(dict(net, lambda_nll=lambda_nll), image_shape, num_classes, pixel_mean)
         self.num_stages = len(self.net.encoders)
         self.metrics = nn.ModuleDict({stage: self._metrics() for stage in ("val", "test")})
 
@@ -95,32 +86,19 @@ class SWWAEModule(L.LightningModule):
 
     def nll_weight(self) -> float:
         """lambda_nll, ramped up linearly over the first ``nll_warmup_epochs`` of training (in
-        fractions of an epoch): the reconstructions shape the features before the classifier
-        can fit its few labels. Full weight outside training."""
+        fractions of an epoch, counting the step being taken): the reconstructions shape the
+        features before the classifier can fit its few labels. Full weight outside training."""
         hp = self.hparams
         if not hp.nll_warmup_epochs or not self.training or self._trainer is None:
             return hp.lambda_nll
-        progress = self.current_epoch + self.trainer.fit_loop.epoch_loop.batch_progress.current.ready / max(
-            1, self.trainer.num_training_batches)
+        progress = (self.global_step + 1) / max(1, self.trainer.num_training_batches)
         return hp.lambda_nll * min(1.0, progress / hp.nll_warmup_epochs)
 
     def losses(self, out: SWWAEOutput, x: torch.Tensor, y: torch.Tensor, middle_targets=None) -> dict[str, torch.Tensor]:
-        """Every loss term, unweighted, plus the weighted total under ``loss``. The middle
-        reconstructions aim at ``middle_targets`` if given, else at the encoder's own whats."""
+        """``swwae.loss.swwae_loss`` with this module's weights (the NLL's warmed up)."""
         hp = self.hparams
-        terms = {"recon_mse": F.mse_loss(out.recon, x)}
-        pairs = out.middle_pairs if middle_targets is None else zip(out.decoded[1:], middle_targets)
-        for i, (decoded, target) in enumerate(pairs, start=1):
-            terms[f"middle_mse_{i}"] = F.mse_loss(decoded, target)
-        loss = hp.lambda_rec * terms["recon_mse"] + hp.lambda_m * sum(terms[f"middle_mse_{i}"] for i in range(1, self.num_stages))
-        if out.logits is not None:
-            labelled = y >= 0
-            # a batch without labels still yields a (zero) NLL connected to the head
-            nll = F.cross_entropy(out.logits[labelled], y[labelled]) if labelled.any() else out.logits.sum() * 0
-            terms["nll"] = nll
-            loss = loss + self.nll_weight() * nll
-        terms["loss"] = loss
-        return terms
+        return swwae_loss(out, x, y, lambda_rec=hp.lambda_rec, lambda_m=hp.lambda_m, lambda_nll=self.nll_weight(),
+                          middle_targets=middle_targets)
 
     def training_step(self, batch, batch_idx):
         x, y = batch

@@ -20,18 +20,14 @@ from __future__ import annotations
 
 from omegaconf import DictConfig, OmegaConf
 
-from swwae.arch import parse
 from swwae.errors import ConfigError
+from swwae.model import trains_classifier
 
 
 def has_classifier(model: DictConfig) -> bool:
-    """A classifier head that trains: lambda_nll > 0, and an ``Nfc`` token if ``arch`` is given."""
-    if not float(model.get("lambda_nll", 0) or 0) > 0:
-        return False
-    if model.get("arch") is None:
-        return True
+    """A classifier head that trains (``swwae.model.trains_classifier``)."""
     try:
-        return parse(model.arch).classes is not None
+        return trains_classifier(model)
     except ConfigError:  # the model reports a bad string itself, with a caret under the token
         return True
 

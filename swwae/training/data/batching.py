@@ -22,9 +22,9 @@ import torch
 from torch import Tensor
 from torch.utils.data import BatchSampler, DataLoader, Dataset, RandomSampler, Sampler, SequentialSampler
 
+from swwae.loss import UNLABELLED
 from swwae.training.data.splits import LABELLED_CYCLES, SHUFFLE, derive_seed, generator
 
-UNLABELLED = -1  # the label of a sample whose label the model must not see
 
 
 def to_float(x: Tensor) -> Tensor:

@@ -101,7 +101,7 @@ class TorchvisionDataModule(InMemoryDataModule):
             raise DataError(msg) from err
 
 
-def _labels(targets) -> Tensor:
+def label_tensor(targets) -> Tensor:
     return torch.as_tensor(np.asarray(targets), dtype=torch.long)
 
 
@@ -126,7 +126,7 @@ class MNISTDataModule(TorchvisionDataModule):
         return [os.path.splitext(os.path.basename(url))[0] for url, _ in MNIST.resources]
 
     def _arrays(self, ds) -> tuple[Tensor, Tensor]:
-        return ds.data.unsqueeze(1), _labels(ds.targets)
+        return ds.data.unsqueeze(1), label_tensor(ds.targets)
 
 
 class CIFAR10DataModule(TorchvisionDataModule):
@@ -153,7 +153,7 @@ class CIFAR10DataModule(TorchvisionDataModule):
         return [name for name, _ in cls.train_list + cls.test_list] + [cls.meta["filename"]]
 
     def _arrays(self, ds) -> tuple[Tensor, Tensor]:
-        return torch.from_numpy(np.asarray(ds.data)).permute(0, 3, 1, 2).contiguous(), _labels(ds.targets)
+        return torch.from_numpy(np.asarray(ds.data)).permute(0, 3, 1, 2).contiguous(), label_tensor(ds.targets)
 
 
 class CIFAR100DataModule(CIFAR10DataModule):
@@ -194,7 +194,7 @@ class SVHNDataModule(TorchvisionDataModule):
         return [SVHN.split_list[part][1] for part in self.parts]
 
     def _arrays(self, ds) -> tuple[Tensor, Tensor]:
-        return torch.from_numpy(np.ascontiguousarray(ds.data)), _labels(ds.labels)
+        return torch.from_numpy(np.ascontiguousarray(ds.data)), label_tensor(ds.labels)
 
     def load(self) -> Splits:
         splits = super().load()

@@ -1,0 +1,117 @@
+"""The one reader of checkpoint files, and their content checksum. Pure torch.
+
+Every read of a checkpoint (``swwae.load``, resume, testing the best epoch, the scripts, and
+Lightning's own ``ckpt_path`` loads through ``AtomicCheckpointIO``) goes through
+``read_checkpoint``:
+
+* ``torch.load(..., weights_only=True)``, passed explicitly: torch's
+  ``TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1`` only overrides callers that leave it unset, so a
+  crafted pickle can never run code here, whatever the environment says;
+* a content checksum: the training job writes ``swwae_checksum`` (SHA-256 over every tensor's
+  bytes and every plain value) into each checkpoint; a file whose bytes changed (a flipped bit
+  inside a tensor, which torch's loader does not notice: it checks no zip CRC) reads as
+  corrupt, in one line. Checkpoints written before checksums existed have none and load as
+  they are.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import pickle
+from collections.abc import Mapping
+from pathlib import Path
+
+import torch
+
+from swwae.errors import CheckpointError, UserError, one_line
+from swwae.model import SWWAE
+
+CHECKSUM_KEY = "swwae_checksum"
+REQUIRED_KEYS = ("state_dict", "hyper_parameters", "swwae_config")
+
+# helpers
+
+
+def _feed(digest, value) -> None:
+    """Hash ``value`` canonically: the same contents give the same bytes, whatever the
+    container types (a dict's keys in sorted order)."""
+    if isinstance(value, torch.Tensor):
+        t = value.detach().cpu().contiguous()
+        digest.update(f"T{t.dtype}{tuple(t.shape)}".encode())
+        digest.update(t.reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b"")
+    elif isinstance(value, Mapping):
+        digest.update(f"D{len(value)}".encode())
+        for key in sorted(value, key=repr):
+            _feed(digest, key)
+            _feed(digest, value[key])
+    elif isinstance(value, (list, tuple)):
+        digest.update(f"L{len(value)}".encode())
+        for item in value:
+            _feed(digest, item)
+    else:
+        digest.update(f"V{type(value).__name__}:{value!r};".encode())
+
+
+def content_checksum(checkpoint: Mapping) -> str:
+    """SHA-256 of a checkpoint's contents, its own checksum entry left out."""
+    digest = hashlib.sha256()
+    _feed(digest, {k: v for k, v in checkpoint.items() if k != CHECKSUM_KEY})
+    return digest.hexdigest()
+
+
+def with_checksum(checkpoint: dict) -> dict:
+    """``checkpoint`` with its content checksum added (in place, and returned)."""
+    checkpoint[CHECKSUM_KEY] = content_checksum(checkpoint)
+    return checkpoint
+
+
+# reading
+
+
+def load_weights_only(path) -> object:
+    """``torch.load`` of tensors and plain values only, or CheckpointError (one line)."""
+    path = Path(path)
+    if not path.is_file():
+        raise CheckpointError(f"checkpoint {path} does not exist")
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as err:
+        if "weights only" in str(err).lower():  # a pickle of arbitrary objects: not ours
+            raise CheckpointError(
+                f"checkpoint {path} holds pickled objects, not tensors and plain values: it was not written by "
+                f"swwae's train.py, and is not loaded (a pickle can run code)") from None
+        raise CheckpointError(f"checkpoint {path} is unreadable (truncated or corrupt?): {one_line(err, limit=200)}") from None
+    except Exception as err:  # noqa: BLE001 - corrupt bytes fail the unpickler in any way (IndexError, ...)
+        raise CheckpointError(f"checkpoint {path} is unreadable (truncated or corrupt?): {one_line(err, limit=200)}") from None
+
+
+def read_checkpoint(path) -> dict:
+    """The checkpoint's dict, checked to be one that swwae's train.py wrote and, where it
+    carries a checksum, to hold the bytes that were written."""
+    return verified(load_weights_only(path), path)
+
+
+def verified(checkpoint: object, path="checkpoint") -> dict:
+    """``checkpoint`` (as loaded), its checksum entry removed, or CheckpointError (one line)
+    if it is not swwae's or its contents do not match its checksum."""
+    if not isinstance(checkpoint, dict) or any(k not in checkpoint for k in REQUIRED_KEYS):
+        raise CheckpointError(f"checkpoint {path} was not written by swwae's train.py (no state_dict or run config)")
+    expected = checkpoint.pop(CHECKSUM_KEY, None)
+    if expected is not None and content_checksum(checkpoint) != expected:
+        raise CheckpointError(f"checkpoint {path} is corrupt: its contents do not match the checksum written with it")
+    return checkpoint
+
+
+def network_of(checkpoint: dict, path="checkpoint") -> SWWAE:
+    """The trained network of a checkpoint that ``read_checkpoint`` returned: built from its
+    model settings (``hyper_parameters``), its weights loaded (the LightningModule's
+    ``net.*`` entries)."""
+    settings = dict(checkpoint["hyper_parameters"])
+    try:
+        net = SWWAE.from_settings(settings, settings.pop("image_shape", (1, 28, 28)), settings.pop("num_classes", 10),
+                                  settings.pop("pixel_mean", None))
+        net.load_state_dict({k.removeprefix("net."): v for k, v in checkpoint["state_dict"].items()
+                             if k.startswith("net.")})
+    except (TypeError, RuntimeError, KeyError, UserError) as err:
+        raise CheckpointError(f"checkpoint {path} does not fit swwae's model: {one_line(err, limit=200)}") from None
+    return net
