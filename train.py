@@ -5,7 +5,8 @@ Thin Hydra entry point; the job is ``swwae.training.run.train``.
 * A single run: bad input (a wrong config value, a missing dataset, a non-finite loss) ends
   with one ``error:`` line and exit status 2; anything else raises as usual.
 * Ctrl-C: one line saying where the run stopped, which checkpoint is kept and the command
-  that continues it; exit status 130 (a sweep stops there).
+  that continues it; exit status 130 (a sweep stops there). SIGTERM or SIGUSR1 (a scheduler
+  pre-empting the job): a resumable checkpoint is saved first; exit status 128 + the signal.
 * ``resume=true`` on a run that has finished: its metrics again, exit status 0.
 * A job of a multirun (``-m``): any exception is caught, the job folder gets a
   ``metrics.json`` with ``"status": "failed"`` and the one-line error (a traceback, if any,
@@ -57,9 +58,8 @@ def main(cfg: DictConfig) -> float:
         print(err if isinstance(err, Interrupted) else "interrupted before training started: nothing was saved",
               file=sys.stderr)
         if multirun:
-            print("(the sweep stops here; repeat the sweep command with resume=true to continue every job)",
-                  file=sys.stderr)
-        sys.exit(130)
+            print("(the sweep stops here; repeat the sweep command to continue every job)", file=sys.stderr)
+        sys.exit(getattr(err, "exit_status", 130))
     except Exception as err:
         if multirun:
             return sweep_job_failed(cfg, err)

@@ -29,9 +29,31 @@ class NonFiniteError(UserError):
     non-finite is saved over a checkpoint."""
 
 
+class RunInUseError(UserError):
+    """Another process holds the run's checkpoint folder: two runs of one run name would
+    overwrite each other's checkpoints and report each other's numbers."""
+
+
+class DiskError(UserError):
+    """A folder that cannot be created or written (read-only, a file in its place), or a write
+    that failed (disk full); the message names the path and what is kept."""
+
+
 class Interrupted(KeyboardInterrupt):
     """Ctrl-C during a run; the message says where it stopped, which checkpoint is kept and
     the command that continues it. ``train.py`` prints it and exits with status 130."""
+
+    exit_status = 130
+
+
+class Preempted(Interrupted):
+    """SIGTERM or SIGUSR1 (a scheduler pre-empting the job): a resumable checkpoint was saved
+    into the run's folder; the message says which, and how the run goes on. ``train.py``
+    exits with 128 + the signal's number, as a process killed by it would."""
+
+    def __init__(self, message: str, signum: int):
+        super().__init__(message)
+        self.exit_status = 128 + int(signum)
 
 
 def one_line(err: BaseException, limit: int = 300) -> str:

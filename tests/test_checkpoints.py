@@ -23,7 +23,7 @@ import swwae
 from helpers.config import compose_config
 from scripts.evaluate import main as evaluate_main
 from swwae.checkpoint_file import read_checkpoint
-from swwae.errors import CheckpointError
+from swwae.errors import CheckpointError, DiskError
 from swwae.training.checkpoint_io import AtomicCheckpointIO, atomic_torch_save, remove_stale_temp_files
 from swwae.training.checkpoints import load_model
 from swwae.training.run import build_trainer, train
@@ -89,7 +89,7 @@ def test_a_failed_save_keeps_the_previous_checkpoint(tmp_path, monkeypatch):
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(torch, "save", half_a_save)
-    with pytest.raises(OSError, match="No space"):
+    with pytest.raises(DiskError, match=f"^writing {path} failed: No space left on device$"):
         io.save_checkpoint({"epoch": 1}, path)
     assert sha(path) == before
     assert [p.name for p in tmp_path.iterdir()] == ["last.ckpt"]

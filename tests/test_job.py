@@ -48,7 +48,7 @@ def test_resume_on_a_finished_run_reports_its_metrics_and_exits_0(tmp_path):
     (tmp_path / "outputs" / "first" / "metrics.json").unlink()  # killed before it wrote its metrics
     third = train_cli(tmp_path, *SMALL, "resume=true", name="third")
     assert third.returncode == 0, third.stderr[-2000:]
-    assert "(evaluated again from best.ckpt)" in third.stdout
+    assert "(evaluated again from best.ckpt; resume=false trains it again)" in third.stdout
     metrics = json.loads((tmp_path / "outputs" / "third" / "metrics.json").read_text())["metrics"]
     assert metrics["test/acc"] == done["metrics"]["test/acc"]
     assert metrics["test/recon_mse"] == done["metrics"]["test/recon_mse"]

@@ -71,14 +71,15 @@ def test_resume_continues_from_the_saved_epoch(make_config, tmp_path):
     assert torch.load(last, weights_only=True)["global_step"] == 3  # QUICK: 3 batches an epoch
     train(make_config("model.widths=[8]", "trainer.max_epochs=2", "resume=true"))
     assert torch.load(last, weights_only=True)["global_step"] == 6
-    assert [p.name for p in (tmp_path / "checkpoints").iterdir()] == ["swwae_hard_mnist_sample_seed0"]  # not restarted
+    folders = [p.name for p in (tmp_path / "checkpoints").iterdir() if not p.name.startswith(".")]  # not the lock
+    assert folders == ["swwae_hard_mnist_sample_seed0"]  # not restarted
     assert len(list((tmp_path / "logs" / "swwae_hard_mnist_sample_seed0").glob("version_*"))) == 1
 
 
 def test_a_fresh_run_moves_an_old_run_aside_instead_of_overwriting(make_config, tmp_path):
     train(make_config("model.widths=[8]"))
-    train(make_config("model.widths=[8]"))
-    folders = sorted(p.name for p in (tmp_path / "checkpoints").iterdir())
+    train(make_config("model.widths=[8]", "resume=false"))
+    folders = sorted(p.name for p in (tmp_path / "checkpoints").iterdir() if not p.name.startswith("."))
     assert folders[0] == "swwae_hard_mnist_sample_seed0" and folders[1].startswith("swwae_hard_mnist_sample_seed0.previous-")
     assert (tmp_path / "checkpoints" / folders[1] / "last.ckpt").is_file()
 

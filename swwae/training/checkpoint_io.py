@@ -27,6 +27,7 @@ from lightning.fabric.utilities.cloud_io import _is_local_file_protocol
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 
 from swwae.checkpoint_file import read_checkpoint, verified, with_checksum
+from swwae.training.folders import write_failed
 
 TEMP_MARK = ".tmp-"
 
@@ -76,7 +77,10 @@ class AtomicCheckpointIO(TorchCheckpointIO):
         with_checksum(checkpoint)
         if storage_options is not None or not _is_local_file_protocol(path):
             return super().save_checkpoint(checkpoint, path, storage_options)
-        atomic_torch_save(checkpoint, path)
+        try:
+            atomic_torch_save(checkpoint, path)
+        except OSError as err:  # disk full, quota, read-only: the previous file is whole
+            raise write_failed(path, err) from err
 
     def load_checkpoint(self, path, map_location: Any | None = None, weights_only: bool | None = None) -> dict[str, Any]:
         if not _is_local_file_protocol(path):

@@ -4,11 +4,13 @@ is read by ``swwae.checkpoint_file.read_checkpoint`` (weights only, checksum che
 
 from __future__ import annotations
 
+import inspect
 import logging
 from pathlib import Path
 
 from swwae.checkpoint_file import read_checkpoint
 from swwae.errors import CheckpointError, one_line
+from swwae.model import SWWAE
 from swwae.training.checkpoint_io import remove_stale_temp_files
 from swwae.training.module import SWWAEModule
 
@@ -57,6 +59,13 @@ def load_model(path) -> tuple[SWWAEModule, dict]:
 # resuming
 
 
+def module_defaults(module) -> dict:
+    """The default of every setting of the module and its network."""
+    signatures = [inspect.signature(type(module).__init__), inspect.signature(SWWAE)]
+    return {name: p.default for sig in signatures for name, p in sig.parameters.items()
+            if p.default is not inspect.Parameter.empty}
+
+
 def resume_candidates(folder) -> list[Path]:
     """``last.ckpt``, ``best.ckpt``, then any other ``*.ckpt``, newest first."""
     folder = Path(folder)
@@ -99,26 +108,29 @@ def pick_resume_checkpoint(folder) -> tuple[Path, dict] | None:
     return None if path is None else (path, checkpoint)
 
 
-def check_resumable(path: Path, checkpoint: dict, module, datamodule=None) -> None:
+def check_resumable(path: Path, checkpoint: dict, module, datamodule=None, advice: str | None = None) -> None:
     """CheckpointError (one line) unless ``checkpoint`` was trained with the current model and
-    data config: resuming it would fail in ``load_state_dict``, or silently train on."""
-    advice = "use another run_name or resume=false"
-    diffs = config_differences(checkpoint["hyper_parameters"], dict(module.hparams), prefix="model.")
+    data config: resuming it would fail in ``load_state_dict``, or silently train on. Settings
+    the checkpoint predates (added to the model since) count as their defaults."""
+    advice = ": use another run_name or resume=false" if advice is None else advice
+    current = dict(module.hparams)
+    defaults = {k: v for k, v in module_defaults(module).items() if k in current}
+    diffs = config_differences(defaults | dict(checkpoint["hyper_parameters"]), current, prefix="model.")
     if diffs:
         shown = "; ".join(diffs[:4]) + ("; ..." if len(diffs) > 4 else "")
-        raise CheckpointError(f"{path} was trained with a different model config ({shown}): {advice}")
+        raise CheckpointError(f"{path} was trained with a different model config ({shown}){advice}")
     saved_data = checkpoint.get("datamodule_hyper_parameters")
     current_data = dict(getattr(datamodule, "hparams", {}) or {})
     if saved_data is not None and current_data:
         diffs = config_differences(saved_data, current_data, ignore=DATA_KEYS_FREE_TO_CHANGE, prefix="data.")
         if diffs:
             shown = "; ".join(diffs[:4]) + ("; ..." if len(diffs) > 4 else "")
-            raise CheckpointError(f"{path} was trained with a different data config ({shown}): {advice}")
+            raise CheckpointError(f"{path} was trained with a different data config ({shown}){advice}")
     expected = {k: tuple(v.shape) for k, v in module.state_dict().items()}
     saved = {k: tuple(v.shape) for k, v in checkpoint["state_dict"].items()}
     if expected != saved:
         wrong = sorted(k for k in expected.keys() | saved.keys() if expected.get(k) != saved.get(k))
         raise CheckpointError(
             f"{path} does not fit the current model ({len(wrong)} tensors differ, e.g. {wrong[0]}: "
-            f"{saved.get(wrong[0], 'missing')} there, {expected.get(wrong[0], 'missing')} now): {advice}"
+            f"{saved.get(wrong[0], 'missing')} there, {expected.get(wrong[0], 'missing')} now){advice}"
         )

@@ -74,6 +74,9 @@ class InMemoryDataModule(lightning.LightningDataModule):
         self.split_seed = check_int("split_seed", split_seed, 0)
         self.batch_size = check_int("batch_size", batch_size, 1)
         self.num_labels = None if num_labels is None else check_int("num_labels", num_labels, 1)
+        if self.num_labels is not None and self.num_labels < self.num_classes:
+            raise ConfigError(f"data.num_labels={self.num_labels} is fewer than the {self.num_classes} classes of "
+                              f"{self.name}: every class needs at least one labelled sample")
         self.labelled_per_batch = None if labelled_per_batch is None else check_int(
             "labelled_per_batch", labelled_per_batch, 1)
         if self.num_labels is not None:
@@ -84,6 +87,7 @@ class InMemoryDataModule(lightning.LightningDataModule):
         self.augment = bool(augment)
         self.train_x = self.train_y = self.val_x = self.val_y = self.test_x = self.test_y = None
         self.labelled = None  # indices of the labelled training samples, when some labels are hidden
+        self.resume_position: tuple[int, int] | None = None  # set by resume_at: a pre-empted epoch to finish
         # every constructor argument, a subclass's too: lands in checkpoints (resume checks it)
         self.save_hyperparameters()
 
@@ -157,7 +161,15 @@ class InMemoryDataModule(lightning.LightningDataModule):
         if self.labelled is not None:
             sampler = LabelledBatchSampler(len(self.train_x), self.labelled, self.batch_size, self.labelled_per_batch,
                                            self.seed)
-        return batch_loader(self.train_x, self.train_y, self.batch_size, True, self.seed, self.num_workers, sampler)
+        loader = batch_loader(self.train_x, self.train_y, self.batch_size, True, self.seed, self.num_workers, sampler)
+        if self.resume_position is not None:  # the batch sampler sits in the sampler= slot
+            loader.sampler.resume_at(*self.resume_position)
+        return loader
+
+    def resume_at(self, epoch: int, batches_done: int, world_size: int = 1) -> None:
+        """Start training epoch ``epoch`` after the ``batches_done`` batches (per process) that
+        a pre-empted run had trained (``swwae.training.preemption``)."""
+        self.resume_position = (epoch, batches_done * world_size)
 
     def val_dataloader(self) -> DataLoader:
         return batch_loader(self.val_x, self.val_y, self.batch_size, False, num_workers=self.num_workers)

@@ -15,6 +15,7 @@ samples each, cycled through the labelled subset, and label-hidden samples for t
 
 from __future__ import annotations
 
+import itertools
 import math
 from typing import NamedTuple
 
@@ -85,15 +86,40 @@ class EpochRandomSampler(RandomSampler):
         self.generator.manual_seed(derive_seed(self.seed, SHUFFLE, epoch))
 
 
-class EpochBatchSampler(BatchSampler):
+class ResumesMidEpoch:
+    """A batch sampler that can start one epoch after its first ``batches`` batches: a run
+    stopped mid-epoch (pre-emption) continues where it was, on the batches it would have seen
+    (each batch is a pure function of (seed, epoch), so skipping is exact). ``len`` stays the
+    whole epoch's: Lightning counts the skipped batches as done."""
+
+    epoch = 0
+    _resume: tuple[int, int] | None = None
+
+    def resume_at(self, epoch: int, batches: int) -> None:
+        self._resume = (int(epoch), int(batches))
+
+    def _skipping(self, epoch: int, batches):
+        if self._resume is not None and self._resume[0] == epoch:
+            skip, self._resume = self._resume[1], None
+            return itertools.islice(batches, skip, None)
+        return batches
+
+
+class EpochBatchSampler(ResumesMidEpoch, BatchSampler):
     """A BatchSampler that forwards ``set_epoch`` to the sampler it batches."""
 
     def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
         if callable(getattr(self.sampler, "set_epoch", None)):
             self.sampler.set_epoch(epoch)
 
+    def __iter__(self):
+        epoch = self.epoch
+        self.epoch += 1  # without set_epoch, the next pass moves on (as the sampler does)
+        return self._skipping(epoch, super().__iter__())
 
-class LabelledBatchSampler(Sampler):
+
+class LabelledBatchSampler(ResumesMidEpoch, Sampler):
     """Semi-supervised batches: ``labelled_per_batch`` labelled samples in *every* batch, the
     rest of the batch label-hidden samples.
 
@@ -140,8 +166,9 @@ class LabelledBatchSampler(Sampler):
         k, batches = self.labelled_per_batch, len(self)
         hidden = torch.randperm(self.num_samples, generator=generator(self.seed, SHUFFLE, epoch))
         labelled = self.labelled_stream(epoch * batches * k, batches * k)
-        for b, chunk in enumerate(hidden.split(self.unlabelled_per_batch)):
-            yield SemiSupervisedBatch(labelled[b * k:(b + 1) * k].tolist(), chunk.tolist())
+        batches = (SemiSupervisedBatch(labelled[b * k:(b + 1) * k].tolist(), chunk.tolist())
+                   for b, chunk in enumerate(hidden.split(self.unlabelled_per_batch)))
+        yield from self._skipping(epoch, batches)
 
 
 def batch_loader(x: Tensor, y: Tensor, batch_size: int, shuffle: bool, seed: int = 0, num_workers: int = 0,

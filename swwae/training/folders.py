@@ -1,0 +1,71 @@
+"""Folders a run writes to: checked before any training, and a failed write as one line.
+
+A read-only checkpoint folder, a file where the run's folder should be, or a launch folder
+Hydra cannot create its output folder in would otherwise surface as a 35-65 line traceback,
+some of them only after an epoch was trained. ``check_writable`` tries each folder at the
+start (create it, write and remove a probe file); ``CheckOutputFolder``, a Hydra callback,
+does it for Hydra's own run or sweep folder, which Hydra creates before the job starts. A
+write that fails later (disk full) is a ``DiskError`` naming the path; the job adds which
+checkpoint is kept.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from pathlib import Path
+
+from hydra.experimental.callback import Callback
+
+from swwae.errors import DiskError
+
+
+def reason(err: OSError) -> str:
+    return err.strerror or type(err).__name__
+
+
+def check_writable(folder: Path, what: str, keep: bool = True) -> None:
+    """DiskError (one line) unless ``folder`` exists or can be created, and takes a file.
+    With ``keep=False`` the folders it had to create are removed again: a run that stops on a
+    config error afterwards leaves nothing behind."""
+    folder = Path(folder)
+    created = [p for p in (folder, *folder.parents) if not p.exists()]
+    probe = folder / f".swwae-write-test-{os.getpid()}"
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as err:
+        where = f" ({err.filename})" if err.filename and Path(err.filename) not in (folder, probe) else ""
+        raise DiskError(f"cannot write {what} in {folder}: {reason(err)}{where}; point it elsewhere "
+                        f"(paths.log_dir=..., paths.checkpoint_dir=..., hydra.run.dir=...) or free it") from None
+    finally:
+        if not keep:
+            for p in created:  # innermost first
+                with contextlib.suppress(OSError):
+                    p.rmdir()
+
+
+def write_failed(path, err: OSError) -> DiskError:
+    """The one-line error of a write of ``path`` that failed (disk full, quota, read-only)."""
+    return DiskError(f"writing {path} failed: {reason(err)}")
+
+
+class CheckOutputFolder(Callback):
+    """Hydra callback: the run's (or sweep's) output folder must be writable, else one
+    ``error:`` line and exit status 2 before the job starts (Hydra would print a traceback)."""
+
+    def on_run_start(self, config, **kwargs) -> None:
+        self._check(Path(str(config.hydra.run.dir)), "the run's output (hydra.run.dir)")
+
+    def on_multirun_start(self, config, **kwargs) -> None:
+        self._check(Path(str(config.hydra.sweep.dir)), "the sweep's output (hydra.sweep.dir)")
+
+    @staticmethod
+    def _check(folder: Path, what: str) -> None:
+        try:
+            check_writable(folder, what)
+        except DiskError as err:
+            print(f"error: {err}", file=sys.stderr)
+            raise SystemExit(2) from None

@@ -1,0 +1,80 @@
+"""One run, one owner: a run holds an exclusive lock on its checkpoint folder while it runs.
+
+Two runs of one run name (two terminals, a sweep whose jobs share a name, a SLURM array with a
+repeated task) would otherwise write the same ``best.ckpt`` and ``last.ckpt``, and each would
+test and report the other's weights. The lock is ``filelock``'s (``fcntl.flock`` on POSIX:
+released by the kernel when the process dies, even by ``kill -9``; on NFS, Linux maps it onto
+the server's byte-range locks). It lives beside the folder (``checkpoints/.<run>.lock``), not in
+it, so moving an old run's folder aside (which happens only under the lock) cannot move the lock
+with it. Beside it, ``.<run>.owner.json`` says who holds it, for the other run's error line.
+Only the process of global rank 0 takes it: the other DDP ranks belong to the same run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shlex
+import socket
+import sys
+import time
+from pathlib import Path
+
+from filelock import FileLock, Timeout
+
+from swwae.errors import RunInUseError
+
+
+def lock_path(folder: Path) -> Path:
+    return folder.with_name(f".{folder.name}.lock")
+
+
+def owner_path(folder: Path) -> Path:
+    return folder.with_name(f".{folder.name}.owner.json")
+
+
+def describe_owner(folder: Path) -> str:
+    """'pid 123 on host n7, started 2026-12-01 10:00:00: python train.py ...', as far as known."""
+    try:
+        owner = json.loads(owner_path(folder).read_text())
+    except (OSError, ValueError):
+        return "another process"
+    return (f"pid {owner.get('pid', '?')} on host {owner.get('host', '?')}, started {owner.get('started', '?')}: "
+            f"{owner.get('command', '?')}")
+
+
+def write_owner(folder: Path) -> None:
+    owner = {"pid": os.getpid(), "host": socket.gethostname(), "started": time.strftime("%Y-%m-%d %H:%M:%S"),
+             "command": " ".join(["python", *map(shlex.quote, sys.argv)])}
+    temp = owner_path(folder).with_name(f"{owner_path(folder).name}.{os.getpid()}.tmp")
+    temp.write_text(json.dumps(owner))
+    os.replace(temp, owner_path(folder))
+
+
+def is_global_rank_zero() -> bool:
+    """This process is rank 0 of its run (the environment variables launchers set)."""
+    return all(int(os.environ.get(name, 0) or 0) == 0 for name in ("RANK", "LOCAL_RANK", "SLURM_PROCID", "NODE_RANK"))
+
+
+@contextlib.contextmanager
+def own_run(folder: Path, run_name: str):
+    """``with own_run(checkpoints/<run>, run):`` the block runs holding the run's lock, or
+    RunInUseError (one line naming the other process and what to do) before it touches anything."""
+    if not is_global_rank_zero():
+        yield
+        return
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(lock_path(folder), timeout=0)
+    try:
+        lock.acquire()
+    except Timeout:
+        raise RunInUseError(
+            f"{folder} is in use by another run of {run_name} ({describe_owner(folder)}): wait for it to finish, "
+            f"or give this run its own folder with run_name=...") from None
+    try:
+        write_owner(folder)
+        yield
+    finally:
+        owner_path(folder).unlink(missing_ok=True)
+        lock.release()

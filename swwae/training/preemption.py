@@ -1,0 +1,114 @@
+"""Pre-emption that resumes itself: SIGTERM and SIGUSR1 save a resumable checkpoint into the
+run's own folder, then the run ends with one line.
+
+Cluster schedulers warn a job before they stop it: SLURM sends SIGUSR1 ahead of its time limit
+when asked (``#SBATCH --signal=USR1@90``) and SIGTERM when it pre-empts or cancels. Lightning's
+own SLURM handler writes ``hpc_ckpt_<n>.ckpt`` into the Hydra output folder, which a requeued job
+(a new, timestamped output folder) never finds, or, with a fixed folder, resumes past the
+project's config checks. Here the handler only notes the signal; at the end of the training batch
+in progress, ``Preemption`` saves ``checkpoints/<run>/last.ckpt`` (atomic, checksummed, marked
+with how far into its epoch it is), requeues the job on SLURM (``scontrol requeue``, as
+Lightning's auto-requeue does, on SLURM's requeue signal SIGUSR1), and stops the run. The same
+command then continues it (``resume=auto``, the default): the data order and every random draw
+are functions of (seed, epoch, batch), so the sampler skips the batches already trained and the
+run ends bit-identical to one never stopped (with ``trainer.deterministic=true``).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import signal
+import subprocess
+from pathlib import Path
+
+import lightning as L
+from lightning.fabric.plugins.environments import SLURMEnvironment
+
+log = logging.getLogger(__name__)
+
+SIGNALS = (signal.SIGTERM, signal.SIGUSR1)
+REQUEUE_SIGNAL = signal.SIGUSR1  # SLURMEnvironment's default requeue signal
+POSITION_KEY = "swwae_preempted"  # in a checkpoint saved mid-epoch: {"epoch": e, "batches_done": k}
+
+
+class PreemptionSaved(BaseException):
+    """Raised through Lightning after the pre-emption checkpoint is saved (a BaseException: no
+    ``except Exception`` on the way swallows it; not a KeyboardInterrupt, which Lightning turns
+    into ``sys.exit(1)``). The job turns it into ``swwae.errors.Preempted``."""
+
+
+def slurm_job_id() -> str | None:
+    array = os.environ.get("SLURM_ARRAY_JOB_ID")
+    return f"{array}_{os.environ['SLURM_ARRAY_TASK_ID']}" if array else os.environ.get("SLURM_JOB_ID")
+
+
+def requeue_slurm_job() -> str:
+    """``scontrol requeue`` this job; what happened, in words."""
+    job = slurm_job_id()
+    if not job or not re.fullmatch(r"[0-9_]+", job):
+        return "not requeued (no SLURM job id)"
+    try:
+        result = subprocess.run(["scontrol", "requeue", job], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as err:
+        return f"requeueing SLURM job {job} failed ({err})"
+    if result.returncode != 0:
+        return f"requeueing SLURM job {job} failed ({result.stderr.strip() or result.returncode})"
+    return f"requeued SLURM job {job}"
+
+
+def mid_epoch_position(checkpoint: dict) -> tuple[int, int] | None:
+    """(epoch, batches already trained in it) of a checkpoint saved mid-epoch, else None."""
+    position = checkpoint.get(POSITION_KEY)
+    return None if not position else (int(position["epoch"]), int(position["batches_done"]))
+
+
+class Preemption(L.Callback):
+    """Notes SIGTERM and SIGUSR1 while training and, at the end of the batch in progress, saves
+    a resumable checkpoint into ``folder`` and stops the run (see the module docstring)."""
+
+    def __init__(self, folder: Path):
+        self.folder = Path(folder)
+        self.received: int | None = None
+        self.saved: dict | None = None  # what was saved: path, epoch, step, batches done, requeue
+        self._position: dict | None = None
+        self._previous: dict[int, object] = {}
+
+    # the handlers: installed before trainer.fit, so that Lightning keeps them (it adds its SLURM
+    # SIGUSR1 handler only where none is set, and calls ours after its own on SIGTERM)
+
+    def install(self) -> Preemption:
+        for signum in SIGNALS:
+            self._previous[signum] = signal.signal(signum, self._note)
+        return self
+
+    def restore(self) -> None:
+        for signum, handler in self._previous.items():
+            signal.signal(signum, handler)
+        self._previous = {}
+
+    def _note(self, signum, frame) -> None:
+        self.received = signum
+
+    # the hooks
+
+    def on_train_batch_end(self, trainer: L.Trainer, module, outputs, batch, batch_idx: int) -> None:
+        stop = self.received is not None
+        if trainer.world_size > 1:  # every rank stops at the same batch, or the collectives hang
+            stop = trainer.strategy.reduce_boolean_decision(stop, all=False)
+        if not stop:
+            return
+        signum = self.received or signal.SIGTERM
+        self._position = {"epoch": trainer.current_epoch, "batches_done": batch_idx + 1}
+        path = self.folder / "last.ckpt"
+        trainer.save_checkpoint(path)
+        requeue = requeue_slurm_job() if signum == REQUEUE_SIGNAL and SLURMEnvironment.detect() and \
+            trainer.is_global_zero else None
+        self.saved = {"path": path, "epoch": trainer.current_epoch, "step": trainer.global_step,
+                      "batches_done": batch_idx + 1, "requeue": requeue}
+        raise PreemptionSaved(signal.Signals(signum).name)
+
+    def on_save_checkpoint(self, trainer, module, checkpoint: dict) -> None:
+        if self._position is not None:
+            checkpoint[POSITION_KEY] = dict(self._position)
