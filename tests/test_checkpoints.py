@@ -10,7 +10,9 @@ import os
 import random
 import shutil
 import signal
+import struct
 import time
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -20,9 +22,10 @@ from hydra.utils import instantiate
 
 import swwae
 
+from helpers.cli import last_error_line, run_cli, train_cli
 from helpers.config import compose_config
 from scripts.evaluate import main as evaluate_main
-from swwae.checkpoint_file import read_checkpoint
+from swwae.checkpoint_file import CHECKSUM_KEY, content_checksum, read_checkpoint
 from swwae.errors import CheckpointError, DiskError
 from swwae.training.checkpoint_io import AtomicCheckpointIO, atomic_torch_save, remove_stale_temp_files
 from swwae.training.checkpoints import load_model
@@ -241,3 +244,73 @@ def test_a_checkpoint_of_swwae_0_1_resumes(make_config, tmp_path):
     train(make_config(*LEGACY_RUN, "trainer.max_epochs=3", "resume=true"))
     resumed = read_checkpoint(folder / "last.ckpt")  # now written with a checksum, and read back through it
     assert resumed["epoch"] == 2 and resumed["global_step"] == 9  # 1 more epoch of 3 batches after the 6 it had
+
+
+# one safe reader: nothing in a checkpoint can run code, whatever the environment says
+
+
+class CreatesAFile:
+    """Unpickled without ``weights_only``, this object calls ``open(path, "w")``: a stand-in
+    for any code a crafted checkpoint could run."""
+
+    def __init__(self, path: Path):
+        self.path = path
+
+    def __reduce__(self):
+        return open, (str(self.path), "w")
+
+
+def crafted(path: Path, marker: Path) -> None:
+    torch.save({"state_dict": {}, "hyper_parameters": {}, "swwae_config": {}, "payload": CreatesAFile(marker)}, path)
+
+
+@pytest.mark.slow
+def test_a_crafted_pickle_runs_no_code_even_with_torch_force_no_weights_only_load(tmp_path):
+    small = ["model.widths=[4]", "trainer.max_epochs=2"]
+    assert train_cli(tmp_path, *small, name="first").returncode == 0
+    (tmp_path / "outputs" / "first" / "metrics.json").unlink()  # a finished run is then evaluated again
+    folder, marker = tmp_path / "checkpoints" / RUN, tmp_path / "code-ran"
+    crafted(folder / "best.ckpt", marker)
+    hostile = {"TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD": "1"}
+
+    again = train_cli(tmp_path, *small, "resume=true", name="again", env=hostile)
+    assert again.returncode == 2 and "Traceback" not in again.stderr
+    assert last_error_line(again) == (
+        f"error: checkpoint checkpoints/{RUN}/best.ckpt holds pickled objects, not tensors and plain values: it was not "
+        "written by swwae's train.py, and is not loaded (a pickle can run code)")
+    loaded = run_cli("-c", f"import swwae; swwae.load({str(folder / 'best.ckpt')!r})", cwd=tmp_path, env=hostile)
+    assert loaded.returncode == 1 and "CheckpointError" in loaded.stderr and "holds pickled objects" in loaded.stderr
+    assert not marker.exists()
+
+
+def flip_a_byte_inside_a_tensor(path: Path) -> None:
+    """Change one byte in the middle of the largest tensor's bytes: the zip and the pickle stay
+    valid (torch checks no zip CRC), only the contents change."""
+    with zipfile.ZipFile(path) as archive:
+        entry = max((i for i in archive.infolist() if "/data/" in i.filename), key=lambda i: i.file_size)
+    data = bytearray(path.read_bytes())
+    name_len, extra_len = struct.unpack("<HH", data[entry.header_offset + 26:entry.header_offset + 30])
+    at = entry.header_offset + 30 + name_len + extra_len + entry.file_size // 2
+    data[at] ^= 0x10
+    path.write_bytes(bytes(data))
+
+
+def test_a_checkpoint_whose_bytes_changed_reads_as_corrupt_and_resume_falls_back(make_config, tmp_path, caplog):
+    train(make_config("model.widths=[8]", "trainer.max_epochs=2"))
+    folder = tmp_path / "checkpoints" / RUN
+    flip_a_byte_inside_a_tensor(folder / "last.ckpt")
+    torch.load(folder / "last.ckpt", weights_only=True)  # torch itself notices nothing
+    with pytest.raises(CheckpointError, match=r"last.ckpt is corrupt: its contents do not match the checksum"):
+        read_checkpoint(folder / "last.ckpt")
+    with caplog.at_level("WARNING"):
+        train(make_config("model.widths=[8]", "trainer.max_epochs=3", "resume=true"))
+    assert "cannot resume from last.ckpt: checkpoint" in caplog.text and "is corrupt" in caplog.text
+    assert "resuming from" in caplog.text and "best.ckpt" in caplog.text
+    assert read_checkpoint(folder / "last.ckpt")["epoch"] == 2  # written again, whole
+
+
+def test_every_save_carries_a_checksum_that_the_reader_checks(make_config, tmp_path):
+    train(make_config("model.widths=[4]"))
+    raw = torch.load(tmp_path / "checkpoints" / RUN / "last.ckpt", weights_only=True)
+    assert raw[CHECKSUM_KEY] == content_checksum(raw) and len(raw[CHECKSUM_KEY]) == 64
+    assert CHECKSUM_KEY not in read_checkpoint(tmp_path / "checkpoints" / RUN / "last.ckpt")

@@ -107,7 +107,7 @@ REPRO = ["model.widths=[8]", "model.dropout=0.2", "trainer.max_epochs=2", "train
 
 
 @pytest.mark.slow
-def test_sigkill_mid_epoch_then_resume_matches_an_uninterrupted_run(make_config, tmp_path):
+def test_sigkill_holding_the_lock_then_the_same_command_resumes_as_if_never_stopped(make_config, tmp_path):
     train(make_config(*REPRO))  # the uninterrupted run, here: tmp_path/{checkpoints,output}
     expected = json.loads((tmp_path / "output" / "metrics.json").read_text())
     expected["metrics"].pop("train_time_s")
@@ -122,9 +122,13 @@ def test_sigkill_mid_epoch_then_resume_matches_an_uninterrupted_run(make_config,
     assert killed.returncode == -signal.SIGKILL
     last = broken / "checkpoints" / "swwae_hard_mnist_sample_seed3" / "last.ckpt"
     assert torch.load(last, weights_only=True)["epoch"] == 0  # the end of epoch 0, the last one saved
+    owner = broken / "checkpoints" / ".swwae_hard_mnist_sample_seed3.owner.json"
+    assert json.loads(owner.read_text())["pid"] > 0  # it died holding the run's lock: the kernel released it
 
-    resumed = train_cli(broken, *REPRO, "resume=true", name="resumed")
+    resumed = train_cli(broken, *REPRO, name="resumed")  # the same command: resume=auto takes the lock, continues
     assert resumed.returncode == 0, resumed.stderr[-2000:]
+    assert "resume=auto: continuing the unfinished run of this config" in resumed.stdout + resumed.stderr
+    assert not owner.exists()  # released at the end
     got = final_metrics(broken, "resumed")
     assert got["epochs"] == expected["epochs"] == 2
     assert got == expected  # bit for bit: every metric, val and test
@@ -233,6 +237,10 @@ def write_mnist_files(root: Path, which: int, content: bytes) -> Path:
         (["trainer.devices=0"], r"Trainer.*devices=0"),
         (["+trainer.max_epoch=3"], "unexpected keyword argument 'max_epoch'"),
         (["callbacks.reconstruction_images._target_=swwae.training.callbacks.Nope"], "Error locating target 'swwae.training.callbacks.Nope'"),
+        (["trainer.max_epochs=0"], r"^trainer.max_epochs=0 trains nothing: give it at least 1 \(to evaluate a checkpoint"),
+        (["+trainer.max_steps=0"], r"^trainer.max_steps=0 trains nothing"),
+        (["data.num_labels=7"], "^data.num_labels=7 is fewer than the 10 classes of mnist_sample: every class needs"),
+        (["resume=maybe"], "^resume='maybe' is unknown; choose one of auto, true, false$"),
     ],
 )
 def test_more_bad_values_are_one_line_before_any_training(make_config, tmp_path, overrides, message):
@@ -253,3 +261,9 @@ def test_a_data_root_with_partial_or_corrupt_files_is_one_line(make_config, tmp_
         train(make_config("data=mnist", f"data.root={tmp_path / 'data'}", "data.download=false"))
     assert "\n" not in str(err.value) and str(folder) in str(err.value) and "data=mnist_sample" in str(err.value)
     assert not (tmp_path / "checkpoints").exists()
+
+
+def test_the_done_line_shows_the_monitored_metric_when_the_run_is_not_tested(make_config, capsys):
+    train(make_config("model.widths=[4]", "test=false"))
+    line = capsys.readouterr().out.strip().splitlines()[-1]
+    assert line.startswith("done: swwae_hard_mnist_sample_seed0: val/recon_mse=0.") and "test/" not in line

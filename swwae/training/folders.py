@@ -25,10 +25,10 @@ def reason(err: OSError) -> str:
     return err.strerror or type(err).__name__
 
 
-def check_writable(folder: Path, what: str, keep: bool = True) -> None:
-    """DiskError (one line) unless ``folder`` exists or can be created, and takes a file.
-    With ``keep=False`` the folders it had to create are removed again: a run that stops on a
-    config error afterwards leaves nothing behind."""
+def check_writable(folder: Path, what: str, setting: str, keep: bool = True) -> None:
+    """DiskError (one line) unless ``folder`` exists or can be created, and takes a file;
+    ``setting`` is the key that puts it elsewhere. With ``keep=False`` the folders it had to create are
+    removed again: a run that stops on a config error afterwards leaves nothing behind."""
     folder = Path(folder)
     created = [p for p in (folder, *folder.parents) if not p.exists()]
     probe = folder / f".swwae-write-test-{os.getpid()}"
@@ -37,9 +37,9 @@ def check_writable(folder: Path, what: str, keep: bool = True) -> None:
         probe.write_bytes(b"")
         probe.unlink()
     except OSError as err:
-        where = f" ({err.filename})" if err.filename and Path(err.filename) not in (folder, probe) else ""
-        raise DiskError(f"cannot write {what} in {folder}: {reason(err)}{where}; point it elsewhere "
-                        f"(paths.log_dir=..., paths.checkpoint_dir=..., hydra.run.dir=...) or free it") from None
+        in_the_way = next((p for p in (folder, *folder.parents) if p.exists() and not p.is_dir()), None)
+        why = f"{in_the_way} is a file, not a folder" if in_the_way is not None else reason(err)
+        raise DiskError(f"cannot write {what} in {folder}: {why}; set {setting}=... to write elsewhere") from None
     finally:
         if not keep:
             for p in created:  # innermost first
@@ -57,15 +57,15 @@ class CheckOutputFolder(Callback):
     ``error:`` line and exit status 2 before the job starts (Hydra would print a traceback)."""
 
     def on_run_start(self, config, **kwargs) -> None:
-        self._check(Path(str(config.hydra.run.dir)), "the run's output (hydra.run.dir)")
+        self._check(Path(str(config.hydra.run.dir)), "the run's output", "hydra.run.dir")
 
     def on_multirun_start(self, config, **kwargs) -> None:
-        self._check(Path(str(config.hydra.sweep.dir)), "the sweep's output (hydra.sweep.dir)")
+        self._check(Path(str(config.hydra.sweep.dir)), "the sweep's output", "hydra.sweep.dir")
 
     @staticmethod
-    def _check(folder: Path, what: str) -> None:
+    def _check(folder: Path, what: str, setting: str) -> None:
         try:
-            check_writable(folder, what)
+            check_writable(folder, what, setting)
         except DiskError as err:
             print(f"error: {err}", file=sys.stderr)
             raise SystemExit(2) from None

@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import signal
 import time
-from contextlib import ExitStack
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 import lightning as L
@@ -64,9 +64,9 @@ def check_folders(cfg: DictConfig) -> None:
     """Every folder the run writes to, before any data is read; folders it had to create for
     the test are removed again (a file where the run's own checkpoint folder should be is found
     under the run's lock, in ``train``)."""
-    check_writable(Path(cfg.paths.checkpoint_dir), "checkpoints (paths.checkpoint_dir)", keep=False)
-    check_writable(Path(cfg.paths.log_dir), "logs (paths.log_dir)", keep=False)
-    check_writable(Path(cfg.paths.output_dir), "the run's output (hydra.run.dir)")
+    check_writable(Path(cfg.paths.checkpoint_dir), "checkpoints", "paths.checkpoint_dir", keep=False)
+    check_writable(Path(cfg.paths.log_dir), "logs", "paths.log_dir", keep=False)
+    check_writable(Path(cfg.paths.output_dir), "the run's output", "hydra.run.dir")
 
 
 def set_process_defaults(cfg: DictConfig) -> None:
@@ -75,6 +75,17 @@ def set_process_defaults(cfg: DictConfig) -> None:
         log.debug("glibc keeps freed memory for reuse (keep_freed_memory=true)")
     if cfg.get("flush_denormal") and torch.set_flush_denormal(True):  # False where the CPU cannot
         log.debug("denormal floats flush to zero (flush_denormal=true)")
+
+
+@contextmanager
+def quiet():
+    """No log record at INFO or below inside the block (Lightning's device lines, tips)."""
+    was = logging.root.manager.disable
+    logging.disable(logging.INFO)
+    try:
+        yield
+    finally:
+        logging.disable(was)
 
 
 def logged_val_metrics(module) -> list[str]:
@@ -100,19 +111,21 @@ def train(cfg: DictConfig) -> float:
     check_monitor(cfg.optimized_metric, cfg.optimized_mode, logged_val_metrics(module))
     folder = run_folder(cfg)
     preemption = Preemption(folder)
-    trainer = build_trainer(cfg, [], job_callbacks(cfg, module, datamodule, preemption))  # its config errors: now
+    callbacks = job_callbacks(cfg, module, datamodule, preemption)
+    with quiet():  # the Trainer's and callbacks' config errors: before the lock
+        build_trainer(cfg, [], callbacks)
     with own_run(folder, cfg.run_name):  # a second run of this name ends here, before it reads or moves a file
-        check_writable(folder, f"the checkpoints of {cfg.run_name}")
-        return train_owned(cfg, folder, module, datamodule, trainer, preemption, started)
+        check_writable(folder, f"the checkpoints of {cfg.run_name}", "run_name")
+        return train_owned(cfg, folder, module, datamodule, callbacks, preemption, started)
 
 
-def train_owned(cfg: DictConfig, folder: Path, module, datamodule, trainer: L.Trainer, preemption: Preemption,
+def train_owned(cfg: DictConfig, folder: Path, module, datamodule, callbacks: list, preemption: Preemption,
                 started: float) -> float:
     """The part of the job that runs holding the run's lock."""
     start = choose_start(cfg, module, datamodule)
     if start.finished:  # a repeated or re-queued command
         return report_finished(cfg, module, datamodule, start.path, start.checkpoint)
-    trainer.loggers = build_loggers(cfg, resuming=start.path is not None)
+    trainer = build_trainer(cfg, build_loggers(cfg, resuming=start.path is not None), callbacks)
     if start.path is None:  # every check passed: only now touch what is on disk
         move_old_run_aside(folder)
     elif (position := mid_epoch_position(start.checkpoint)) is not None:

@@ -81,3 +81,21 @@ class RecordBatches(L.Callback):
     def on_train_end(self, trainer, module):
         with open(os.path.join(self.out, f"rank{trainer.global_rank}.json"), "w") as f:
             json.dump({"world_size": trainer.world_size, "batches": self.seen}, f)
+
+
+class PauseAt(AtBatch):
+    """Write the file ``ready``, then wait (up to ``timeout`` s) until the file ``go`` exists: a
+    run held mid-training while a test starts a second one beside it."""
+
+    def __init__(self, epoch: int, batch: int, ready: str, go: str, timeout: float = 240.0):
+        super().__init__(epoch, batch)
+        self.ready, self.go, self.timeout = ready, go, timeout
+
+    def act(self, trainer, module) -> None:
+        import time
+        from pathlib import Path
+
+        Path(self.ready).write_text(str(os.getpid()))
+        deadline = time.monotonic() + self.timeout
+        while not Path(self.go).exists() and time.monotonic() < deadline:
+            time.sleep(0.05)

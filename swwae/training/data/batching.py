@@ -113,10 +113,10 @@ class EpochBatchSampler(ResumesMidEpoch, BatchSampler):
         if callable(getattr(self.sampler, "set_epoch", None)):
             self.sampler.set_epoch(epoch)
 
-    def __iter__(self):
+    def __iter__(self):  # a generator: the epoch is read at the first batch, after Lightning's set_epoch
         epoch = self.epoch
         self.epoch += 1  # without set_epoch, the next pass moves on (as the sampler does)
-        return self._skipping(epoch, super().__iter__())
+        yield from self._skipping(epoch, super().__iter__())
 
 
 class LabelledBatchSampler(ResumesMidEpoch, Sampler):

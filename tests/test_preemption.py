@@ -1,0 +1,96 @@
+"""Pre-emption (docs/architecture.md 5): SIGTERM and SIGUSR1 save a resumable checkpoint into the
+run's own folder and end the run in one line; the same command continues it by itself
+(resume=auto), on SLURM after requeueing the job, bit-identical to a run never stopped."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import stat
+from pathlib import Path
+
+import pytest
+import torch
+
+from helpers.cli import last_error_line, train_cli
+
+# dropout draws from the global generator; three epochs of three batches
+REPRO = ["model.widths=[8]", "model.dropout=0.2", "trainer.max_epochs=3", "trainer.deterministic=true", "seed=3"]
+RUN = "swwae_hard_mnist_sample_seed3"
+
+
+def metrics_of(tmp: Path, name: str) -> dict:
+    summary = json.loads((tmp / "outputs" / name / "metrics.json").read_text())
+    summary["metrics"].pop("train_time_s")
+    summary.pop("checkpoint")
+    return summary
+
+
+def weights(folder: Path) -> dict:
+    return torch.load(folder / "last.ckpt", weights_only=True)["state_dict"]
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("uninterrupted")
+    result = train_cli(tmp, *REPRO, name="whole")
+    assert result.returncode == 0, result.stderr[-2000:]
+    return metrics_of(tmp, "whole"), weights(tmp / "checkpoints" / RUN)
+
+
+def fake_scontrol(tmp: Path) -> Path:
+    """An ``scontrol`` on PATH that records how it was called (no cluster here)."""
+    bin_dir = tmp / "bin"
+    bin_dir.mkdir()
+    script = bin_dir / "scontrol"
+    script.write_text(f'#!/bin/sh\necho "$@" >> {tmp / "scontrol.log"}\n')
+    script.chmod(script.stat().st_mode | stat.S_IEXEC)
+    return bin_dir
+
+
+SLURM = {"SLURM_JOB_ID": "4242", "SLURM_NTASKS": "1", "SLURM_NTASKS_PER_NODE": "1", "SLURM_NNODES": "1",
+         "SLURM_NODEID": "0", "SLURM_PROCID": "0", "SLURM_LOCALID": "0", "SLURM_JOB_NAME": "swwae",
+         "SLURM_NODELIST": "localhost"}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("signum", ["SIGTERM", "SIGUSR1"])
+def test_a_signal_saves_mid_epoch_and_the_same_command_continues_bit_identically(tmp_path, signum, uninterrupted):
+    stopped = train_cli(tmp_path, *REPRO, "+callbacks.stop._target_=helpers.faults.SignalAt", "+callbacks.stop.epoch=1",
+                        "+callbacks.stop.batch=1", f"+callbacks.stop.signum={signum}", name="stopped")
+    assert stopped.returncode == 128 + getattr(signal, signum), stopped.stderr[-2000:]
+    folder = tmp_path / "checkpoints" / RUN
+    assert last_error_line(stopped) == (
+        f"pre-empted by {signum}; saved {folder.relative_to(tmp_path)}/last.ckpt (epoch 1, step 5, 2 batches into "
+        "the epoch); the same command continues it (resume=auto)")
+    assert "Traceback" not in stopped.stderr
+    saved = torch.load(folder / "last.ckpt", weights_only=True)
+    assert saved["global_step"] == 5 and saved["swwae_preempted"] == {"epoch": 1, "batches_done": 2}
+
+    again = train_cli(tmp_path, *REPRO, name="again")  # the same command, no resume=true
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert "resume=auto: continuing the unfinished run of this config" in again.stdout + again.stderr
+    expected, reference = uninterrupted
+    assert metrics_of(tmp_path, "again") == expected  # every val and test metric, bit for bit
+    state = weights(folder)
+    assert state.keys() == reference.keys() and all(torch.equal(state[k], reference[k]) for k in reference)
+
+
+@pytest.mark.slow
+def test_on_slurm_sigusr1_requeues_the_job_and_the_requeued_job_continues_by_itself(tmp_path, uninterrupted):
+    env = SLURM | {"PATH": f"{fake_scontrol(tmp_path)}{os.pathsep}{os.environ['PATH']}"}
+    stopped = train_cli(tmp_path, *REPRO, "+callbacks.stop._target_=helpers.faults.SignalAt", "+callbacks.stop.epoch=2",
+                        "+callbacks.stop.batch=0", "+callbacks.stop.signum=SIGUSR1", name="job", env=env)
+    assert stopped.returncode == 128 + signal.SIGUSR1, stopped.stderr[-2000:]
+    assert last_error_line(stopped).endswith("batches into the epoch); requeued SLURM job 4242: it continues by itself")
+    assert (tmp_path / "scontrol.log").read_text().split() == ["requeue", "4242"]
+    assert not list(tmp_path.rglob("hpc_ckpt_*.ckpt"))  # not Lightning's file in the output folder
+
+    # the requeued job: the same command and environment, a new (timestamped) output folder
+    requeued = train_cli(tmp_path, *REPRO, name="job-requeued", env=env | {"SLURM_RESTART_COUNT": "1"})
+    assert requeued.returncode == 0, requeued.stderr[-2000:]
+    expected, reference = uninterrupted
+    assert metrics_of(tmp_path, "job-requeued") == expected
+    state = weights(tmp_path / "checkpoints" / RUN)
+    assert all(torch.equal(state[k], reference[k]) for k in reference)
