@@ -9,8 +9,8 @@ Lightning and Hydra, and the checkout's ``configs/``; the plain timing and memor
 measurements are in ``swwae.bench.harness``.
 
 The hand-written side (``HandLoop``) is the plainest loop a user would write on *the same
-tensors* (the datamodule's) and the same network (a twin of the LightningModule with the
-same weights): shuffle, gather batches, forward, the module's loss, backward, Adam step;
+tensors* (the datamodule's) and the same network (a plain-torch ``SWWAE`` with the module's
+weights): shuffle, gather batches, forward, ``swwae.loss.swwae_loss``, backward, Adam step;
 then validation under inference mode. ``EpochClock`` interleaves the two step by step: one
 hand-written training step before each of Lightning's, and one validation batch before each
 of its validation batches, off Lightning's clock. A Lightning epoch's clock runs from its
@@ -36,6 +36,8 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, open_dict
 
 from swwae.bench.harness import Stopwatch
+from swwae.loss import swwae_loss
+from swwae.model import SWWAE
 from swwae.training.callbacks import ReconstructionImages
 from swwae.training.data.batching import to_float
 from swwae.training.run import train
@@ -105,10 +107,11 @@ class HandLoop:
     its own time into the current epoch's record."""
 
     def __init__(self, module, datamodule):
-        self.net = type(module)(**module.hparams)  # the same LightningModule class, never attached to a Trainer
-        self.net.load_state_dict(module.state_dict())
-        self.data = datamodule
         hp = module.hparams
+        self.net = SWWAE.from_settings(hp, hp.image_shape, hp.num_classes, hp.pixel_mean)  # plain torch
+        self.net.load_state_dict(module.net.state_dict())
+        self.weights = dict(lambda_rec=hp.lambda_rec, lambda_m=hp.lambda_m, lambda_nll=hp.lambda_nll)
+        self.data = datamodule
         self.optimizer = torch.optim.Adam(self.net.parameters(), lr=hp.lr, weight_decay=hp.weight_decay)
         self.scheduler = torch.optim.lr_scheduler.CosineAnnealingLR(self.optimizer, T_max=20)
         self.generator = torch.Generator().manual_seed(0)
@@ -129,7 +132,7 @@ class HandLoop:
         idx = self.batches[self.step % len(self.batches)]
         self.step += 1
         x, y = to_float(self.data.train_x[idx]), self.data.train_y[idx]  # stored uint8, as the loader does
-        loss = self.net.losses(self.net(x), x, y)["loss"]
+        loss = swwae_loss(self.net(x), x, y, **self.weights)["loss"]
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         self.optimizer.step()
@@ -141,7 +144,7 @@ class HandLoop:
         batch = self.data.batch_size
         x, y = to_float(self.data.val_x[i * batch : (i + 1) * batch]), self.data.val_y[i * batch : (i + 1) * batch]
         with torch.inference_mode():
-            float(self.net.losses(self.net(x), x, y)["recon_mse"])
+            float(swwae_loss(self.net(x), x, y, **self.weights)["recon_mse"])
 
     @timed_part("val")
     def end_epoch(self):

@@ -19,7 +19,7 @@ from torch import Tensor
 
 from swwae.training.data.base import Splits, check_int
 from swwae.training.data.batching import UNLABELLED
-from swwae.training.data.torchvision_sets import TorchvisionDataModule, label_tensor
+from swwae.training.data.torchvision_sets import TorchvisionDataModule
 from swwae.errors import ConfigError
 
 IMAGE_BYTES = 3 * 96 * 96
@@ -69,9 +69,6 @@ class STL10DataModule(TorchvisionDataModule):
         from torchvision.datasets import STL10
 
         return [name for name, _ in STL10.train_list + STL10.test_list] + [STL10.folds_list_file]
-
-    def _arrays(self, ds) -> tuple[Tensor, Tensor]:
-        return torch.from_numpy(np.ascontiguousarray(ds.data)), label_tensor(ds.labels)
 
     def load(self) -> Splits:
         splits = super().load()

@@ -54,8 +54,9 @@ class TorchvisionDataModule(InMemoryDataModule):
         raise NotImplementedError
 
     def _arrays(self, ds) -> tuple[Tensor, Tensor]:
-        """(images uint8 (N, C, H, W), labels int64) of a dataset object."""
-        raise NotImplementedError
+        """(images uint8 (N, C, H, W), labels int64) of a dataset object; by default its
+        ``data`` already in that layout and its ``labels`` (SVHN, STL-10)."""
+        return torch.from_numpy(np.ascontiguousarray(ds.data)), label_tensor(ds.labels)
 
     # reading
 
@@ -192,9 +193,6 @@ class SVHNDataModule(TorchvisionDataModule):
         from torchvision.datasets import SVHN
 
         return [SVHN.split_list[part][1] for part in self.parts]
-
-    def _arrays(self, ds) -> tuple[Tensor, Tensor]:
-        return torch.from_numpy(np.ascontiguousarray(ds.data)), label_tensor(ds.labels)
 
     def load(self) -> Splits:
         splits = super().load()
