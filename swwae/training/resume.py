@@ -96,7 +96,7 @@ def move_old_run_aside(folder: Path) -> None:
     if folder.is_dir() and any(folder.glob("*.ckpt")):
         aside = folder.with_name(f"{folder.name}.previous-{time.strftime('%Y%m%d-%H%M%S')}")
         shutil.move(str(folder), str(aside))
-        log.warning("%s held an earlier run: moved it to %s (resume=true continues a run)", folder, aside)
+        log.warning("%s held an earlier run: moved it to %s", folder, aside)
 
 
 # the choice

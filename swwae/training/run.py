@@ -201,6 +201,8 @@ def set_torch_defaults() -> None:
 
     warnings.filterwarnings("ignore", ".*does not have many workers.*")
     warnings.filterwarnings("ignore", ".*LeafSpec.*")
+    # a pre-empted epoch resumes exactly (the batch samplers skip what was trained: swwae.training.preemption)
+    warnings.filterwarnings("ignore", ".*resuming from a checkpoint that ended before the epoch ended.*")
     # on Ctrl-C train.py says what is kept and how to continue, instead of Lightning's line
     logging.getLogger("lightning.pytorch.utilities.rank_zero").addFilter(
         lambda record: "Detected KeyboardInterrupt" not in record.getMessage())
