@@ -82,3 +82,20 @@ def test_the_readmes_use_a_trained_model_example_runs(make_config, tmp_path):
     exec(compile(code, "README.md", "exec"), names)
     assert names["out"].recon.shape == names["x"].shape == (8, 1, 28, 28)
     assert names["pixels"].shape == (4, 1, 28, 28) and names["pixels"].abs().sum() > 0
+
+
+def test_the_readmes_plain_torch_training_step_runs_without_lightning():
+    """The README's 'a training step of your own' block, as printed, in a fresh interpreter:
+    it trains and imports neither Lightning nor Hydra."""
+    import re
+
+    from helpers.config import ROOT
+
+    readme = (ROOT / "README.md").read_text()
+    section = readme[readme.index("## Use the pooling in your own network"):]
+    code = next(block for block in re.findall(r"```python\n(.*?)```", section, re.S) if "swwae_loss(" in block)
+    check = ("\nimport math, sys\nassert math.isfinite(float(terms['loss'])) and set(terms) >= {'recon_mse', 'nll'}\n"
+             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('lightning', 'hydra', 'omegaconf')))\n")
+    result = subprocess.run([sys.executable, "-c", code + check], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.strip() == "[]"
