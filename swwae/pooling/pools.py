@@ -11,7 +11,8 @@ from torch import Tensor, nn
 
 from swwae.pooling.base import Pool
 from swwae.pooling.geometry import pair
-from swwae.pooling.soft import SoftPoolFunction
+from swwae.pooling.precision import in_float32
+from swwae.pooling.soft import soft_pool
 from swwae.pooling.upsamplers import TransposedConvUnpool, WaveletUnpool
 from swwae.pooling.wheres import HardWhere, SoftWhere
 
@@ -44,7 +45,7 @@ class WhatWherePool(Pool):
         return what, HardWhere(indices, x, g)
 
     def _soft(self, x: Tensor):
-        what, in_window_row, in_window_col = SoftPoolFunction.apply(x, self.geometry, self.beta)
+        what, in_window_row, in_window_col = soft_pool(x, self.geometry, self.beta)
         return what, SoftWhere(in_window_row, in_window_col, x.shape, self.geometry)
 
 
@@ -122,6 +123,7 @@ class WaveletPool(Pool):
             raise ValueError("wavelet pooling has no stride or padding of its own: leave them unset")
         return cls(kernel_size, wavelet)
 
+    @in_float32  # ptwt refuses half precision
     def pool(self, x: Tensor):
         import ptwt
 

@@ -8,6 +8,7 @@ import torch
 from torch import Tensor, nn
 
 from swwae.pooling.geometry import Geometry
+from swwae.pooling.precision import in_float32
 
 
 def window_owner_upsample(v: Tensor, size: tuple[int, int], geometry: Geometry) -> Tensor:
@@ -48,6 +49,7 @@ class WaveletUnpool(nn.Module):
         super().__init__()
         self.wavelet, self.levels = wavelet, levels
 
+    @in_float32  # ptwt refuses half precision
     def forward(self, v: Tensor, size: tuple[int, int]) -> Tensor:
         import ptwt
 
