@@ -203,7 +203,8 @@ def _splat_corners(q_row: Tensor, q_col: Tensor, g: Geometry, shape):
     # valid pixel, not an index out of bounds (NaN cast to an integer)
     top_left = torch.where(top_left.isnan(), (lo_r + ph) * width + lo_c + pw, top_left).long()
     down, right = (width if kh > 1 else 0), (1 if kw > 1 else 0)
-    corners = torch.tensor([[0, right], [down, down + right]], device=q_row.device)
+    step = torch.arange(2, device=q_row.device)  # not torch.tensor(..., device=): a blocking copy to a GPU
+    corners = step.view(2, 1) * down + step * right  # [[0, right], [down, down + right]]
     return top_left[..., None, None] + corners, q_row - left_row, q_col - left_col
 
 
