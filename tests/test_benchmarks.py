@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 import pytest
 import torch
@@ -157,3 +158,26 @@ def test_the_scripts_run_from_anywhere(tmp_path):
     # bench_scaling imported bench_epoch through sys.path; both now share swwae.bench.epoch_clock
     result = run_cli(ROOT / "scripts" / "bench_scaling.py", "--help", cwd=tmp_path)
     assert result.returncode == 0 and "usage:" in result.stdout, result.stderr[-2000:]
+
+
+# the device check (scripts/device_check.sh): what it does on a GPU, tests/test_cuda.py holds
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(torch.cuda.is_available(), reason="with a CUDA device the script runs the checks")
+def test_the_device_check_without_a_gpu_says_so_in_one_line_and_exits_0(tmp_path):
+    result = run_cli(ROOT / "scripts" / "device_check.sh", cwd=tmp_path, program="bash",
+                     env={"OUT": str(tmp_path / "out"), "PYTHON": sys.executable})
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "device check: no CUDA device here (torch.cuda.is_available() is False); nothing to check\n"
+    assert result.stderr == "" and not (tmp_path / "out").exists()
+
+
+@pytest.mark.slow
+def test_the_device_check_with_a_python_without_torch_is_one_error_line(tmp_path):
+    python = tmp_path / "python"
+    python.write_text("#!/bin/sh\necho \"ModuleNotFoundError: No module named 'torch'\" >&2\nexit 1\n")
+    python.chmod(0o755)
+    result = run_cli(ROOT / "scripts" / "device_check.sh", cwd=tmp_path, program="bash", env={"PYTHON": str(python)})
+    assert result.returncode == 1 and result.stdout == ""
+    assert result.stderr == f"device check: cannot import torch with {python}: ModuleNotFoundError: No module named 'torch'\n"

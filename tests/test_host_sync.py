@@ -10,17 +10,15 @@ with a ``TorchDispatchMode``, as they would run on a GPU."""
 
 from __future__ import annotations
 
-import collections
-import traceback
 from pathlib import Path
 
 import lightning as L
 import pytest
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
 
 from helpers.cli import last_error_line, run_cli
 from helpers.config import QUICK, ROOT
+from helpers.syncs import CountSyncs, SyncsPerBatch
 from swwae.errors import NonFiniteError
 from swwae.training import run
 from swwae.training.nonfinite import LossWatch
@@ -30,56 +28,6 @@ from swwae.training.run import train
 # (torch keeps them on the CPU for CUDA parameters too) and the batch sampler's indices into
 # the images held in host memory (swwae.training.data)
 HOST_SIDE = ("torch/optim/", "swwae/training/data/")
-REPO = str(ROOT)
-
-
-class CountSyncs(TorchDispatchMode):
-    """Counts the ops that read a tensor's value back to the host, by the line of code (in this
-    repository, Lightning or torch.optim) that asked for them."""
-
-    def __init__(self):
-        super().__init__()
-        self.by_origin = collections.Counter()
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        masked = func is torch.ops.aten.index.Tensor and any(
-            t is not None and t.dtype == torch.bool for t in args[1])
-        if masked or func in (torch.ops.aten._local_scalar_dense.default, torch.ops.aten.nonzero.default):
-            self.by_origin[self.origin()] += 1
-        return func(*args, **(kwargs or {}))
-
-    @staticmethod
-    def origin() -> str:
-        frames = traceback.extract_stack()[:-2]
-        ours = [f for f in frames if f.filename.startswith(REPO) or "/lightning/" in f.filename
-                or "/torch/optim/" in f.filename]
-        frame = (ours or frames)[-1]
-        return f"{frame.filename.split('site-packages/')[-1].removeprefix(REPO + '/')}:{frame.lineno}"
-
-
-class SyncsPerBatch(L.Callback):
-    """The syncs of each training loop iteration, from one batch's start to the next's (the
-    step, the hooks and Lightning's bookkeeping after it), excluding host-side reads."""
-
-    def __init__(self):
-        self.mode, self.batches = None, []
-
-    def _stop(self) -> None:
-        if self.mode is not None:
-            self.mode.__exit__(None, None, None)
-            self.batches.append({k: v for k, v in self.mode.by_origin.items() if not k.startswith(HOST_SIDE)})
-            self.mode = None
-
-    def on_train_batch_start(self, trainer, module, batch, batch_idx):
-        self._stop()
-        self.mode = CountSyncs()
-        self.mode.__enter__()
-
-    def on_train_epoch_end(self, trainer, module):
-        self._stop()
-
-    def on_exception(self, trainer, module, exception):
-        self._stop()
 
 
 def with_callback(monkeypatch, callback: L.Callback) -> None:
@@ -138,7 +86,7 @@ def test_training_steps_read_nothing_back_between_logging_steps(make_config, mon
     labelled ones) and with the progress bar's train/loss: steps 1, 2, 4, 5 read nothing back;
     step 3 (log_every_n_steps=3: the loss watch and Lightning's logger read there) and the
     last step (the end of the epoch) do."""
-    spy = SyncsPerBatch()
+    spy = SyncsPerBatch(ignore=HOST_SIDE)
     with_callback(monkeypatch, spy)
     train(make_config(f"model={model}", "model.widths=[4]", "data.num_labels=100", "trainer.limit_train_batches=6",
                       "trainer.log_every_n_steps=3", "trainer.limit_val_batches=1", "test=false"))
@@ -151,7 +99,7 @@ def test_training_steps_read_nothing_back_between_logging_steps(make_config, mon
 def test_a_nan_loss_between_checks_is_raised_at_the_next_one_naming_its_step(make_config, monkeypatch, tmp_path):
     """NaN weights after step 0, so a NaN loss at step 1; raised at the check after step 4
     (log_every_n_steps=4), before the epoch ends: no step after it is run, nothing is saved."""
-    spy = SyncsPerBatch()
+    spy = SyncsPerBatch(ignore=HOST_SIDE)
     with_callback(monkeypatch, spy)
     with pytest.raises(NonFiniteError, match=r"^non-finite loss at epoch 0, step 1: recon_mse=nan, .*; "
                                              r"no checkpoint was saved$"):
