@@ -176,7 +176,7 @@ def test_where_free_pools_return_float32_inside_autocast_when_they_compute_in_it
         what, where = pool(x)
         x_hat = Unpool(pool)(what, where)
     assert where is None and x_hat.shape == x.shape and torch.isfinite(x_hat).all()
-    if mode == "wavelet":  # ptwt refuses half precision: it runs in float32
+    if mode == "wavelet":  # its filters and sums in float32, as in a float32 network
         assert what.dtype == x_hat.dtype == torch.float32
         torch.testing.assert_close(what, pool(x.float())[0], rtol=0, atol=0)
 

@@ -4,11 +4,12 @@ in float32 whatever autocast or the input's dtype says.
 Why: in half precision the soft pool's weights, their sums and the positions would keep 8
 bits (bfloat16) or 11 (float16): a position up to 1/128 of a pixel off, a soft max that
 drifts from the max, and beta = 100 magnifies every rounding of the logits a hundredfold.
-Autocast would also run the window moments, a matrix product, in bfloat16; and ptwt refuses
-half-precision inputs. So, as autocast does with its own float32 ops (softmax, the losses),
-these run in float32 and, inside autocast, return float32 (the next convolution casts down
+Autocast would also run the window moments, a matrix product, in bfloat16, and the wavelet
+baseline's filters and sums (convolutions). So, as autocast does with its own float32 ops
+(softmax, the losses), these run in float32 and, inside autocast, return float32 (the next convolution casts down
 again). Outside autocast, a half-precision input ("true" half-precision training) gets its
-dtype back. The hard where needs none of this: a max is exact in any dtype, and so are its switches.
+dtype back. The hard where needs none of this: a max is exact in any dtype, and so are its
+switches.
 """
 
 from __future__ import annotations
