@@ -238,14 +238,15 @@ def test_pool_unpool_memory_on_cuda_hard_is_no_more_than_native():
     assert peak_memory(hard, CUDA) <= 1.1 * peak_memory(native, CUDA)
 
 
-@pytest.mark.parametrize("model", ["swwae_hard", "swwae_soft"])
-def test_training_steps_on_cuda_wait_for_the_gpu_only_where_they_log(make_config, monkeypatch, model):
+@pytest.mark.parametrize("model, pool_size", [("swwae_hard", 3), ("swwae_soft", 3), ("wavelet", 2)])
+def test_training_steps_on_cuda_wait_for_the_gpu_only_where_they_log(make_config, monkeypatch, model, pool_size):
     """As tests/test_host_sync.py, on the GPU: only reads of CUDA tensors count, plus blocking
-    copies to and from it; steps 1, 2, 4, 5 have none."""
+    copies to and from it; steps 1, 2, 4, 5 have none (3x3 pools: the soft pool's bigger-window
+    paths)."""
     spy = SyncsPerBatch("cuda")
     build = run.build_trainer
     monkeypatch.setattr(run, "build_trainer", lambda cfg, loggers, callbacks: build(cfg, loggers, [*callbacks, spy]))
-    train(make_config(f"model={model}", "trainer=gpu", "model.widths=[8,16]", "model.pool_size=3",
+    train(make_config(f"model={model}", "trainer=gpu", "model.widths=[8,16]", f"model.pool_size={pool_size}",
                       "data.num_labels=100", "trainer.limit_train_batches=6", "trainer.log_every_n_steps=3",
                       "trainer.limit_val_batches=1", "test=false"))
     assert len(spy.batches) == 6

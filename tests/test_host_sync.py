@@ -17,7 +17,7 @@ import pytest
 import torch
 
 from helpers.cli import last_error_line, run_cli
-from helpers.config import QUICK, ROOT
+from helpers.config import MODEL_CONFIGS, QUICK, ROOT
 from helpers.syncs import CountSyncs, SyncsPerBatch
 from swwae.errors import NonFiniteError
 from swwae.training import run
@@ -80,7 +80,7 @@ def test_every_process_stops_at_the_same_check():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("model", ["swwae_hard", "swwae_soft"])
+@pytest.mark.parametrize("model", MODEL_CONFIGS)
 def test_training_steps_read_nothing_back_between_logging_steps(make_config, monkeypatch, model):
     """Semi-supervised (labelled and unlabelled samples in every batch, so the NLL of the
     labelled ones) and with the progress bar's train/loss: steps 1, 2, 4, 5 read nothing back;
