@@ -11,6 +11,7 @@ with a ``TorchDispatchMode``, as they would run on a GPU."""
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 
 import lightning as L
 import pytest
@@ -20,6 +21,7 @@ from helpers.cli import last_error_line, run_cli
 from helpers.config import MODEL_CONFIGS, QUICK, ROOT
 from helpers.syncs import CountSyncs, SyncsPerBatch
 from swwae.errors import NonFiniteError
+from swwae.training.callbacks import EpochLines, LiveBar
 from swwae.training import run
 from swwae.training.nonfinite import LossWatch
 from swwae.training.run import train
@@ -74,6 +76,17 @@ def test_every_process_stops_at_the_same_check():
     watch.check(any_process=lambda bad: bad)  # nobody saw one
     with pytest.raises(NonFiniteError, match="^non-finite loss in another process; lower model.lr"):
         watch.check(any_process=lambda bad: True)
+
+
+def test_both_progress_bars_show_the_training_loss_read_only_when_they_show_it():
+    """train/loss is logged without prog_bar=True (Lightning would read it back every step):
+    the live bar and the epoch lines add it themselves, from the callback metrics."""
+    trainer = SimpleNamespace(loggers=[], progress_bar_metrics={"val/acc": 0.5},
+                              callback_metrics={"train/loss": torch.tensor(0.25), "val/acc": torch.tensor(0.5)})
+    for bar in (LiveBar(refresh_rate=5), EpochLines()):
+        assert bar.get_metrics(trainer, None) == {"val/acc": 0.5, "train/loss": 0.25}
+    trainer.callback_metrics = {}  # before the first step
+    assert LiveBar().get_metrics(trainer, None) == {"val/acc": 0.5}
 
 
 # through the training job
