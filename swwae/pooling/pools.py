@@ -112,9 +112,9 @@ def _reflect(x: Tensor, before: int, after: int, dim: int) -> Tensor:
 
 def wavelet_low_band(x: Tensor, low_pass: Tensor) -> Tensor:
     """The low-pass band of one level of ``ptwt.wavedec2(x, wavelet, mode="reflect")``, (N, C,
-    H', W'), bit for bit, from the wavelet's flipped decomposition low-pass filter: the same
-    padding (pywt's output sizes), the same 2-d filter at stride 2, without ptwt's three
-    detail bands."""
+    H', W'), from the wavelet's flipped decomposition low-pass filter: the same padding
+    (pywt's output sizes), the same 2-d filter at stride 2 (bit for bit in float32, within an
+    ulp in float64), without ptwt's three detail bands."""
     low_pass = low_pass.to(x.dtype)
     length = len(low_pass)
     for dim in (2, 3):  # pywt's padding: 2 L - 3 in all, half on each side, + 1 after for odd sizes
