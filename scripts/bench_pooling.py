@@ -81,7 +81,7 @@ def main(argv=None) -> int:
     parser.add_argument("--batch", type=int, default=128)
     parser.add_argument("--channels", type=int, default=32)
     parser.add_argument("--size", type=int, default=28)
-    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1, ... (default: cpu)")
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's own choice)")
     parser.add_argument("--cases", nargs="+", type=parse_case, default=[parse_case(c) for c in CASES],
                         help="pooling geometries, KxKsS (default: 2x2s2 3x3s2)")

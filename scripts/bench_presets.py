@@ -1,18 +1,23 @@
 """What the paper's experiments cost: seconds per epoch and peak memory of each preset under
-``configs/experiment/paper/``, measured on CPU at a reduced size, with a GPU estimate; and the
-peak RSS of loading STL-10's 100,000 unlabelled images.
+``configs/experiment/paper/``, measured on CPU at a reduced size with a GPU estimate, or
+measured on a GPU; and the peak RSS of loading STL-10's 100,000 unlabelled images.
 
     python scripts/bench_presets.py                        # every paper preset, 2 threads
     python scripts/bench_presets.py --presets stl10 cifar10 --steps 3 --batch 16
     python scripts/bench_presets.py --stl10-rss 100000     # + the STL-10 loader's peak RSS
+    python scripts/bench_presets.py --device cuda [--precision bf16-mixed]   # measured on a GPU
 
 Each preset's network (``model.arch``, batch norm, dropout, its loss terms) trains for a few
 steps on random images of its data's shape; the median step gives seconds per image, times
 the images of one epoch (its training split, labelled and unlabelled) gives seconds per
-epoch on this CPU. The GPU column is an estimate, not a measurement: the step's FLOPs
-(``torch.utils.flop_counter``) over one epoch, at ``--gpu-tflops`` sustained (default 15:
-about half of an A100's dense TF32 peak for convolutions this size). Peak memory is that of
-one training step at the measured batch (``swwae.bench.harness.peak_memory``).
+epoch. On the CPU (the default) the batch is reduced (``--batch``, 32), and the GPU column
+is an estimate, not a measurement: the step's FLOPs (``torch.utils.flop_counter``) over one
+epoch, at ``--gpu-tflops`` sustained (default 15: about half of an A100's dense TF32 peak for
+convolutions this size). With ``--device cuda`` the steps run on the GPU at the preset's own
+batch size (``data.batch_size``) and ``--precision`` (as ``trainer.precision``), and every
+figure is a measurement, with the FLOP rate it achieved; data loading is not counted in
+either. Peak memory is that of one training step at the measured batch
+(``swwae.bench.harness.peak_memory``).
 
 ``--stl10-rss N`` writes N synthetic unlabelled images (N x 27,648 bytes) plus small labelled
 files in STL-10's binary format to a temporary folder, loads them with ``data=stl10`` in a
@@ -38,6 +43,7 @@ from omegaconf import OmegaConf
 from torch.utils.flop_counter import FlopCounterMode
 
 from swwae.bench.harness import median, peak_memory, set_threads, timed
+from swwae.bench.steps import PRECISIONS, training_step
 from swwae.training.host_memory import keep_freed_memory
 from swwae.training.module import SWWAEModule
 
@@ -56,32 +62,31 @@ def preset_config(preset: str):
     return cfg, choice
 
 
-def measure(preset: str, batch: int, steps: int) -> dict:
+def measure(preset: str, batch: int | None, steps: int, device: torch.device, precision: str = "32-true") -> dict:
+    """One preset's step, measured on ``device``: at ``batch`` images, or the preset's own."""
     cfg, data_name = preset_config(preset)
+    batch = batch or cfg.data.batch_size
     data_cls = get_class(cfg.data._target_)
     model_cfg = OmegaConf.to_container(cfg.model, resolve=True)
     model_cfg.pop("_target_")
-    module = SWWAEModule(image_shape=data_cls.image_shape, num_classes=data_cls.num_classes, **model_cfg).train()
-    optimizer = torch.optim.Adam(module.parameters(), lr=1e-3)
-    x = torch.rand(batch, *data_cls.image_shape)
-    y = torch.randint(0, data_cls.num_classes, (batch,))
+    module = SWWAEModule(image_shape=data_cls.image_shape, num_classes=data_cls.num_classes, **model_cfg)
+    module = module.to(device).train()
+    x = torch.rand(batch, *data_cls.image_shape, device=device)
+    y = torch.randint(0, data_cls.num_classes, (batch,), device=device)
     y[batch // 4:] = -1  # a semi-supervised batch: a quarter labelled
+    step = training_step(lambda: module.losses(module(x), x, y)["loss"], module.parameters(), lr=1e-3,
+                         device=device, precision=precision)
 
-    def step():
-        loss = module.losses(module(x), x, y)["loss"]
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        optimizer.step()
-
-    step()  # warm-up
-    seconds = median(timed(step)[0] for _ in range(steps))
+    for _ in range(1 if device.type == "cpu" else 3):  # warm-up (on a GPU: cuDNN's choice of kernels too)
+        step()
+    seconds = median(timed(step, device)[0] for _ in range(steps))
     with FlopCounterMode(display=False) as flops:
         step()
     epoch = EPOCH_IMAGES[data_name]
     return {"preset": preset, "data": data_name, "arch": module.net.arch, "params": sum(
-        p.numel() for p in module.parameters()), "s_per_image": seconds / batch, "epoch_images": epoch,
-        "cpu_s_per_epoch": seconds / batch * epoch, "flops_per_image": flops.get_total_flops() / batch,
-        "peak_mib": peak_memory(step, "cpu") / 2**20, "epochs": cfg.trainer.max_epochs}
+        p.numel() for p in module.parameters()), "batch": batch, "s_per_image": seconds / batch, "epoch_images": epoch,
+        "s_per_epoch": seconds / batch * epoch, "flops_per_image": flops.get_total_flops() / batch,
+        "peak_mib": peak_memory(step, device) / 2**20, "epochs": cfg.trainer.max_epochs}
 
 
 def stl10_rss(images: int) -> tuple[float, float, float]:
@@ -117,28 +122,59 @@ def hours(seconds: float) -> str:
     return f"{seconds / 3600:.1f} h" if seconds >= 3600 else f"{seconds / 60:.1f} min"
 
 
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--presets", nargs="+", choices=PRESETS, default=PRESETS)
-    parser.add_argument("--batch", type=int, default=32, help="images per measured step (reduced size)")
-    parser.add_argument("--steps", type=int, default=5, help="measured steps (the median is kept)")
-    parser.add_argument("--threads", type=int, default=None)
-    parser.add_argument("--gpu-tflops", type=float, default=15.0, help="sustained TFLOP/s assumed for the estimate")
-    parser.add_argument("--stl10-rss", type=int, default=0, metavar="N", help="also load N synthetic unlabelled images")
-    args = parser.parse_args(argv)
-    threads = set_threads(args.threads)
-    keep_freed_memory()
-    print(f"{threads} CPU threads, batch {args.batch}, median of {args.steps} training steps; "
+def print_cpu_table(args, threads: int) -> None:
+    """Measured on the CPU at a reduced batch; the GPU columns estimated from the FLOPs."""
+    batch = args.batch or 32
+    print(f"{threads} CPU threads, batch {batch}, median of {args.steps} training steps"
+          f"{'' if args.precision == '32-true' else f' in {args.precision}'}; "
           f"GPU estimate at {args.gpu_tflops:g} TFLOP/s sustained\n")
     print("| preset | data | parameters | GFLOP/image (step) | CPU s/image | CPU per epoch | peak MiB (step) "
           "| GPU per epoch (est.) | epochs | GPU per run (est.) |")
     print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for preset in args.presets:
-        r = measure(preset, args.batch, args.steps)
+        r = measure(preset, batch, args.steps, torch.device("cpu"), args.precision)
         gpu_epoch = r["flops_per_image"] * r["epoch_images"] / (args.gpu_tflops * 1e12)
         print(f"| {r['preset']} | {r['data']} | {r['params'] / 1e6:.2f} M | {r['flops_per_image'] / 1e9:.3f} "
-              f"| {r['s_per_image'] * 1e3:.1f} ms | {hours(r['cpu_s_per_epoch'])} | {r['peak_mib']:.0f} "
+              f"| {r['s_per_image'] * 1e3:.1f} ms | {hours(r['s_per_epoch'])} | {r['peak_mib']:.0f} "
               f"| {hours(gpu_epoch)} | {r['epochs']} | {hours(gpu_epoch * r['epochs'])} |")
+
+
+def print_measured_table(args, device: torch.device) -> None:
+    """Every figure measured on the GPU, at the presets' own batch sizes unless told."""
+    name = torch.cuda.get_device_name(device) if device.type == "cuda" else str(device)
+    batch = f"batch {args.batch}" if args.batch else "each preset's batch size"
+    print(f"measured on {name} ({device}), {args.precision}, median of {args.steps} training steps at {batch}, "
+          f"torch {torch.__version__}; data loading not counted\n")
+    print("| preset | data | parameters | batch | GFLOP/image (step) | GPU ms/image | GPU per epoch (measured) "
+          "| peak MiB (step) | epochs | GPU per run (measured) | TFLOP/s achieved |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for preset in args.presets:
+        r = measure(preset, args.batch, args.steps, device, args.precision)
+        print(f"| {r['preset']} | {r['data']} | {r['params'] / 1e6:.2f} M | {r['batch']} "
+              f"| {r['flops_per_image'] / 1e9:.3f} | {r['s_per_image'] * 1e3:.3f} | {hours(r['s_per_epoch'])} "
+              f"| {r['peak_mib']:.0f} | {r['epochs']} | {hours(r['s_per_epoch'] * r['epochs'])} "
+              f"| {r['flops_per_image'] / r['s_per_image'] / 1e12:.1f} |")
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--presets", nargs="+", choices=PRESETS, default=PRESETS)
+    parser.add_argument("--batch", type=int, default=None,
+                        help="images per measured step (default: 32 on the CPU, a reduced size; the preset's on a GPU)")
+    parser.add_argument("--steps", type=int, default=5, help="measured steps (the median is kept)")
+    parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument("--device", default="cpu", help="cpu (GPU figures estimated), or cuda (measured there)")
+    parser.add_argument("--precision", choices=PRECISIONS, default="32-true", help="as trainer.precision")
+    parser.add_argument("--gpu-tflops", type=float, default=15.0, help="sustained TFLOP/s assumed for the estimate")
+    parser.add_argument("--stl10-rss", type=int, default=0, metavar="N", help="also load N synthetic unlabelled images")
+    args = parser.parse_args(argv)
+    threads = set_threads(args.threads)
+    keep_freed_memory()
+    device = torch.device(args.device)
+    if device.type == "cpu":
+        print_cpu_table(args, threads)
+    else:
+        print_measured_table(args, device)
     if args.stl10_rss:
         rss, before, payload = stl10_rss(args.stl10_rss)
         print(f"\nSTL-10 loader, {args.stl10_rss:,} unlabelled images ({payload:.2f} GiB as uint8; float32 would "

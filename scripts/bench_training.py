@@ -2,6 +2,7 @@
 built on native max (un)pooling, at MNIST and CIFAR-10 shapes; time and peak memory.
 
     python scripts/bench_training.py [--repeats 20] [--batch 128] [--widths 32 64] [--shapes mnist cifar10]
+                                     [--device cpu] [--precision 32-true] [--loss-checks]
 
 ``native`` is the very network of ``swwae_hard`` (same convs, same weights, same losses:
 ``SWWAEModule.losses``) whose pools are swapped for ``nn.MaxPool2d(return_indices=True)``
@@ -16,18 +17,29 @@ step count memory fetched afresh from the OS. As in ``train.py`` (``keep_freed_m
 true``), glibc keeps freed memory for the next step; with ``--no-keep-freed-memory`` it
 hands the activations back at the end of every step, as it does by default, and every step
 faults them in again.
+
+``--device cuda`` runs it on a GPU (times include its queued work: the harness synchronises
+after each step); ``--precision bf16-mixed`` or ``16-mixed`` trains under autocast, as
+Lightning's precisions do (``swwae.bench.steps``). ``--loss-checks`` adds a table: the hard
+step as train.py takes it, its loss terms watched on the device (``LossWatch``, read back
+only every ``log_every_n_steps`` steps), against the same step reading its values back every
+step as it did before (``bool(isfinite(term))`` per term, the progress bar's ``loss.item()``,
+``if labelled.any()``): on a CPU these cost next to nothing, on a GPU each is a host sync.
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 
 import torch
 from torch import nn
 
 from swwae.bench.harness import interleave, peak_memory, set_threads
+from swwae.bench.steps import PRECISIONS, training_step
 from swwae.training.host_memory import keep_freed_memory
 from swwae.training.module import SWWAEModule
+from swwae.training.nonfinite import LossWatch
 
 SHAPES = {"mnist": (1, 28, 28), "cifar10": (3, 32, 32)}
 VARIANTS = ("native", "hard", "soft")
@@ -76,18 +88,52 @@ def make_module(variant: str, image_shape, widths) -> SWWAEModule:
     return module
 
 
-def make_step(module: SWWAEModule, x, y):
-    """One training step, as Lightning's automatic optimisation does it."""
-    optimizer = torch.optim.Adam(module.parameters(), lr=module.hparams.lr)
+def make_step(module: SWWAEModule, x, y, precision: str = "32-true", check=None):
+    """One training step, as Lightning's automatic optimisation does it (``swwae.bench.steps``);
+    ``check(terms, y)``, if given, sees the loss terms of every step."""
 
-    def step():
-        optimizer.zero_grad(set_to_none=True)
-        loss = module.losses(module(x), x, y)["loss"]
-        loss.backward()
-        optimizer.step()
-        return loss
+    def loss():
+        terms = module.losses(module(x), x, y)
+        if check is not None:
+            check(terms, y)
+        return terms["loss"]
 
-    return step
+    return training_step(loss, module.parameters(), lr=module.hparams.lr, device=x.device, precision=precision)
+
+
+def reads_back_every_step(terms, y) -> None:
+    """What a training step read back from the device before the loss watch: whether any
+    sample was labelled (loss.py's ``if``), each term's finiteness, the progress bar's loss."""
+    bool((y >= 0).any())
+    for value in terms.values():
+        bool(torch.isfinite(value))
+    terms["loss"].item()
+
+
+def watched(every: int = 10):
+    """The loss watch of train.py's module, read back every ``every`` steps (log_every_n_steps)."""
+    watch, steps = LossWatch(), itertools.count()
+
+    def check(terms, y) -> None:
+        step = next(steps)
+        watch.record(terms, 0, step)
+        if (step + 1) % every == 0:
+            watch.check()
+
+    return check
+
+
+def bench_loss_checks(args, device) -> list[str]:
+    """The hard step at MNIST shapes with the loss watch vs reading back every step."""
+    torch.manual_seed(1)
+    x = torch.rand(args.batch, *SHAPES["mnist"], device=device)
+    y = torch.randint(0, 10, (args.batch,), device=device)
+    checks = {"watched": watched(), "read every step": reads_back_every_step}
+    steps = {name: make_step(make_module("hard", SHAPES["mnist"], args.widths).to(device), x, y, args.precision, check)
+             for name, check in checks.items()}
+    times = interleave(steps, args.repeats, warmup=args.warmup, device=device)
+    return [f"| {name} | {times.median(name) * 1e3:.2f} | {times.paired_ratio(name, 'watched'):.3f}x |"
+            for name in steps]
 
 
 def bench_shape(name: str, args, device) -> tuple[list[str], bool]:
@@ -95,7 +141,8 @@ def bench_shape(name: str, args, device) -> tuple[list[str], bool]:
     torch.manual_seed(1)
     x = torch.rand(args.batch, *image_shape, device=device)
     y = torch.randint(0, 10, (args.batch,), device=device)
-    steps = {v: make_step(make_module(v, image_shape, args.widths).to(device), x, y) for v in args.variants}
+    steps = {v: make_step(make_module(v, image_shape, args.widths).to(device), x, y, args.precision)
+             for v in args.variants}
     times = interleave(steps, args.repeats, warmup=args.warmup, device=device)
     # ratio of the medians, and the median of the ratios of steps run back to back (robust to drifts)
     paired = {v: times.paired_ratio(v, "native") for v in steps}
@@ -122,7 +169,11 @@ def main(argv=None) -> int:
     parser.add_argument("--widths", type=int, nargs="+", default=[32, 64])
     parser.add_argument("--shapes", nargs="+", choices=sorted(SHAPES), default=["mnist", "cifar10"])
     parser.add_argument("--variants", nargs="+", choices=VARIANTS, default=list(VARIANTS))
-    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1, ... (default: cpu)")
+    parser.add_argument("--precision", choices=PRECISIONS, default="32-true",
+                        help="as trainer.precision: autocast for the mixed ones (default: 32-true)")
+    parser.add_argument("--loss-checks", action="store_true",
+                        help="also time the loss watch against reading the loss back every step")
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's own choice)")
     parser.add_argument("--keep-freed-memory", action=argparse.BooleanOptionalAction, default=True,
                         help="glibc keeps freed memory for the next step, as train.py has it (default: yes)")
@@ -132,7 +183,8 @@ def main(argv=None) -> int:
     if "native" not in args.variants:
         args.variants = ["native", *args.variants]
     device = torch.device(args.device)
-    print(f"training step (forward, backward, Adam step), batch {args.batch}, widths {args.widths}, on {device}, "
+    print(f"training step (forward, backward, Adam step), batch {args.batch}, widths {args.widths}, on {device}"
+          f"{'' if args.precision == '32-true' else f' in {args.precision}'}, "
           f"torch {torch.__version__}, threads: {torch.get_num_threads()}, {args.repeats} interleaved repeats"
           f"{', glibc keeps freed memory' if kept else ', glibc default (hands freed memory back)'}\n")
     print("| shapes | variant | median ms | IQR ms | ratio of medians | paired ratio | target | peak MiB | "
@@ -144,6 +196,10 @@ def main(argv=None) -> int:
         print("\n".join(rows), flush=True)
         all_ok &= ok
     print("\nall targets met" if all_ok else "\nsome targets missed (see ratios above)")
+    if args.loss_checks:
+        print("\nnon-finite loss checks, hard step at mnist shapes (paired ratio to the watched step):\n")
+        print("| loss check | median ms | ratio |\n|---|---|---|")
+        print("\n".join(bench_loss_checks(args, device)))
     return 0
 
 

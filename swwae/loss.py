@@ -32,9 +32,11 @@ def swwae_loss(out: SWWAEOutput, x: Tensor, y: Tensor, *, lambda_rec: float, lam
     terms |= {f"middle_mse_{i}": term for i, term in enumerate(middles, start=1)}
     loss = lambda_rec * terms["recon_mse"] + lambda_m * sum(middles)
     if out.logits is not None:
-        labelled = y >= 0  # UNLABELLED (-1) samples train the reconstruction terms only
-        # a batch without labels still yields a (zero) NLL connected to the head
-        nll = F.cross_entropy(out.logits[labelled], y[labelled]) if labelled.any() else out.logits.sum() * 0
+        # the mean over labelled samples: UNLABELLED (-1) ones are left out of the sum, and a batch
+        # without labels gives a zero NLL still connected to the head. No `if labelled.any()` and
+        # no boolean indexing: each would wait for the GPU (a host sync) at every step
+        labelled = (y != UNLABELLED).sum().clamp_(min=1)
+        nll = F.cross_entropy(out.logits, y, ignore_index=UNLABELLED, reduction="sum") / labelled
         terms["nll"] = nll
         loss = loss + lambda_nll * nll
     terms["loss"] = loss

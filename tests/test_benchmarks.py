@@ -3,13 +3,18 @@
 
 from __future__ import annotations
 
+import argparse
+import sys
+
 import pytest
 import torch
+import torch.nn.functional as F
 
 from helpers.cli import run_cli
 from helpers.config import QUICK, ROOT
 from scripts import bench_epoch, bench_pooling, bench_presets, bench_scaling, bench_training
 from swwae import benchmarking
+from swwae.bench.steps import PRECISIONS, training_step
 
 TINY_RUN = [*QUICK, "trainer.limit_val_batches=1", "+trainer.num_sanity_val_steps=0"]
 
@@ -45,6 +50,30 @@ def test_bench_training(capsys):
             assert f"| {shapes} | {variant} |" in out
 
 
+def test_bench_training_in_mixed_precision_and_with_the_loss_checks(capsys):
+    argv = ["--repeats", "2", "--warmup", "0", "--batch", "4", "--widths", "4", "--shapes", "mnist"]
+    assert bench_training.main([*argv, "--precision", "bf16-mixed", "--loss-checks"]) == 0
+    out = capsys.readouterr().out
+    assert "on cpu in bf16-mixed" in out and "| mnist 1x28x28 | soft |" in out
+    assert "| watched |" in out and "| read every step |" in out
+
+
+@pytest.mark.parametrize("precision", PRECISIONS)
+def test_the_benchmarks_training_step_takes_a_step_at_every_precision(precision):
+    """16-mixed goes through a grad scaler (on CPU here, as on a GPU), which must not skip it."""
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Conv2d(1, 4, 3), torch.nn.Flatten(), torch.nn.LazyLinear(2))
+    x = torch.rand(4, 1, 8, 8)
+    net(x)
+    before = [p.detach().clone() for p in net.parameters()]
+    target = torch.zeros(4, 2)
+    step = training_step(lambda: F.mse_loss(net(x), target), net.parameters(), lr=1e-2, precision=precision)
+    loss = step()
+    assert torch.isfinite(loss) and all(not torch.equal(a, p) for a, p in zip(before, net.parameters()))
+    with pytest.raises(ValueError, match="precision must be one of 32-true, bf16-mixed, 16-mixed"):
+        training_step(lambda: loss, net.parameters(), lr=1e-2, precision="bf17")
+
+
 def test_native_twin_is_the_same_network_on_native_pooling():
     hard = bench_training.make_module("hard", (1, 28, 28), [4, 8])
     native = bench_training.make_module("native", (1, 28, 28), [4, 8])
@@ -76,6 +105,16 @@ def test_bench_presets(capsys):
     rows = [line for line in out.splitlines() if line.startswith("| mnist_pool_size") or line.startswith("| svhn")]
     assert len(rows) == 2 and "| mnist_sample |" in rows[0] and "| svhn |" in rows[1]
     assert "STL-10 loader, 60 unlabelled images" in out and "peak RSS" in out
+
+
+def test_bench_presets_measured_table_the_one_a_gpu_prints(capsys):
+    """``--device cuda`` prints every figure measured; its code path, run here on the CPU."""
+    args = argparse.Namespace(presets=["mnist_pool_size"], batch=2, steps=1, precision="bf16-mixed")
+    bench_presets.print_measured_table(args, torch.device("cpu"))
+    out = capsys.readouterr().out
+    assert "bf16-mixed" in out and "GPU per epoch (measured)" in out and "(est.)" not in out
+    row = next(line for line in out.splitlines() if line.startswith("| mnist_pool_size"))
+    assert "| mnist_sample | 0.01 M | 2 |" in row
 
 
 # the shared harness (swwae/bench/harness.py)
@@ -119,3 +158,26 @@ def test_the_scripts_run_from_anywhere(tmp_path):
     # bench_scaling imported bench_epoch through sys.path; both now share swwae.bench.epoch_clock
     result = run_cli(ROOT / "scripts" / "bench_scaling.py", "--help", cwd=tmp_path)
     assert result.returncode == 0 and "usage:" in result.stdout, result.stderr[-2000:]
+
+
+# the device check (scripts/device_check.sh): what it does on a GPU, tests/test_cuda.py holds
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(torch.cuda.is_available(), reason="with a CUDA device the script runs the checks")
+def test_the_device_check_without_a_gpu_says_so_in_one_line_and_exits_0(tmp_path):
+    result = run_cli(ROOT / "scripts" / "device_check.sh", cwd=tmp_path, program="bash",
+                     env={"OUT": str(tmp_path / "out"), "PYTHON": sys.executable})
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "device check: no CUDA device here (torch.cuda.is_available() is False); nothing to check\n"
+    assert result.stderr == "" and not (tmp_path / "out").exists()
+
+
+@pytest.mark.slow
+def test_the_device_check_with_a_python_without_torch_is_one_error_line(tmp_path):
+    python = tmp_path / "python"
+    python.write_text("#!/bin/sh\necho \"ModuleNotFoundError: No module named 'torch'\" >&2\nexit 1\n")
+    python.chmod(0o755)
+    result = run_cli(ROOT / "scripts" / "device_check.sh", cwd=tmp_path, program="bash", env={"PYTHON": str(python)})
+    assert result.returncode == 1 and result.stdout == ""
+    assert result.stderr == f"device check: cannot import torch with {python}: ModuleNotFoundError: No module named 'torch'\n"

@@ -401,6 +401,35 @@ def test_wavelet_unpool_of_pooled_constant_image_gives_it_back(kernel, wavelet, 
     assert torch.allclose(Unpool(pool)(what, None), x, atol=1e-5)
 
 
+@pytest.mark.parametrize("wavelet", ["haar", "db2", "db3"])
+@pytest.mark.parametrize("size", [(8, 8), (7, 9), (28, 28), (16, 11)])
+def test_wavelet_pool_and_unpool_are_ptwts_transforms(wavelet, size):
+    """The band ptwt.wavedec2(mode="reflect") gives, level by level, and ptwt.waverec2's inverse
+    with zero details, bit for bit in float32 and with the same gradients; but the padding is
+    slices and flips, whose backward is deterministic on CUDA (F.pad's reflection backward
+    raises there under use_deterministic_algorithms), and the filters stay on the device."""
+    import ptwt
+
+    x = torch.randn(2, 3, *size, generator=torch.Generator().manual_seed(0), requires_grad=True)
+    for kernel in (2, 4):
+        expected, sizes = x, []
+        for _ in range(kernel // 2):
+            sizes.append(expected.shape[-2:])
+            expected = ptwt.wavedec2(expected, wavelet, level=1, mode="reflect")[0] / 2
+        pool = make_pool("wavelet", kernel_size=kernel, wavelet=wavelet)
+        what, _ = pool(x)
+        assert torch.equal(what, expected)
+        back, expected_back = Unpool(pool)(what, None), expected
+        for height, width in reversed(sizes):
+            zeros = torch.zeros_like(expected_back)
+            expected_back = ptwt.waverec2((expected_back * 2, (zeros, zeros, zeros)), wavelet)[..., :height, :width]
+        assert torch.equal(back, expected_back)
+        weights = torch.randn(back.shape, generator=torch.Generator().manual_seed(1))
+        (grad,) = torch.autograd.grad((back * weights).sum() + what.square().sum(), x)
+        (expected_grad,) = torch.autograd.grad((expected_back * weights).sum() + expected.square().sum(), x)
+        torch.testing.assert_close(grad, expected_grad, rtol=1e-6, atol=1e-6)
+
+
 def test_upsample_baseline_is_nearest_upsampling():
     x = torch.randn(1, 2, 8, 8)
     pool = make_pool("upsample")

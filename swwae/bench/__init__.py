@@ -1,5 +1,6 @@
 """The benchmark harness of ``scripts/bench_*.py``: interleaved timing, medians and ratios,
-peak memory (``harness``, pure torch), and the epoch clock of train.py's own code path
+peak memory (``harness``, pure torch), one training step at a Lightning precision (``steps``,
+pure torch), and the epoch clock of train.py's own code path
 (``epoch_clock``, which needs Lightning, Hydra and the checkout's ``configs/``)."""
 
 from swwae.bench.harness import Stopwatch, Timings, interleave, median, paired_ratio, peak_memory, set_threads, timed

@@ -6,12 +6,15 @@ from __future__ import annotations
 
 import math
 
+import pywt
+import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
 from swwae.pooling.base import Pool
 from swwae.pooling.geometry import pair
-from swwae.pooling.soft import SoftPoolFunction
+from swwae.pooling.precision import in_float32
+from swwae.pooling.soft import soft_pool
 from swwae.pooling.upsamplers import TransposedConvUnpool, WaveletUnpool
 from swwae.pooling.wheres import HardWhere, SoftWhere
 
@@ -44,7 +47,7 @@ class WhatWherePool(Pool):
         return what, HardWhere(indices, x, g)
 
     def _soft(self, x: Tensor):
-        what, in_window_row, in_window_col = SoftPoolFunction.apply(x, self.geometry, self.beta)
+        what, in_window_row, in_window_col = soft_pool(x, self.geometry, self.beta)
         return what, SoftWhere(in_window_row, in_window_col, x.shape, self.geometry)
 
 
@@ -97,8 +100,34 @@ class StridedConvPool(Pool):
         return TransposedConvUnpool(self.channels, self.geometry)
 
 
+def _reflect(x: Tensor, before: int, after: int, dim: int) -> Tensor:
+    """``F.pad(mode="reflect")`` along ``dim`` from slices and flips: its backward adds
+    gradients in a fixed order (F.pad's reflection backward on CUDA uses atomics, and
+    ``torch.use_deterministic_algorithms`` refuses it)."""
+    n = x.shape[dim]
+    parts = [x.narrow(dim, 1, before).flip(dim)] if before else []
+    parts += [x] + ([x.narrow(dim, n - 1 - after, after).flip(dim)] if after else [])
+    return torch.cat(parts, dim) if len(parts) > 1 else x
+
+
+def wavelet_low_band(x: Tensor, low_pass: Tensor) -> Tensor:
+    """The low-pass band of one level of ``ptwt.wavedec2(x, wavelet, mode="reflect")``, (N, C,
+    H', W'), from the wavelet's flipped decomposition low-pass filter: the same padding
+    (pywt's output sizes), the same 2-d filter at stride 2 (bit for bit in float32, within an
+    ulp in float64), without ptwt's three detail bands."""
+    low_pass = low_pass.to(x.dtype)
+    length = len(low_pass)
+    for dim in (2, 3):  # pywt's padding: 2 L - 3 in all, half on each side, + 1 after for odd sizes
+        half = (2 * length - 3) // 2
+        x = _reflect(x, half, half + x.shape[dim] % 2, dim)
+    n, c, height, width = x.shape
+    low = F.conv2d(x.reshape(n * c, 1, height, width), torch.outer(low_pass, low_pass)[None, None], stride=2)
+    return low.view(n, c, *low.shape[-2:])
+
+
 class WaveletPool(Pool):
-    """Baseline ``wavelet``: the low-pass band of a 2-d discrete wavelet transform (ptwt).
+    """Baseline ``wavelet``: the low-pass band of a 2-d discrete wavelet transform (as ptwt
+    computes it, ``wavelet_low_band``).
 
     ``kernel_size`` must be a power of two 2**L: L levels of the transform, each halving the
     size. The band is divided by 2**L so that a constant image keeps its value (a mean, like
@@ -115,6 +144,11 @@ class WaveletPool(Pool):
             raise ValueError(f"wavelet pooling needs a square power-of-two kernel_size, got {kernel_size}")
         super().__init__(kernel_size)
         self.wavelet, self.levels = wavelet, int(levels)
+        # flipped, as conv2d correlates; float64, cast to the input's dtype as ptwt does. A buffer,
+        # moved with the model: no copy to the GPU (a host sync) at every call; not persistent:
+        # no new key in state dicts
+        low_pass = torch.tensor(pywt.Wavelet(wavelet).dec_lo[::-1], dtype=torch.float64)
+        self.register_buffer("low_pass", low_pass, persistent=False)
 
     @classmethod
     def from_config(cls, mode, *, channels, kernel_size, stride, padding, beta, wavelet):
@@ -122,12 +156,11 @@ class WaveletPool(Pool):
             raise ValueError("wavelet pooling has no stride or padding of its own: leave them unset")
         return cls(kernel_size, wavelet)
 
+    @in_float32  # half precision would round the filter and the sums
     def pool(self, x: Tensor):
-        import ptwt
-
         low = x
         for _ in range(self.levels):
-            low = ptwt.wavedec2(low, self.wavelet, level=1, mode="reflect")[0] / 2
+            low = wavelet_low_band(low, self.low_pass) / 2
         return low, None
 
     def make_upsampler(self) -> nn.Module:

@@ -13,6 +13,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from swwae.pooling.geometry import Geometry, pooled_size
+from swwae.pooling.precision import in_float32
 
 # The soft path works in a "window layout", (N, C, kh, kw, Ho, Wo), contiguous: plane
 # (i, j) holds cell (i, j) of every window. Per-window sums and maxima are then
@@ -202,7 +203,8 @@ def _splat_corners(q_row: Tensor, q_col: Tensor, g: Geometry, shape):
     # valid pixel, not an index out of bounds (NaN cast to an integer)
     top_left = torch.where(top_left.isnan(), (lo_r + ph) * width + lo_c + pw, top_left).long()
     down, right = (width if kh > 1 else 0), (1 if kw > 1 else 0)
-    corners = torch.tensor([[0, right], [down, down + right]], device=q_row.device)
+    step = torch.arange(2, device=q_row.device)  # not torch.tensor(..., device=): a blocking copy to a GPU
+    corners = step.view(2, 1) * down + step * right  # [[0, right], [down, down + right]]
     return top_left[..., None, None] + corners, q_row - left_row, q_col - left_col
 
 
@@ -345,3 +347,18 @@ class WindowSplat(torch.autograd.Function):
         grad_v = torch.addcmul(at_col[:, :, :, 0], down, frac_row)
         grad_col = torch.lerp(across[:, :, :, 0], across[:, :, :, 1], frac_row).mul_(v)
         return grad_v, down.mul_(v), grad_col
+
+
+@in_float32
+def soft_pool(x: Tensor, geometry: Geometry, beta: float) -> tuple[Tensor, Tensor, Tensor]:
+    """``SoftPoolFunction`` in float32 under autocast and for half-precision inputs
+    (``swwae.pooling.precision``): (what, row, col), positions relative to each window."""
+    return SoftPoolFunction.apply(x, geometry, beta)
+
+
+@in_float32
+def window_splat(v: Tensor, q_row: Tensor, q_col: Tensor, geometry: Geometry, shape) -> Tensor:
+    """``WindowSplat`` of v at in-window positions (q_row, q_col), in their promoted dtype,
+    and in float32 under autocast and for half-precision inputs (``swwae.pooling.precision``)."""
+    dtype = torch.promote_types(v.dtype, q_row.dtype)
+    return WindowSplat.apply(v.to(dtype), q_row.to(dtype), q_col.to(dtype), geometry, tuple(shape))

@@ -4,10 +4,13 @@ where (the baselines, or a where deliberately dropped)."""
 
 from __future__ import annotations
 
+import pywt
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
 from swwae.pooling.geometry import Geometry
+from swwae.pooling.precision import in_float32
 
 
 def window_owner_upsample(v: Tensor, size: tuple[int, int], geometry: Geometry) -> Tensor:
@@ -41,24 +44,37 @@ class TransposedConvUnpool(nn.Module):
         return self.up(v, output_size=list(size))
 
 
+def wavelet_low_synthesis(v: Tensor, low_pass: Tensor) -> Tensor:
+    """One level of ``ptwt.waverec2((v, (0, 0, 0)), wavelet)``: the inverse transform of a
+    low-pass band with zero details, from the wavelet's reconstruction low-pass filter: its 2-d
+    low-low filter transposed at stride 2, less ptwt's padding (2 L - 3) // 2 on every side."""
+    low_pass = low_pass.to(v.dtype)
+    n, c, height, width = v.shape
+    image = F.conv_transpose2d(v.reshape(n * c, 1, height, width), torch.outer(low_pass, low_pass)[None, None], stride=2)
+    pad = (2 * len(low_pass) - 3) // 2
+    image = image[..., pad:image.shape[-2] - pad, pad:image.shape[-1] - pad]
+    return image.reshape(n, c, *image.shape[-2:])
+
+
 class WaveletUnpool(nn.Module):
-    """Inverse wavelet transform of (v, zero details), level by level, cropped to each size."""
+    """Inverse wavelet transform of (v, zero details), level by level, cropped to each size
+    (as ``ptwt.waverec2`` computes it, ``wavelet_low_synthesis``)."""
 
     def __init__(self, wavelet: str, levels: int):
         super().__init__()
         self.wavelet, self.levels = wavelet, levels
+        # a buffer, moved with the model: no copy to the GPU (a host sync) at every call; not
+        # persistent: no new key in state dicts; float64, cast to the input's dtype as ptwt does
+        rec_lo = torch.tensor(pywt.Wavelet(wavelet).rec_lo, dtype=torch.float64)
+        self.register_buffer("low_pass", rec_lo, persistent=False)
 
+    @in_float32  # half precision would round the filter and the sums
     def forward(self, v: Tensor, size: tuple[int, int]) -> Tensor:
-        import ptwt
-
-        import pywt
-
-        filter_len = pywt.Wavelet(self.wavelet).dec_len
+        filter_len = len(self.low_pass)
         sizes = [tuple(size)]  # the size before each level of the forward transform
         for _ in range(self.levels - 1):
             sizes.append(tuple(pywt.dwt_coeff_len(n, filter_len, "reflect") for n in sizes[-1]))
         low = v
         for height, width in reversed(sizes):
-            zeros = torch.zeros_like(low)
-            low = ptwt.waverec2((low * 2, (zeros, zeros, zeros)), self.wavelet)[..., :height, :width]
+            low = wavelet_low_synthesis(low * 2, self.low_pass)[..., :height, :width]
         return low

@@ -11,7 +11,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from swwae.pooling.geometry import Geometry
-from swwae.pooling.soft import window_origins, WindowSplat
+from swwae.pooling.soft import window_origins, window_splat
 
 
 class HardWhere:
@@ -29,11 +29,14 @@ class HardWhere:
         return self.input.shape
 
     def unpool(self, v: Tensor) -> Tensor:
-        """Adjoint of max pooling at the recorded input: v[w] goes to the winner of w."""
-        g = self.geometry
-        return torch.ops.aten.max_pool2d_with_indices_backward(
-            v, self.input, g.kernel, g.stride, g.padding, (1, 1), False, self.indices
-        )
+        """Adjoint of max pooling at the recorded input: v[w] goes to the winner of w (in the
+        promoted dtype of v and the input: under autocast, v may come from a float32 op)."""
+        g, x = self.geometry, self.input
+        if v.dtype != x.dtype:
+            dtype = torch.promote_types(v.dtype, x.dtype)
+            v, x = v.to(dtype), x.to(dtype)
+        return torch.ops.aten.max_pool2d_with_indices_backward(v, x, g.kernel, g.stride, g.padding, (1, 1), False,
+                                                               self.indices)
 
     @cached_property
     def mask(self) -> Tensor:
@@ -69,16 +72,14 @@ class SoftWhere:
 
     def unpool(self, v: Tensor) -> Tensor:
         """Bilinear splat of each v at its position (== ``splat(v, row, col, shape)``)."""
-        dtype = torch.promote_types(v.dtype, self.in_window_row.dtype)
-        q_row, q_col = self.in_window_row.to(dtype), self.in_window_col.to(dtype)
-        return WindowSplat.apply(v.to(dtype), q_row, q_col, self.geometry, tuple(self.shape))
+        return window_splat(v, self.in_window_row, self.in_window_col, self.geometry, self.shape)
 
     @cached_property
     def mask(self) -> Tensor:
         """Soft bed of nails: ``unpool(ones)``, a constant."""
         with torch.no_grad():
-            return WindowSplat.apply(torch.ones_like(self.in_window_row), self.in_window_row,
-                                      self.in_window_col, self.geometry, tuple(self.shape))
+            return window_splat(torch.ones_like(self.in_window_row), self.in_window_row, self.in_window_col,
+                                self.geometry, self.shape)
 
 
 def splat(v: Tensor, row: Tensor, col: Tensor, shape) -> Tensor:

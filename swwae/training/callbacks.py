@@ -105,11 +105,28 @@ def progress_bar(refresh_rate: int = 5) -> ProgressBar:
     """A live tqdm bar when stdout is a terminal; otherwise (nohup, SLURM, CI logs) one line
     per epoch, instead of thousands of carriage-return updates."""
     if refresh_rate > 0 and sys.stdout.isatty():
-        return TQDMProgressBar(refresh_rate=refresh_rate)
+        return LiveBar(refresh_rate=refresh_rate)
     return EpochLines()
 
 
-class EpochLines(ProgressBar):
+class ShowsTrainLoss:
+    """Progress-bar metrics plus ``train/loss`` (the step's, or the epoch's at its end), read
+    when a bar shows them. The module logs it without ``prog_bar=True``: with it, Lightning
+    would read the step's loss back from the device after every step, a host sync."""
+
+    def get_metrics(self, trainer: L.Trainer, module: L.LightningModule) -> dict:
+        metrics = super().get_metrics(trainer, module)
+        loss = trainer.callback_metrics.get("train/loss")
+        if loss is not None:
+            metrics["train/loss"] = loss.item()
+        return metrics
+
+
+class LiveBar(ShowsTrainLoss, TQDMProgressBar):
+    """Lightning's tqdm bar, with the training loss."""
+
+
+class EpochLines(ShowsTrainLoss, ProgressBar):
     """Progress as one line per training epoch, with the epoch's progress-bar metrics::
 
         epoch 3/20: train/loss=0.0231 val/recon_mse=0.0052 val/acc=0.9640 (4.4 s)

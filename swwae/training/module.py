@@ -4,6 +4,8 @@ classifier's warm-up, exact metrics, the optimiser, and the guards against non-f
 
 from __future__ import annotations
 
+import functools
+
 import lightning as L
 import torch
 from torch import nn
@@ -14,6 +16,7 @@ from swwae.arch import parse
 from swwae.errors import ConfigError, NonFiniteError
 from swwae.loss import swwae_loss
 from swwae.model import NET_ARGS, SWWAE, SWWAEOutput, without_dropout
+from swwae.training.nonfinite import LossWatch
 
 SCHEDULERS = ("none", "cosine")
 
@@ -64,6 +67,7 @@ class SWWAEModule(L.LightningModule):
         self.net = SWWAE.from_settings(dict(net, lambda_nll=lambda_nll), image_shape, num_classes, pixel_mean)
         self.num_stages = len(self.net.encoders)
         self.metrics = nn.ModuleDict({stage: self._metrics() for stage in ("val", "test")})
+        self.loss_watch = LossWatch()
 
     def _metrics(self) -> nn.ModuleDict:
         """Exact dataset means (not means of batch means), one set per evaluation stage."""
@@ -106,19 +110,33 @@ class SWWAEModule(L.LightningModule):
         noisy = x + hp.input_noise * torch.randn_like(x) if hp.input_noise else x
         targets = self.clean_features(x) if hp.clean_middle_targets and hp.lambda_m and self.num_stages > 1 else None
         terms = self.losses(self(noisy), x, y, targets)  # denoising: the targets are the clean images
-        bad = [name for name, value in terms.items() if not torch.isfinite(value)]
-        if bad:
-            raise NonFiniteError(
-                f"non-finite loss at epoch {self.current_epoch}, step {self.global_step}: "
-                + ", ".join(f"{name}={terms[name].item()}" for name in bad)
-                + "; lower model.lr or model.beta, or check the data"
-            )
-        self.log("train/loss", terms["loss"], prog_bar=True, on_step=True, on_epoch=True, batch_size=len(x),
-                 sync_dist=True)
+        self.loss_watch.record(terms, self.current_epoch, self.global_step)  # checked in on_train_batch_end
+        # not prog_bar=True: Lightning would read the step's value back (a host sync) after every
+        # step; the progress bars read it when they show it (swwae.training.callbacks)
+        self.log("train/loss", terms["loss"], on_step=True, on_epoch=True, batch_size=len(x), sync_dist=True)
         for name, value in terms.items():
             if name != "loss":
                 self.log(f"train/{name}", value, on_step=False, on_epoch=True, batch_size=len(x), sync_dist=True)
         return terms["loss"]
+
+    # non-finite losses: recorded on the device every step, read back every log_every_n_steps
+    # steps, at the end of each epoch and before any checkpoint is saved (swwae.training.nonfinite)
+
+    def check_losses(self) -> None:
+        """Raise ``NonFiniteError`` if a training step since the start had a non-finite loss;
+        every process stops at the same check."""
+        any_process = None
+        if self._trainer is not None and self.trainer.world_size > 1:
+            any_process = functools.partial(self.trainer.strategy.reduce_boolean_decision, all=False)
+        self.loss_watch.check(any_process)
+
+    def on_train_batch_end(self, outputs, batch, batch_idx: int) -> None:
+        done = batch_idx + 1
+        if done % max(1, self.trainer.log_every_n_steps) == 0 or done == self.trainer.num_training_batches:
+            self.check_losses()
+
+    def on_train_end(self) -> None:
+        self.check_losses()
 
     def _evaluate(self, batch, stage: str):
         x, y = batch
@@ -142,7 +160,9 @@ class SWWAEModule(L.LightningModule):
     def on_save_checkpoint(self, checkpoint: dict) -> None:
         """Refuse to save non-finite weights: weights that blow up in the last step of an
         epoch would otherwise reach last.ckpt (through a NaN validation) before the next
-        training step notices, and overwrite the last good checkpoint."""
+        training step notices, and overwrite the last good checkpoint. A non-finite loss not yet
+        reported is reported first: it is the cause."""
+        self.loss_watch.check()
         bad = [name for name, t in checkpoint["state_dict"].items()
                if t.is_floating_point() and not torch.isfinite(t).all()]
         if bad:

@@ -14,15 +14,16 @@ from helpers.config import QUICK, ROOT
 TESTS = ROOT / "tests"
 
 
-def run_cli(*args, cwd: Path, timeout: int = 300, env: dict | None = None) -> subprocess.CompletedProcess:
-    """``python <args>`` in ``cwd``, output captured (so not a terminal: one progress line per
-    epoch). ``tests/`` and the checkout are importable, so overrides can load the
-    fault-injection callbacks of ``helpers.faults`` by dotted path. SIGINT gets its default
-    disposition: a shell that backgrounds the job (CI under ``nohup ... &``) would have it
-    ignored, and Ctrl-C tests need it as a terminal gives it."""
+def run_cli(*args, cwd: Path, timeout: int = 300, env: dict | None = None,
+            program: str = sys.executable) -> subprocess.CompletedProcess:
+    """``python <args>`` (or ``<program> <args>``, e.g. ``bash``) in ``cwd``, output captured (so
+    not a terminal: one progress line per epoch). ``tests/`` and the checkout are importable,
+    so overrides can load the fault-injection callbacks of ``helpers.faults`` by dotted path.
+    SIGINT gets its default disposition: a shell that backgrounds the job (CI under ``nohup
+    ... &``) would have it ignored, and Ctrl-C tests need it as a terminal gives it."""
     env = dict(os.environ, PYTHONWARNINGS="ignore", HYDRA_FULL_ERROR="0", **(env or {}))
     env["PYTHONPATH"] = os.pathsep.join([str(TESTS), str(ROOT), env.get("PYTHONPATH", "")])
-    return subprocess.run([sys.executable, *map(str, args)], cwd=cwd, env=env, capture_output=True, text=True,
+    return subprocess.run([program, *map(str, args)], cwd=cwd, env=env, capture_output=True, text=True,
                           timeout=timeout, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
 
 

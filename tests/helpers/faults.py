@@ -56,13 +56,14 @@ class SignalAt(AtBatch):
 
 class PoisonAt(L.Callback):
     """Fill the first parameter with NaN after training batch ``batch`` of ``epoch`` (after its
-    optimizer step): the next forward pass then yields a NaN loss."""
+    optimizer step), in every process or only in process ``rank``: the next forward pass then
+    yields a NaN loss."""
 
-    def __init__(self, epoch: int, batch: int):
-        self.epoch, self.batch = epoch, batch
+    def __init__(self, epoch: int, batch: int, rank: int | None = None):
+        self.epoch, self.batch, self.rank = epoch, batch, rank
 
     def on_train_batch_end(self, trainer, module, outputs, batch, batch_idx):
-        if trainer.current_epoch == self.epoch and batch_idx == self.batch:
+        if trainer.current_epoch == self.epoch and batch_idx == self.batch and self.rank in (None, trainer.global_rank):
             with torch.no_grad():
                 next(module.parameters()).fill_(float("nan"))
 

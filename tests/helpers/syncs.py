@@ -1,0 +1,109 @@
+"""Counting host-device synchronisations: the ops that need a tensor's value on the host
+(``.item()``, ``bool(t)``, ``.tolist()``: ``aten._local_scalar_dense``; ``nonzero`` and
+boolean-mask indexing, whose output size depends on the values) and, on a GPU, blocking copies
+between host and device. On the CPU they cost nothing, so the tests count them with a
+``TorchDispatchMode``: what would wait for a GPU, wherever the tensors are."""
+
+from __future__ import annotations
+
+import collections
+import traceback
+import warnings
+
+import lightning as L
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_leaves
+
+from helpers.config import ROOT
+
+aten = torch.ops.aten
+READS = (aten._local_scalar_dense.default, aten.nonzero.default)
+COPIES = (aten._to_copy.default, aten.copy_.default)
+REPO = str(ROOT)
+
+
+def _device(value) -> str | None:
+    return torch.device(value).type if value is not None else None
+
+
+class CountSyncs(TorchDispatchMode):
+    """Counts syncs by the line of code (in this repository, Lightning or torch.optim) that asked
+    for them. ``device_type``: only those touching a tensor there, blocking copies to and from
+    it included ("cuda"); None: every read, on any device (on the CPU: what a GPU would wait for)."""
+
+    def __init__(self, device_type: str | None = None):
+        super().__init__()
+        self.device_type, self.by_origin = device_type, collections.Counter()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if self.is_sync(func, args, kwargs):
+            self.by_origin[self.origin()] += 1
+        return func(*args, **kwargs)
+
+    def is_sync(self, func, args, kwargs) -> bool:
+        tensors = [t for t in tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)]
+        there = self.device_type is None or any(t.device.type == self.device_type for t in tensors)
+        masked = func is aten.index.Tensor and any(t is not None and t.dtype == torch.bool for t in args[1])
+        if func in READS or masked:
+            return there
+        if self.device_type is None or func not in COPIES or kwargs.get("non_blocking") or args[-1] is True:
+            return False
+        if func is aten._to_copy.default:  # x.to(device)
+            ends = {args[0].device.type, _device(kwargs.get("device")) or args[0].device.type}
+        else:  # dst.copy_(src)
+            ends = {args[0].device.type, args[1].device.type}
+        return self.device_type in ends and len(ends) == 2
+
+    @staticmethod
+    def origin() -> str:
+        frames = [f for f in traceback.extract_stack() if f.filename != __file__]
+        ours = [f for f in frames if f.filename.startswith(REPO) or "/lightning/" in f.filename
+                or "/torch/optim/" in f.filename]
+        frame = (ours or frames)[-1]
+        return f"{frame.filename.split('site-packages/')[-1].removeprefix(REPO + '/')}:{frame.lineno}"
+
+
+class SyncsPerBatch(L.Callback):
+    """The syncs of each training loop iteration, from one batch's start to the next's (the
+    step, the hooks and Lightning's bookkeeping after it), leaving out those of ``ignore``
+    origins (path prefixes). On CUDA, torch's own sync warnings count too
+    (``torch.cuda.set_sync_debug_mode``: blocking copies that no dispatch mode sees, such as
+    ``torch.tensor(..., device="cuda")``)."""
+
+    def __init__(self, device_type: str | None = None, ignore: tuple[str, ...] = ()):
+        self.device_type, self.ignore = device_type, ignore
+        self.mode, self.warnings, self._caught, self.batches = None, None, [], []
+
+    def _stop(self) -> None:
+        if self.mode is None:
+            return
+        self.mode.__exit__(None, None, None)
+        counts = {k: v for k, v in self.mode.by_origin.items() if not k.startswith(self.ignore)}
+        if self.warnings is not None:
+            torch.cuda.set_sync_debug_mode(0)
+            self.warnings.__exit__(None, None, None)
+            for w in self._caught:
+                if "synchroniz" in str(w.message):
+                    key = f"cuda sync warning at {w.filename.split('site-packages/')[-1]}:{w.lineno}"
+                    counts[key] = counts.get(key, 0) + 1
+            self.warnings = None
+        self.batches.append(counts)
+        self.mode = None
+
+    def on_train_batch_start(self, trainer, module, batch, batch_idx):
+        self._stop()
+        if self.device_type == "cuda":
+            self.warnings = warnings.catch_warnings(record=True)
+            self._caught = self.warnings.__enter__()
+            warnings.simplefilter("always")
+            torch.cuda.set_sync_debug_mode("warn")
+        self.mode = CountSyncs(self.device_type)
+        self.mode.__enter__()
+
+    def on_train_epoch_end(self, trainer, module):
+        self._stop()
+
+    def on_exception(self, trainer, module, exception):
+        self._stop()

@@ -1,0 +1,143 @@
+"""No host-device synchronisation on the training hot path: a training step reads nothing back
+from the device (the non-finite loss check included), except at the steps where Lightning
+logs and at the end of an epoch; a non-finite loss is still one error line naming its step,
+and nothing is saved after it.
+
+A sync is any op that needs a tensor's value on the host: ``.item()``, ``bool(t)``, ``if t``,
+``.tolist()`` (``aten._local_scalar_dense``), ``nonzero`` and boolean-mask indexing (their
+output size depends on the values). On the CPU they cost nothing, so the tests count them
+with a ``TorchDispatchMode``, as they would run on a GPU."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+
+import lightning as L
+import pytest
+import torch
+
+from helpers.cli import last_error_line, run_cli
+from helpers.config import MODEL_CONFIGS, QUICK, ROOT
+from helpers.syncs import CountSyncs, SyncsPerBatch
+from swwae.errors import NonFiniteError
+from swwae.training.callbacks import EpochLines, LiveBar
+from swwae.training import run
+from swwae.training.nonfinite import LossWatch
+from swwae.training.run import train
+
+# reads of host-side tensors, which are no syncs on a GPU either: the optimiser's step counters
+# (torch keeps them on the CPU for CUDA parameters too) and the batch sampler's indices into
+# the images held in host memory (swwae.training.data)
+HOST_SIDE = ("torch/optim/", "swwae/training/data/")
+
+
+def with_callback(monkeypatch, callback: L.Callback) -> None:
+    """Add ``callback`` to the Trainer that ``swwae.training.run.train`` builds."""
+    build = run.build_trainer
+    monkeypatch.setattr(run, "build_trainer", lambda cfg, loggers, callbacks: build(cfg, loggers, [*callbacks, callback]))
+
+
+# the loss watch
+
+
+def terms(**values) -> dict[str, torch.Tensor]:
+    return {name: torch.tensor(value) for name, value in values.items()}
+
+
+def test_the_watch_names_the_first_bad_step_and_its_non_finite_terms():
+    watch = LossWatch()
+    watch.record(terms(recon_mse=0.5, nll=2.0, loss=2.5), epoch=0, step=0)
+    watch.check()  # all finite: nothing to say
+    watch.record(terms(recon_mse=float("nan"), nll=2.0, loss=float("inf")), epoch=1, step=7)
+    watch.record(terms(recon_mse=float("nan"), nll=float("nan"), loss=float("nan")), epoch=1, step=8)
+    watch.record(terms(recon_mse=0.5, nll=2.0, loss=2.5), epoch=1, step=9)
+    with pytest.raises(NonFiniteError) as err:
+        watch.check()
+    assert str(err.value) == ("non-finite loss at epoch 1, step 7: recon_mse=nan, loss=inf; "
+                              "lower model.lr or model.beta, or check the data")
+
+
+def test_recording_a_step_reads_nothing_back():
+    watch = LossWatch()
+    with CountSyncs() as counted:
+        for step in range(5):
+            watch.record(terms(recon_mse=0.5 if step != 3 else float("nan"), loss=1.0), epoch=0, step=step)
+    assert not counted.by_origin
+    with CountSyncs() as counted, pytest.raises(NonFiniteError, match="^non-finite loss at epoch 0, step 3: recon_mse=nan;"):
+        watch.check()
+    assert sum(counted.by_origin.values()) >= 1  # the one place it reads back
+
+
+def test_every_process_stops_at_the_same_check():
+    """With several processes, one that saw only finite losses stops too, when another did not."""
+    watch = LossWatch()
+    watch.record(terms(loss=1.0), epoch=0, step=0)
+    watch.check(any_process=lambda bad: bad)  # nobody saw one
+    with pytest.raises(NonFiniteError, match="^non-finite loss in another process; lower model.lr"):
+        watch.check(any_process=lambda bad: True)
+
+
+def test_both_progress_bars_show_the_training_loss_read_only_when_they_show_it():
+    """train/loss is logged without prog_bar=True (Lightning would read it back every step):
+    the live bar and the epoch lines add it themselves, from the callback metrics."""
+    trainer = SimpleNamespace(loggers=[], progress_bar_metrics={"val/acc": 0.5},
+                              callback_metrics={"train/loss": torch.tensor(0.25), "val/acc": torch.tensor(0.5)})
+    for bar in (LiveBar(refresh_rate=5), EpochLines()):
+        assert bar.get_metrics(trainer, None) == {"val/acc": 0.5, "train/loss": 0.25}
+    trainer.callback_metrics = {}  # before the first step
+    assert LiveBar().get_metrics(trainer, None) == {"val/acc": 0.5}
+
+
+# through the training job
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("model", MODEL_CONFIGS)
+def test_training_steps_read_nothing_back_between_logging_steps(make_config, monkeypatch, model):
+    """Semi-supervised (labelled and unlabelled samples in every batch, so the NLL of the
+    labelled ones) and with the progress bar's train/loss: steps 1, 2, 4, 5 read nothing back;
+    step 3 (log_every_n_steps=3: the loss watch and Lightning's logger read there) and the
+    last step (the end of the epoch) do."""
+    spy = SyncsPerBatch(ignore=HOST_SIDE)
+    with_callback(monkeypatch, spy)
+    train(make_config(f"model={model}", "model.widths=[4]", "data.num_labels=100", "trainer.limit_train_batches=6",
+                      "trainer.log_every_n_steps=3", "trainer.limit_val_batches=1", "test=false"))
+    assert len(spy.batches) == 6
+    assert [spy.batches[i] for i in (0, 1, 3, 4)] == [{}] * 4, spy.batches
+    assert any(origin.startswith("swwae/training/nonfinite.py") for origin in spy.batches[2]), spy.batches[2]
+
+
+@pytest.mark.slow
+def test_a_nan_loss_between_checks_is_raised_at_the_next_one_naming_its_step(make_config, monkeypatch, tmp_path):
+    """NaN weights after step 0, so a NaN loss at step 1; raised at the check after step 4
+    (log_every_n_steps=4), before the epoch ends: no step after it is run, nothing is saved."""
+    spy = SyncsPerBatch(ignore=HOST_SIDE)
+    with_callback(monkeypatch, spy)
+    with pytest.raises(NonFiniteError, match=r"^non-finite loss at epoch 0, step 1: recon_mse=nan, .*; "
+                                             r"no checkpoint was saved$"):
+        train(make_config("model.widths=[4]", "trainer.limit_train_batches=8", "trainer.log_every_n_steps=4",
+                          "+callbacks.poison._target_=helpers.faults.PoisonAt", "+callbacks.poison.epoch=0",
+                          "+callbacks.poison.batch=0"))
+    assert len(spy.batches) == 4
+    assert not any(Path(tmp_path / "checkpoints").rglob("*.ckpt"))
+
+
+@pytest.mark.slow
+def test_ddp_processes_stop_together_on_a_nan_loss_in_one_of_them(tmp_path):
+    """Process 1 alone gets NaN weights after its first step: at the end of the epoch (the
+    next check) both stop with one error line, process 0 included, which saw finite losses
+    only (it would otherwise wait for process 1 at the next all-reduce)."""
+    result = run_cli(
+        ROOT / "train.py", "trainer=ddp", "trainer.accelerator=cpu", "trainer.devices=2", *QUICK,
+        "trainer.limit_train_batches=2", "trainer.limit_val_batches=1", "model.widths=[4]", "data.batch_size=16",
+        "+callbacks.poison._target_=helpers.faults.PoisonAt", "+callbacks.poison.epoch=0",
+        "+callbacks.poison.batch=0", "+callbacks.poison.rank=1", f"hydra.run.dir={tmp_path / 'run'}",
+        f"paths.log_dir={tmp_path / 'logs'}", f"paths.checkpoint_dir={tmp_path / 'checkpoints'}",
+        cwd=tmp_path, timeout=300,
+    )
+    assert result.returncode == 2, result.stderr[-3000:]
+    assert last_error_line(result).startswith("error: non-finite loss")
+    assert "error: non-finite loss in another process" in result.stderr  # process 0
+    assert "error: non-finite loss at epoch 0, step 1: " in result.stderr  # process 1
+    assert not any(Path(tmp_path / "checkpoints").rglob("*.ckpt"))
