@@ -22,6 +22,8 @@ The package, one module per job, each importing only modules listed above it:
 * ``geometry``: kernel, stride and padding (``Geometry``, ``pooled_size``);
 * ``soft``: the soft pooling internals (window layout, the soft max / soft argmax and the
   in-window splat as autograd Functions);
+* ``wavelets``: wavelet filter banks as plain Python (``FilterBank``), which ptwt takes and
+  torch.compile traces;
 * ``wheres``: what a pool records, ``HardWhere`` and ``SoftWhere``, and the generic ``splat``;
 * ``upsamplers``: the where-free ways back up (nearest, transposed conv, inverse wavelet);
 * ``base``: ``Pool``, what every mode shares;

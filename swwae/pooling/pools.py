@@ -13,6 +13,7 @@ from swwae.pooling.base import Pool
 from swwae.pooling.geometry import pair
 from swwae.pooling.soft import SoftPoolFunction
 from swwae.pooling.upsamplers import TransposedConvUnpool, WaveletUnpool
+from swwae.pooling.wavelets import FilterBank
 from swwae.pooling.wheres import HardWhere, SoftWhere
 
 
@@ -115,6 +116,7 @@ class WaveletPool(Pool):
             raise ValueError(f"wavelet pooling needs a square power-of-two kernel_size, got {kernel_size}")
         super().__init__(kernel_size)
         self.wavelet, self.levels = wavelet, int(levels)
+        self.filters = FilterBank.of(wavelet)
 
     @classmethod
     def from_config(cls, mode, *, channels, kernel_size, stride, padding, beta, wavelet):
@@ -125,13 +127,15 @@ class WaveletPool(Pool):
     def pool(self, x: Tensor):
         import ptwt
 
-        low = x
+        # (N * C, H, W): ptwt folds 4-d inputs to 3-d through numpy, which would fix the
+        # batch size of an exported (ONNX) graph
+        low = x.flatten(0, 1)
         for _ in range(self.levels):
-            low = ptwt.wavedec2(low, self.wavelet, level=1, mode="reflect")[0] / 2
-        return low, None
+            low = ptwt.wavedec2(low, self.filters, level=1, mode="reflect")[0] / 2
+        return low.unflatten(0, x.shape[:2]), None
 
     def make_upsampler(self) -> nn.Module:
-        return WaveletUnpool(self.wavelet, self.levels)
+        return WaveletUnpool(self.filters, self.levels)
 
 
 # the registry: mode name -> the class that pools that way

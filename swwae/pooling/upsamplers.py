@@ -5,9 +5,11 @@ where (the baselines, or a where deliberately dropped)."""
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
 from swwae.pooling.geometry import Geometry
+from swwae.pooling.wavelets import FilterBank, coefficient_length
 
 
 def window_owner_upsample(v: Tensor, size: tuple[int, int], geometry: Geometry) -> Tensor:
@@ -42,23 +44,26 @@ class TransposedConvUnpool(nn.Module):
 
 
 class WaveletUnpool(nn.Module):
-    """Inverse wavelet transform of (v, zero details), level by level, cropped to each size."""
+    """Inverse wavelet transform of (v, zero details), level by level, cropped to each size.
 
-    def __init__(self, wavelet: str, levels: int):
+    With the details zero, one level of ptwt's ``waverec2`` is a transposed convolution of
+    the low band alone with the outer product of the low-pass reconstruction filter, then
+    its border crop: written out here, as one 1-channel convolution instead of ptwt's four
+    (three of them on zeros), and in code torch.compile traces."""
+
+    def __init__(self, filters: FilterBank, levels: int):
         super().__init__()
-        self.wavelet, self.levels = wavelet, levels
+        self.filters, self.levels = filters, levels
 
     def forward(self, v: Tensor, size: tuple[int, int]) -> Tensor:
-        import ptwt
-
-        import pywt
-
-        filter_len = pywt.Wavelet(self.wavelet).dec_len
+        length = self.filters.rec_len
         sizes = [tuple(size)]  # the size before each level of the forward transform
         for _ in range(self.levels - 1):
-            sizes.append(tuple(pywt.dwt_coeff_len(n, filter_len, "reflect") for n in sizes[-1]))
-        low = v
+            sizes.append(tuple(coefficient_length(n, self.filters.dec_len) for n in sizes[-1]))
+        rec_lo = torch.tensor(self.filters.rec_lo, dtype=v.dtype, device=v.device)
+        kernel = (rec_lo[:, None] * rec_lo[None, :])[None, None]  # (1, 1, L, L)
+        crop = (2 * length - 3) // 2  # what waverec2 cuts off each border
+        low = v.flatten(0, 1).unsqueeze(1)  # (N * C, 1, h, w)
         for height, width in reversed(sizes):
-            zeros = torch.zeros_like(low)
-            low = ptwt.waverec2((low * 2, (zeros, zeros, zeros)), self.wavelet)[..., :height, :width]
-        return low
+            low = F.conv_transpose2d(low * 2, kernel, stride=2)[..., crop:crop + height, crop:crop + width]
+        return low.squeeze(1).unflatten(0, v.shape[:2])
