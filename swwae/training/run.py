@@ -23,6 +23,7 @@ from omegaconf import DictConfig, OmegaConf
 from swwae.training.callbacks import BatchSeed, LogRunConfig, SaveRunConfig
 from swwae.training.checkpoint_io import AtomicCheckpointIO
 from swwae.training.checkpoints import check_resumable, newest_readable, pick_resume_checkpoint
+from swwae.training.compiling import compile_network
 from swwae.errors import ConfigError, Interrupted, NonFiniteError, UserError
 from swwae.training.host_memory import keep_freed_memory
 from swwae.training.loggers import check_extras, log_summary, run_params
@@ -181,6 +182,7 @@ def train(cfg: DictConfig) -> float:
     datamodule.setup("fit")  # load now: data errors stop the run before any training
     module = build(cfg.model, image_shape=datamodule.image_shape, num_classes=datamodule.num_classes,
                    pixel_mean=datamodule.pixel_mean(), _convert_="all")  # plain lists: checkpoints load weights_only
+    compile_network(module, cfg.get("compile"))  # compile=true (issue 20): in place, checkpoints unchanged
     check_monitor(cfg.optimized_metric, cfg.optimized_mode, logged_val_metrics(module))
     resume = resume_checkpoint(cfg, module, datamodule)
     if resume is not None and has_finished(resume[1], cfg):  # a repeated or re-queued command
