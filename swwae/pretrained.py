@@ -63,10 +63,13 @@ def weights_checksum(state: Mapping[str, Tensor]) -> str:
 
 
 def write_atomically(path: Path, write: Callable[[Path], object]) -> None:
-    """``write(temp)`` then rename the temp file over ``path``: a crash leaves the old file whole."""
+    """``write(temp)`` then rename the temp file over ``path``: a crash leaves the old file
+    whole. Readable by all (0644), as a shared model folder should be, whatever mode the
+    writer created it with (safetensors: 0600)."""
     temp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         write(temp)
+        temp.chmod(0o644)
         os.replace(temp, path)
     finally:
         temp.unlink(missing_ok=True)

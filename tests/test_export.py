@@ -124,3 +124,24 @@ def test_export_script_runs_as_a_user_runs_it(best_ckpt, tmp_path):
     assert "bit for bit" in result.stdout
     result = run_cli(ROOT / "scripts" / "export.py", tmp_path / "nowhere", "--to", tmp_path / "m", cwd=tmp_path)
     assert result.returncode == 2 and last_error_line(result).startswith("error: checkpoint")
+
+
+def test_the_readmes_share_and_deploy_example_runs(best_ckpt, tmp_path, monkeypatch):
+    """The README's commands as printed, in a folder laid out as after a default run."""
+    import re
+    import shutil
+
+    from scripts.export import main
+
+    checkpoint = tmp_path / "checkpoints" / "swwae_hard_mnist_sample_seed0" / "best.ckpt"
+    checkpoint.parent.mkdir(parents=True)
+    shutil.copy(best_ckpt, checkpoint)
+    monkeypatch.chdir(tmp_path)
+    section = (ROOT / "README.md").read_text().split("## Share and deploy")[1].split("\n## ")[0]
+    command = re.search(r"```bash\npython scripts/export.py (.*?)\n```", section).group(1)
+    assert main(command.split()) == 0
+    code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
+    names: dict = {}
+    exec(compile(code, "README.md", "exec"), names)
+    assert names["recon"].shape == (5, 1, 28, 28) and names["logits"].shape == (5, 10)
+    assert names["same"].config == names["net"].config and names["same"].config["run_name"] == "swwae_hard_mnist_sample_seed0"

@@ -1,4 +1,4 @@
-"""Model folders (docs/architecture.md 4.6): ``swwae.save_pretrained`` writes config.json +
+"""Model folders (docs/architecture.md 4.8): ``swwae.save_pretrained`` writes config.json +
 model.safetensors, ``swwae.load`` reads them back into the same network (bit-identical
 outputs) without Lightning, Hydra, huggingface_hub or any pickle, and a bad folder is one
 error line; with the ``hub`` extra, huggingface_hub's mixin saves, loads and pushes the
