@@ -25,6 +25,12 @@ step as train.py takes it, its loss terms watched on the device (``LossWatch``, 
 only every ``log_every_n_steps`` steps), against the same step reading its values back every
 step as it did before (``bool(isfinite(term))`` per term, the progress bar's ``loss.item()``,
 ``if labelled.any()``): on a CPU these cost next to nothing, on a GPU each is a host sync.
+
+``--compile`` measures ``compile=true`` instead: each variant eager against its twin
+compiled in place (``swwae.training.compiling``, the same weights), interleaved; the compile
+time is the first compiled step, caches off (what a fresh run pays), and the table gives
+the compiled/eager ratio of the steps after it. ``--compile aot_eager`` names another
+backend.
 """
 
 from __future__ import annotations
@@ -35,8 +41,9 @@ import itertools
 import torch
 from torch import nn
 
-from swwae.bench.harness import interleave, peak_memory, set_threads
+from swwae.bench.harness import interleave, peak_memory, set_threads, timed
 from swwae.bench.steps import PRECISIONS, training_step
+from swwae.training.compiling import compile_network
 from swwae.training.host_memory import keep_freed_memory
 from swwae.training.module import SWWAEModule
 from swwae.training.nonfinite import LossWatch
@@ -161,6 +168,30 @@ def bench_shape(name: str, args, device) -> tuple[list[str], bool]:
     return rows, ok
 
 
+def bench_compile(name: str, args, device) -> list[str]:
+    """Rows of the compiled/eager table for one image shape."""
+    import torch._inductor.config
+
+    torch._inductor.config.force_disable_caches = True  # time a cold compile, as a fresh run pays it
+    image_shape = SHAPES[name]
+    torch.manual_seed(1)
+    x = torch.rand(args.batch, *image_shape, device=device)
+    y = torch.randint(0, 10, (args.batch,), device=device)
+    rows, label = [], f"{name} {'x'.join(map(str, image_shape))}"
+    for v in (v for v in args.variants if v != "native"):
+        eager = make_step(make_module(v, image_shape, args.widths).to(device), x, y)
+        torch._dynamo.reset()  # a cold start: graphs compiled for another variant or shape are not reused
+        module = make_module(v, image_shape, args.widths).to(device)
+        compile_network(module, args.compile)
+        compiled = make_step(module, x, y)
+        compile_s, _ = timed(compiled, device)  # forward and backward graphs compile on the first step
+        times = interleave({"eager": eager, "compiled": compiled}, args.repeats, warmup=args.warmup, device=device)
+        rows.append(f"| {label} | {v} | {args.compile} | {compile_s:.1f} | {times.median('eager') * 1e3:.1f} | "
+                    f"{times.median('compiled') * 1e3:.1f} | {times.ratio_of_medians('compiled', 'eager'):.2f}x | "
+                    f"{times.paired_ratio('compiled', 'eager'):.2f}x |")
+    return rows
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeats", type=int, default=20)
@@ -177,6 +208,8 @@ def main(argv=None) -> int:
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's own choice)")
     parser.add_argument("--keep-freed-memory", action=argparse.BooleanOptionalAction, default=True,
                         help="glibc keeps freed memory for the next step, as train.py has it (default: yes)")
+    parser.add_argument("--compile", nargs="?", const="inductor", default=None, metavar="BACKEND",
+                        help="compiled vs eager steps instead (backend: inductor unless named)")
     args = parser.parse_args(argv)
     set_threads(args.threads)
     kept = args.keep_freed_memory and keep_freed_memory()
@@ -187,6 +220,13 @@ def main(argv=None) -> int:
           f"{'' if args.precision == '32-true' else f' in {args.precision}'}, "
           f"torch {torch.__version__}, threads: {torch.get_num_threads()}, {args.repeats} interleaved repeats"
           f"{', glibc keeps freed memory' if kept else ', glibc default (hands freed memory back)'}\n")
+    if args.compile:
+        print("| shapes | variant | backend | compile s (first step) | eager ms | compiled ms | ratio of medians | "
+              "paired ratio |")
+        print("|---|---|---|---|---|---|---|---|")
+        for name in args.shapes:
+            print("\n".join(bench_compile(name, args, device)), flush=True)
+        return 0
     print("| shapes | variant | median ms | IQR ms | ratio of medians | paired ratio | target | peak MiB | "
           "memory ratio | target | page faults a step |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")

@@ -2,6 +2,7 @@
 
     python scripts/evaluate.py checkpoints/swwae_hard_mnist_sample_seed0/best.ckpt
     python scripts/evaluate.py <ckpt> --split val --out recon.png --num-images 16
+    python scripts/evaluate.py <ckpt> --embeddings       # + the top whats in TensorBoard's projector
 
 The data come from the run config stored in the checkpoint (override the folder of a
 torchvision dataset with --data-root). The PNG is a labelled figure (``swwae.images.
@@ -9,6 +10,11 @@ evaluation_figure``): a title line (run, checkpoint, split), then rows named inp
 reconstruction | where dropped (the same whats decoded without the switches) | where mask
 stage k (one row per stage), each image magnified (nearest neighbour) to at least 84 pixels
 wide: 3x for MNIST's 28 pixels.
+
+``--embeddings [LOGDIR]`` also writes the top what of up to 1,000 images of the split, their
+labels and thumbnails, for TensorBoard's projector (``swwae.training.embeddings``), into
+LOGDIR (default: ``<checkpoint>_<split>_embeddings/`` beside the checkpoint); ``tensorboard
+--logdir LOGDIR`` shows them in its PROJECTOR tab.
 """
 
 from __future__ import annotations
@@ -21,15 +27,21 @@ from pathlib import Path
 
 import lightning as L
 from hydra.utils import instantiate
+from torch.utils.tensorboard import SummaryWriter
 
 from swwae.training.checkpoints import load_model
 from swwae.cli import OneLineParser
 from swwae.errors import UserError
 from swwae.images import evaluation_figure, save_png
+from swwae.training.embeddings import write_embedding
+
+EMBEDDED_IMAGES = 1000
 
 
 def evaluate(checkpoint: Path, split: str = "test", out: Path | None = None, num_images: int = 8,
-             data_root: str | None = None) -> dict[str, float]:
+             data_root: str | None = None, embeddings: Path | bool = False) -> dict[str, float]:
+    """Test (or validation) metrics of ``checkpoint``, its reconstruction PNG and, with
+    ``embeddings`` (True: the default folder, or a folder), its projector files."""
     module, config = load_model(checkpoint)
     data_cfg = dict(config["data"])
     if data_root is not None and "root" in data_cfg:
@@ -47,7 +59,14 @@ def evaluate(checkpoint: Path, split: str = "test", out: Path | None = None, num
     images = datamodule.images(split, num_images)
     title = f"{config.get('run_name', checkpoint.parent.name)}: {checkpoint.name}, {split} images"
     save_png(evaluation_figure(module.net, images, title=title), out)
-    return metrics | {"png": str(out)}
+    result = metrics | {"png": str(out)}
+    if embeddings:
+        folder = checkpoint.with_name(f"{checkpoint.stem}_{split}_embeddings") if embeddings is True else embeddings
+        with SummaryWriter(str(folder)) as writer:
+            points = write_embedding(writer, module.net, datamodule.images(split, EMBEDDED_IMAGES),
+                                     getattr(datamodule, f"{split}_y")[:EMBEDDED_IMAGES])
+        result |= {"embeddings": str(folder), "embedded_images": points}
+    return result
 
 
 def main(argv=None) -> int:
@@ -57,10 +76,12 @@ def main(argv=None) -> int:
     parser.add_argument("--out", type=Path, default=None, help="PNG path (default: beside the checkpoint)")
     parser.add_argument("--num-images", type=int, default=8)
     parser.add_argument("--data-root", default=None, help="where the dataset lives, if not where training read it")
+    parser.add_argument("--embeddings", type=Path, nargs="?", const=True, default=False, metavar="LOGDIR",
+                        help="the top whats for TensorBoard's projector (default LOGDIR: beside the checkpoint)")
     warnings.filterwarnings("ignore")
     try:
         args = parser.parse_args(argv)
-        result = evaluate(args.checkpoint, args.split, args.out, args.num_images, args.data_root)
+        result = evaluate(args.checkpoint, args.split, args.out, args.num_images, args.data_root, args.embeddings)
     except UserError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

@@ -12,32 +12,60 @@ from pathlib import Path
 
 from swwae import _moved
 from swwae.pooling import MODES, Unpool, WhatWherePool, make_pool
+from swwae.version import __version__
 
 _moved.install()  # swwae.module, swwae.data, ... of checkpoints written before 0.2
 
-__all__ = ["MODES", "Unpool", "WhatWherePool", "load", "make_pool"]
-__version__ = "0.2.0"
+__all__ = ["MODES", "Unpool", "WhatWherePool", "load", "make_pool", "save_pretrained"]
 
 
 def load(path: str | Path, device: str = "cpu"):
-    """The network of a checkpoint written by ``train.py``, as a plain-torch
+    """The network of a checkpoint written by ``train.py``, or of a model folder (its
+    ``config.json`` + ``model.safetensors``, ``swwae.save_pretrained``), as a plain-torch
     :class:`swwae.model.SWWAE` in eval mode on ``device`` (CPU unless asked), with the run
     config it was trained with as ``net.config`` (a dict: ``net.config["model"]``,
     ``net.config["data"]``, ...)::
 
-        net = swwae.load("checkpoints/swwae_hard_mnist_sample_seed0/best.ckpt")
+        net = swwae.load("checkpoints/swwae_hard_mnist_sample_seed0/best.ckpt")   # or a folder: "m/"
         out = net(x)                                 # out.recon, out.logits, out.whats, out.wheres
         whats, wheres, sizes = net.encode(x)         # features: whats[-1] is the top stage's
         dropped = net.reconstruct_without_where(x)
 
-    Neither Lightning nor Hydra is imported, and nothing in the file can run code (tensors and
-    plain values only, ``swwae.checkpoint_file``). A missing, unreadable, corrupt or foreign
-    checkpoint raises ``swwae.errors.CheckpointError`` (one line saying what is wrong), as
-    ``scripts/evaluate.py`` reports it.
+    Neither Lightning nor Hydra is imported, and nothing in the files can run code (tensors and
+    plain values only, ``swwae.checkpoint_file``; safetensors and JSON, ``swwae.pretrained``). A
+    missing, unreadable, corrupt or foreign checkpoint or folder raises
+    ``swwae.errors.CheckpointError`` (one line saying what is wrong), as ``scripts/evaluate.py``
+    reports it.
     """
+    from swwae.pretrained import CONFIG_FILE, WEIGHTS_FILE
+
+    path = Path(path)
+    if path.is_dir() or (path.name in (CONFIG_FILE, WEIGHTS_FILE) and path.parent.is_dir()):
+        from swwae.model import SWWAE
+
+        return SWWAE.from_folder(path if path.is_dir() else path.parent, device=device)
     from swwae.checkpoint_file import network_of, read_checkpoint
 
     checkpoint = read_checkpoint(path)
     net = network_of(checkpoint, path).to(device).eval()
     net.config = checkpoint["swwae_config"]
     return net
+
+
+def save_pretrained(net, folder: str | Path, *, config: dict | None = None) -> Path:
+    """Write ``net`` (a :class:`swwae.model.SWWAE`, e.g. from ``swwae.load``) as a model folder
+    that ``swwae.load(folder)`` reads back with bit-identical outputs, and the Hugging Face Hub
+    takes as it is (``swwae.hub``)::
+
+        swwae.save_pretrained(swwae.load("checkpoints/swwae_hard_mnist_sample_seed0/best.ckpt"), "m/")
+
+    ``folder/config.json``: the network's settings, the data's image shape and classes, the run
+    config (``config``, default ``net.config``) and the project version;
+    ``folder/model.safetensors``: the weights, no pickle. Returns the folder.
+    """
+    from swwae.pretrained import Pretrained
+
+    if not isinstance(net, Pretrained):
+        raise TypeError(f"save_pretrained takes a swwae network (swwae.model.SWWAE), not {type(net).__name__}"
+                        + ("; pass its .net" if isinstance(getattr(net, "net", None), Pretrained) else ""))
+    return net.save_pretrained(folder, config=config)

@@ -24,6 +24,11 @@ class CheckpointError(UserError):
     """A checkpoint that is missing, unreadable, foreign, or trained with another config."""
 
 
+class ExportError(UserError):
+    """A network that cannot be exported as asked (a missing exporter package, a graph the
+    exporter refuses)."""
+
+
 class NonFiniteError(UserError):
     """Training produced a NaN or infinite loss, or weights; raised before anything
     non-finite is saved over a checkpoint."""

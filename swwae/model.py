@@ -24,6 +24,7 @@ from torch import Tensor, nn
 from swwae.arch import Arch, Stage, parse, shorthand
 from swwae.errors import ConfigError
 from swwae.pooling import MODES, Pool, Unpool, make_pool
+from swwae.pretrained import Pretrained, plain
 
 NONLINEARITIES = {"relu": nn.ReLU, "leaky_relu": nn.LeakyReLU, "elu": nn.ELU, "gelu": nn.GELU, "tanh": nn.Tanh}
 
@@ -127,11 +128,12 @@ def logit(p: float) -> float:
 # classes
 
 
-class SWWAE(nn.Module):
+class SWWAE(nn.Module, Pretrained):
     """Encoder/decoder pairs bound through their pools, plus an optional classifier head.
 
     ``pool_mode`` is one of ``swwae.pooling.MODES``: ``hard`` and ``soft`` keep the where,
-    the others are where-free baselines.
+    the others are where-free baselines. ``net.settings`` are its constructor's arguments;
+    ``net.save_pretrained(folder)`` writes it as a model folder (``swwae.pretrained``).
     """
 
     def __init__(
@@ -161,7 +163,9 @@ class SWWAE(nn.Module):
         windows, stride P). ``pixel_mean`` (per channel, in [0, 1]) starts the image
         decoder's output bias at its logit, so that a pixel no unpooled value reaches starts
         at the mean colour instead of sigmoid(0) = 0.5 grey."""
+        arguments = locals()  # first: the constructor's arguments only, for config.json
         super().__init__()
+        self.settings = plain({name: arguments[name] for name in (*DATA_ARGS, *NET_ARGS)})
         _check_config(kernel_size, pool_mode, beta, nonlinearity, dropout, image_shape)
         spec = self._spec(arch, widths, kernel_size, pool_size, num_classes)
         self.image_shape, self.pool_mode, self.arch = tuple(image_shape), pool_mode, str(spec)

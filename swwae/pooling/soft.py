@@ -61,7 +61,12 @@ def _tiles_in_pairs(g: Geometry, shape, dtype) -> bool:
 
 def _interleave(a: Tensor, b: Tensor, out: Tensor | None = None) -> Tensor:
     """a[..., k] and b[..., k] side by side along the last dimension, as (real, imaginary)
-    pairs written by torch.complex: ~2x faster than a copy into every other float."""
+    pairs written by torch.complex: ~2x faster than a copy into every other float. Under
+    torch.compile, a plain stack: the compiler fuses the copy, and traces no complex views
+    nor ``out=`` into a strided view."""
+    if torch.compiler.is_compiling():
+        pairs = torch.stack((a, b), -1)
+        return pairs if out is None else out.copy_(pairs)
     if out is None:
         return torch.view_as_real(torch.complex(a, b))
     torch.complex(a, b, out=torch.view_as_complex(out))
@@ -305,6 +310,10 @@ class WindowSplat(torch.autograd.Function):
                 rows = torch.stack((v - lower, lower), 3)  # (N, C, Ho, 2, Wo)
                 right = rows * q_col.unsqueeze(3)
                 return _interleave(rows.sub_(right), right).reshape(shape)  # reshape: channels_last input gives a strided result
+            if torch.compiler.is_compiling():  # no out= into strided views (the compiler fuses these)
+                rows = torch.stack((v - lower, lower), 2)  # (N, C, 2, Ho, Wo)
+                right = rows * q_col.unsqueeze(2)
+                return _from_windows(torch.stack((rows - right, right), 3), geometry, shape)
             cells = v.new_empty(v.shape[:2] + (2, 2) + v.shape[2:])
             for i, on_row in enumerate((v - lower, lower)):
                 right = torch.mul(on_row, q_col, out=cells[:, :, i, 1])

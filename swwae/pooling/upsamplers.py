@@ -56,6 +56,12 @@ def wavelet_low_synthesis(v: Tensor, low_pass: Tensor) -> Tensor:
     return image.reshape(n, c, *image.shape[-2:])
 
 
+def coefficient_length(size: int, filter_len: int) -> int:
+    """Length of one level's coefficients of ``size`` samples (``pywt.dwt_coeff_len`` in every
+    padding mode but periodization), in plain Python: torch.compile cannot trace pywt's C code."""
+    return (size + filter_len - 1) // 2
+
+
 class WaveletUnpool(nn.Module):
     """Inverse wavelet transform of (v, zero details), level by level, cropped to each size
     (as ``ptwt.waverec2`` computes it, ``wavelet_low_synthesis``)."""
@@ -73,7 +79,7 @@ class WaveletUnpool(nn.Module):
         filter_len = len(self.low_pass)
         sizes = [tuple(size)]  # the size before each level of the forward transform
         for _ in range(self.levels - 1):
-            sizes.append(tuple(pywt.dwt_coeff_len(n, filter_len, "reflect") for n in sizes[-1]))
+            sizes.append(tuple(coefficient_length(n, filter_len) for n in sizes[-1]))
         low = v
         for height, width in reversed(sizes):
             low = wavelet_low_synthesis(low * 2, self.low_pass)[..., :height, :width]

@@ -24,6 +24,7 @@ from omegaconf import DictConfig, OmegaConf
 from swwae.errors import ConfigError, DiskError, Interrupted, NonFiniteError, Preempted
 from swwae.training.building import build, build_loggers, build_trainer, choices
 from swwae.training.callbacks import BatchSeed, LogRunConfig, SaveRunConfig
+from swwae.training.compiling import compile_network
 from swwae.training.finished import report_finished
 from swwae.training.folders import check_writable
 from swwae.training.host_memory import keep_freed_memory
@@ -108,6 +109,7 @@ def train(cfg: DictConfig) -> float:
     datamodule.setup("fit")  # load now: data errors stop the run before any training
     module = build(cfg.model, image_shape=datamodule.image_shape, num_classes=datamodule.num_classes,
                    pixel_mean=datamodule.pixel_mean(), _convert_="all")  # plain lists: checkpoints load weights_only
+    compile_network(module, cfg.get("compile"))  # compile=true: in place, checkpoints unchanged
     check_monitor(cfg.optimized_metric, cfg.optimized_mode, logged_val_metrics(module))
     folder = run_folder(cfg)
     preemption = Preemption(folder)

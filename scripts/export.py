@@ -1,0 +1,94 @@
+"""Export a trained network: a model folder (config.json + model.safetensors, no pickle; the
+Hugging Face Hub's layout) and/or an ONNX file, each read back and checked.
+
+    python scripts/export.py checkpoints/swwae_hard_mnist_sample_seed0/best.ckpt --onnx m.onnx --to m/
+    python scripts/export.py m/ --onnx m.onnx          # from a model folder
+
+The folder loads with ``swwae.load("m/")`` (no Lightning, no Hydra, nothing that runs code),
+and gives the same outputs bit for bit: checked here on random images. The ONNX file maps
+``image`` (batch, C, H, W) in [0, 1] to ``recon``, ``logits`` (with a classifier head) and
+``top_what``, with a dynamic batch axis; with onnxruntime installed (``pip install -e
+".[onnx]"``) it is run here and compared with PyTorch's outputs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import torch
+
+import swwae
+from swwae.cli import OneLineParser
+from swwae.errors import ConfigError, ExportError, UserError
+from swwae.export import check_onnx, example_images, export_onnx, onnx_signature
+from swwae.pretrained import CONFIG_FILE, WEIGHTS_FILE
+
+ONNX_TOLERANCE = 1e-5
+
+# helpers
+
+
+def size(path: Path) -> str:
+    return f"{path.stat().st_size / 1e3:,.0f} kB"
+
+
+def described(net) -> str:
+    classes = f"{net.classifier[-1].out_features} classes" if net.classifier is not None else "no classifier"
+    parameters = sum(p.numel() for p in net.parameters())
+    return (f"{net.arch}, pool_mode={net.pool_mode}, {'x'.join(map(str, net.image_shape))} images, {classes}, "
+            f"{parameters:,} parameters")
+
+
+def export_folder(net, folder: Path) -> str:
+    """Write the folder, load it back, compare outputs bit for bit."""
+    swwae.save_pretrained(net, folder)
+    again = swwae.load(folder)
+    images = example_images(net, 4)
+    with torch.no_grad():
+        same = torch.equal(net(images).recon, again(images).recon)
+    if not same:
+        raise ExportError(f"{folder} does not load back to the same network (outputs differ)")
+    return (f"wrote {folder}/ ({CONFIG_FILE}, {WEIGHTS_FILE}: {size(folder / WEIGHTS_FILE)}); "
+            f'swwae.load("{folder}/") gives the same outputs, bit for bit')
+
+
+def export_onnx_file(net, path: Path) -> str:
+    """Write the ONNX file and, with onnxruntime, run it against PyTorch."""
+    export_onnx(net, path)
+    line = f"wrote {path} ({size(path)}, {onnx_signature(path)})"
+    differences = check_onnx(path, net)
+    if differences is None:
+        return line + '; not run: onnxruntime is not installed (pip install -e ".[onnx]")'
+    worst = max(differences.values())
+    if not worst <= ONNX_TOLERANCE:
+        raise ExportError(f"{path}: onnxruntime's outputs differ from PyTorch's by up to {worst:.2g} "
+                          f"(tolerance {ONNX_TOLERANCE:g}): " + ", ".join(f"{k} {v:.2g}" for k, v in differences.items()))
+    return line + f"; onnxruntime matches PyTorch to {worst:.1e} (3 images; relative above 1)"
+
+
+def main(argv=None) -> int:
+    parser = OneLineParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("model", type=Path, help="a checkpoint (.ckpt) written by train.py, or a model folder")
+    parser.add_argument("--to", type=Path, default=None, metavar="FOLDER",
+                        help="write the model folder (config.json + model.safetensors) here")
+    parser.add_argument("--onnx", type=Path, default=None, metavar="FILE", help="write the ONNX file here")
+    try:
+        args = parser.parse_args(argv)
+        if args.to is None and args.onnx is None:
+            raise ConfigError("nothing to do: name --to FOLDER, --onnx FILE, or both")
+        net = swwae.load(args.model)
+        print(f"read {args.model}: {described(net)}")
+        if args.to is not None:
+            print(export_folder(net, args.to), flush=True)
+        if args.onnx is not None:
+            print(export_onnx_file(net, args.onnx), flush=True)
+    except UserError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,64 @@
+"""swwae networks on the Hugging Face Hub (``pip install -e ".[hub]"``).
+
+``swwae.hub.SWWAE`` is :class:`swwae.model.SWWAE` with huggingface_hub's
+``PyTorchModelHubMixin``: the same network, plus ``from_pretrained`` and ``push_to_hub``::
+
+    from swwae.hub import SWWAE
+
+    net = SWWAE.of(swwae.load("checkpoints/swwae_hard_mnist_sample_seed0/best.ckpt"))
+    net.push_to_hub("user/swwae-mnist")            # after `hf auth login`
+    net = SWWAE.from_pretrained("user/swwae-mnist")  # or a local model folder
+
+The files are those of ``swwae.save_pretrained`` (config.json + model.safetensors, plus the
+Hub's model card README.md): ``swwae.load`` reads a downloaded folder without
+huggingface_hub, and ``from_pretrained`` reads through ``swwae.pretrained`` too, so it
+never falls back on a pickle (``pytorch_model.bin``), as the mixin's own loader would.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+try:
+    from huggingface_hub import PyTorchModelHubMixin, snapshot_download
+except ImportError:  # the optional extra
+    raise ImportError('swwae.hub needs huggingface_hub: pip install -e ".[hub]"') from None
+
+from swwae import model
+from swwae.pretrained import CONFIG_FILE, WEIGHTS_FILE, write_folder
+
+TAGS = ["swwae", "autoencoder", "what-where", "unpooling", "image-reconstruction"]
+
+
+class SWWAE(model.SWWAE, PyTorchModelHubMixin, library_name="swwae", license="mit", tags=TAGS,
+            paper_url="https://arxiv.org/abs/1506.02351"):
+    """:class:`swwae.model.SWWAE` that saves to, loads from and pushes to the Hugging Face Hub."""
+
+    # the Hub's save_pretrained (model card, push_to_hub=...) rather than swwae.pretrained's,
+    # which comes first in the method order; both write the files through ``_save_pretrained``
+    save_pretrained = PyTorchModelHubMixin.save_pretrained
+
+    @classmethod
+    def of(cls, net: model.SWWAE) -> SWWAE:
+        """``net`` (from ``swwae.load``, or training) as a Hub network: the same settings,
+        weights, run config and mode."""
+        hub = cls(**net.settings)
+        hub.load_state_dict(net.state_dict())
+        hub.config = net.config
+        return hub.train(net.training)
+
+    def _save_pretrained(self, save_directory: Path) -> None:
+        write_folder(self, save_directory, config=self.config)
+
+    @classmethod
+    def _from_pretrained(cls, *, model_id: str, revision: str | None, cache_dir, force_download: bool,
+                         local_files_only: bool, token, map_location: str = "cpu", **settings) -> SWWAE:
+        """A local model folder, or the two files of a Hub repository, through swwae's own
+        reader. ``settings`` (the mixin passes config.json's entries back) are not needed:
+        the folder's config.json decides the network."""
+        folder = Path(model_id)
+        if not folder.is_dir():
+            folder = Path(snapshot_download(repo_id=model_id, revision=revision, cache_dir=cache_dir,
+                                            force_download=force_download, local_files_only=local_files_only,
+                                            token=token, allow_patterns=[CONFIG_FILE, WEIGHTS_FILE]))
+        return cls.from_folder(folder, device=map_location)

@@ -1,0 +1,244 @@
+"""Model folders (docs/architecture.md 4.8): ``swwae.save_pretrained`` writes config.json +
+model.safetensors, ``swwae.load`` reads them back into the same network (bit-identical
+outputs) without Lightning, Hydra, huggingface_hub or any pickle, and a bad folder is one
+error line; with the ``hub`` extra, huggingface_hub's mixin saves, loads and pushes the
+same files (the Hub itself cannot be reached here: its API is stood in for)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from hydra.core.global_hydra import GlobalHydra
+
+import swwae
+from helpers.config import ROOT, compose_config
+from swwae.errors import CheckpointError
+from swwae.model import SWWAE
+from swwae.pretrained import CONFIG_FILE, WEIGHTS_FILE
+from swwae.training.run import train
+
+RUN = "swwae_hard_mnist_sample_seed0"
+
+# helpers
+
+
+@pytest.fixture(scope="module")
+def best_ckpt(tmp_path_factory) -> Path:
+    """best.ckpt of a quick two-stage run."""
+    tmp = tmp_path_factory.mktemp("run")
+    train(compose_config(tmp, ["model.widths=[4,8]"]))
+    GlobalHydra.instance().clear()
+    return tmp / "checkpoints" / RUN / "best.ckpt"
+
+
+def outputs(net: SWWAE, x: torch.Tensor) -> list[torch.Tensor]:
+    with torch.no_grad():
+        out = net(x)
+    return [out.recon, *out.whats, *out.decoded] + ([out.logits] if out.logits is not None else [])
+
+
+def scrambled(net: SWWAE) -> SWWAE:
+    """``net`` with random weights and batch-norm statistics (not its initial ones), in eval mode."""
+    generator = torch.Generator().manual_seed(1)
+    with torch.no_grad():
+        for t in [*net.parameters(), *net.buffers()]:
+            if t.is_floating_point():
+                t.copy_(torch.rand(t.shape, generator=generator) * 0.5 + 0.1)
+    return net.eval()
+
+
+def saved(tmp_path: Path, **settings) -> Path:
+    folder = tmp_path / "m"
+    swwae.save_pretrained(scrambled(SWWAE(widths=[4, 8], **settings)), folder)
+    return folder
+
+
+# round trips
+
+
+@pytest.mark.parametrize("settings", [
+    dict(pool_mode="hard"),
+    dict(pool_mode="soft", beta=10.0, pool_size=3, pool_stride=2),
+    dict(pool_mode="strided", batch_norm=True, dropout=0.2),  # learned pools, running statistics
+    dict(pool_mode="wavelet", wavelet="db2", num_classes=None),
+    dict(arch="(4)5c-(6)3c-2p-(8)3c-2p-10fc", image_shape=(3, 29, 31), nonlinearity="elu", pixel_mean=[0.2, 0.3, 0.4]),
+], ids=["hard", "soft", "strided-bn", "wavelet-no-head", "arch-rgb-odd"])
+def test_a_network_round_trips_through_its_folder_bit_for_bit(tmp_path, settings):
+    net = scrambled(SWWAE(**{"widths": [4, 8], **settings}))
+    swwae.save_pretrained(net, tmp_path / "m", config={"run_name": "r", "model": {"lr": 0.002}})
+    again = swwae.load(tmp_path / "m")
+    assert type(again) is SWWAE and not again.training and again.arch == net.arch
+    assert again.settings == net.settings and again.config == {"run_name": "r", "model": {"lr": 0.002}}
+    x = torch.rand(3, *net.image_shape)
+    for a, b in zip(outputs(net, x), outputs(again, x), strict=True):
+        assert torch.equal(a, b)
+    assert sorted(p.name for p in (tmp_path / "m").iterdir()) == [CONFIG_FILE, WEIGHTS_FILE]
+
+
+def test_a_trained_checkpoint_becomes_a_folder_with_its_settings_run_config_and_version(best_ckpt, tmp_path):
+    net = swwae.load(best_ckpt)
+    folder = net.save_pretrained(tmp_path / "m")  # the method; run config: the checkpoint's
+    config = json.loads((folder / CONFIG_FILE).read_text())
+    assert config["image_shape"] == [1, 28, 28] and config["num_classes"] == 10 and config["widths"] == [4, 8]
+    assert config["pixel_mean"] == pytest.approx([0.13], abs=0.01)  # the data's mean pixel
+    assert config["swwae"] == {"format": "swwae-folder/1", "version": swwae.__version__, "network": net.arch}
+    assert config["run_config"] == net.config and config["run_config"]["run_name"] == RUN
+    again = swwae.load(folder / CONFIG_FILE)  # a file of the folder names the folder
+    x = torch.rand(5, 1, 28, 28)
+    for a, b in zip(outputs(net, x), outputs(again, x), strict=True):
+        assert torch.equal(a, b)
+    assert again.config == net.config
+
+
+@pytest.mark.slow
+def test_a_folder_loads_without_lightning_hydra_huggingface_hub_or_unpickling(tmp_path):
+    folder = saved(tmp_path, pool_mode="soft")
+    code = f"""
+import pickle, sys
+sys.modules["huggingface_hub"] = None  # not installed, as far as this process can tell
+def refuse(*args, **kwargs):
+    raise AssertionError("a model folder was unpickled")
+pickle.load = pickle.loads = refuse
+import torch, swwae
+net = swwae.load({str(folder)!r})
+print(type(net).__name__, net(torch.rand(2, 1, 28, 28)).recon.shape[0])
+print(sorted({{m.split(".")[0] for m, module in sys.modules.items() if module is not None}} & {{"lightning", "pytorch_lightning", "hydra", "omegaconf", "huggingface_hub"}}))
+"""
+    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.split("\n")[:2] == ["SWWAE 2", "[]"]
+
+
+def test_saving_again_replaces_the_files_and_leaves_other_files_alone(tmp_path):
+    folder = saved(tmp_path)
+    (folder / "notes.txt").write_text("mine")
+    net = scrambled(SWWAE(widths=[4, 8], pool_mode="avg"))
+    swwae.save_pretrained(net, folder)
+    assert swwae.load(folder).pool_mode == "avg" and (folder / "notes.txt").read_text() == "mine"
+    assert not [p for p in folder.iterdir() if p.name.endswith(".tmp")]
+
+
+# bad folders: one line each
+
+
+def test_bad_folders_are_one_line_each(tmp_path):
+    with pytest.raises(CheckpointError, match="does not exist"):
+        swwae.load(tmp_path / "missing" / CONFIG_FILE)
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(CheckpointError, match="holds no config.json: it is not a model folder"):
+        swwae.load(tmp_path / "empty")
+
+    folder = saved(tmp_path)
+    config = json.loads((folder / CONFIG_FILE).read_text())
+    (folder / CONFIG_FILE).write_text("{ not json")
+    with pytest.raises(CheckpointError, match="config.json is unreadable"):
+        swwae.load(folder)
+    (folder / CONFIG_FILE).write_text(json.dumps({**config, "hidden_size": 768}))
+    with pytest.raises(CheckpointError, match="does not take .hidden_size.: it was not written by swwae"):
+        swwae.load(folder)
+    (folder / CONFIG_FILE).write_text(json.dumps({**config, "swwae": {**config["swwae"], "format": "swwae-folder/9"}}))
+    with pytest.raises(CheckpointError, match="format 'swwae-folder/9'"):
+        swwae.load(folder)
+    (folder / CONFIG_FILE).write_text(json.dumps({**config, "widths": [4, 16]}))
+    with pytest.raises(CheckpointError, match="does not fit swwae's model"):
+        swwae.load(folder)
+    (folder / CONFIG_FILE).write_text(json.dumps(config))  # whole again
+
+    with pytest.raises(CheckpointError, match="is a file"):
+        swwae.save_pretrained(swwae.load(folder), folder / CONFIG_FILE)
+    with pytest.raises(TypeError, match="pass its .net"):
+        swwae.save_pretrained(type("Module", (), {"net": swwae.load(folder)})(), tmp_path / "x")
+
+
+def test_a_flipped_bit_in_the_weights_reads_as_corrupt_and_a_cut_file_as_unreadable(tmp_path):
+    folder = saved(tmp_path)
+    data = bytearray((folder / WEIGHTS_FILE).read_bytes())
+    data[-3] ^= 0x10  # inside the last tensor: safetensors itself notices nothing
+    (folder / WEIGHTS_FILE).write_bytes(bytes(data))
+    with pytest.raises(CheckpointError, match="is corrupt: its tensors do not match the checksum"):
+        swwae.load(folder)
+    (folder / WEIGHTS_FILE).write_bytes(bytes(data[: len(data) // 2]))
+    with pytest.raises(CheckpointError, match="unreadable .truncated or corrupt"):
+        swwae.load(folder)
+
+
+def test_a_folder_with_pickled_weights_only_is_refused_not_unpickled(tmp_path):
+    folder = saved(tmp_path)
+    (folder / WEIGHTS_FILE).unlink()
+    torch.save(SWWAE(widths=[4, 8]).state_dict(), folder / "pytorch_model.bin")
+    with pytest.raises(CheckpointError, match="no model.safetensors; pytorch_model.bin is a pickle, which is never loaded"):
+        swwae.load(folder)
+
+
+# the Hugging Face Hub (extra: hub)
+
+
+@pytest.fixture
+def hub():
+    pytest.importorskip("huggingface_hub")
+    import swwae.hub
+
+    return swwae.hub
+
+
+def test_the_hub_mixin_saves_and_loads_the_same_folder(hub, tmp_path):
+    net = hub.SWWAE.of(swwae.load(saved(tmp_path, pool_mode="soft")))
+    net.save_pretrained(tmp_path / "hub")  # the mixin's: + the model card
+    assert sorted(p.name for p in (tmp_path / "hub").iterdir()) == ["README.md", CONFIG_FILE, WEIGHTS_FILE]
+    assert "library_name: swwae" in (tmp_path / "hub" / "README.md").read_text()
+    x = torch.rand(2, 1, 28, 28)
+    for again in (hub.SWWAE.from_pretrained(tmp_path / "hub"), swwae.load(tmp_path / "hub")):
+        assert not again.training and again.settings == net.settings
+        for a, b in zip(outputs(net, x), outputs(again, x), strict=True):
+            assert torch.equal(a, b)
+
+
+def test_push_to_hub_uploads_a_folder_that_swwae_load_reads(hub, tmp_path, monkeypatch):
+    import huggingface_hub.hub_mixin
+
+    uploaded = tmp_path / "uploaded"
+
+    class FakeApi:  # the Hub's HTTP API, as push_to_hub calls it
+        def __init__(self, token=None):
+            pass
+
+        def create_repo(self, repo_id, private=None, exist_ok=False):
+            return type("Repo", (), {"repo_id": repo_id})()
+
+        def upload_folder(self, *, repo_id, folder_path, **kwargs):
+            shutil.copytree(folder_path, uploaded)
+            return f"https://huggingface.co/{repo_id}/commit/0"
+
+    monkeypatch.setattr(huggingface_hub.hub_mixin, "HfApi", FakeApi)
+    net = hub.SWWAE.of(swwae.load(saved(tmp_path)))
+    assert net.push_to_hub("user/swwae-test").endswith("user/swwae-test/commit/0")
+    x = torch.rand(2, 1, 28, 28)
+    assert torch.equal(swwae.load(uploaded)(x).recon, net(x).recon)
+
+
+def test_from_pretrained_of_a_repo_downloads_config_and_safetensors_only(hub, tmp_path, monkeypatch):
+    import huggingface_hub.hub_mixin
+
+    folder = saved(tmp_path)
+    asked = {}
+
+    def snapshot(repo_id, allow_patterns, **kwargs):
+        asked.update(repo_id=repo_id, allow_patterns=allow_patterns)
+        return str(folder)
+
+    monkeypatch.setattr(huggingface_hub.hub_mixin, "hf_hub_download", lambda repo_id, filename, **kw: str(folder / filename))
+    monkeypatch.setattr(hub, "snapshot_download", snapshot)
+    net = hub.SWWAE.from_pretrained("user/swwae-test")
+    assert asked == {"repo_id": "user/swwae-test", "allow_patterns": [CONFIG_FILE, WEIGHTS_FILE]}
+    assert net.settings == swwae.load(folder).settings
+
+    (folder / WEIGHTS_FILE).unlink()
+    torch.save(net.state_dict(), folder / "pytorch_model.bin")  # the mixin's own loader would unpickle this
+    with pytest.raises(CheckpointError, match="pytorch_model.bin is a pickle, which is never loaded"):
+        hub.SWWAE.from_pretrained(folder)
