@@ -44,10 +44,11 @@ def outputs(net: SWWAE, x: torch.Tensor) -> list[torch.Tensor]:
 
 
 def scrambled(net: SWWAE) -> SWWAE:
-    """``net`` with random weights and batch-norm statistics (not its initial ones), in eval mode."""
+    """``net`` with random weights and batch-norm statistics (not its initial ones), in eval mode;
+    not its non-persistent buffers (the wavelet's filters), which are constants, never saved."""
     generator = torch.Generator().manual_seed(1)
     with torch.no_grad():
-        for t in [*net.parameters(), *net.buffers()]:
+        for t in net.state_dict().values():
             if t.is_floating_point():
                 t.copy_(torch.rand(t.shape, generator=generator) * 0.5 + 0.1)
     return net.eval()
