@@ -103,7 +103,7 @@ def move_old_run_aside(folder: Path) -> None:
 
 
 def choose_start(cfg: DictConfig, module, datamodule) -> Start:
-    """Where this run starts (see the module docstring), said in one line for ``resume=auto``;
+    """Where this run starts (see the module docstring), said in one line when it continues;
     CheckpointError (one line) where ``resume=true`` cannot continue."""
     mode, folder = resume_mode(cfg), run_folder(cfg)
     if mode == "false":
@@ -124,9 +124,9 @@ def choose_start(cfg: DictConfig, module, datamodule) -> Start:
     path, checkpoint = found
     warn_about_schedule(path, checkpoint, cfg)
     start = Start(path, checkpoint, has_finished(checkpoint, cfg))
-    if mode == "auto" and not start.finished:
+    if not start.finished:
         position = mid_epoch_position(checkpoint)
         where = f"epoch {position[0]}, after {position[1]} batches" if position else f"end of epoch {checkpoint['epoch']}"
-        log.info("resume=auto: continuing the unfinished run of this config from %s (%s, step %s)", path, where,
+        log.info("resume=%s: continuing the unfinished run of this config from %s (%s, step %s)", mode, path, where,
                  checkpoint.get("global_step"))
     return start
