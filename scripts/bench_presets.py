@@ -45,7 +45,8 @@ from torch.utils.flop_counter import FlopCounterMode
 from swwae.bench.harness import median, peak_memory, set_threads, timed
 from swwae.bench.steps import PRECISIONS, training_step
 from swwae.training.host_memory import keep_freed_memory
-from swwae.training.module import SWWAEModule
+from swwae.loss import loss_weights, swwae_loss
+from swwae.model import SWWAE
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 PRESETS = sorted(p.stem for p in (CONFIGS / "experiment" / "paper").glob("*.yaml"))
@@ -69,12 +70,12 @@ def measure(preset: str, batch: int | None, steps: int, device: torch.device, pr
     data_cls = get_class(cfg.data._target_)
     model_cfg = OmegaConf.to_container(cfg.model, resolve=True)
     model_cfg.pop("_target_")
-    module = SWWAEModule(image_shape=data_cls.image_shape, num_classes=data_cls.num_classes, **model_cfg)
-    module = module.to(device).train()
+    net = SWWAE.from_settings(model_cfg, data_cls.image_shape, data_cls.num_classes).to(device).train()
     x = torch.rand(batch, *data_cls.image_shape, device=device)
     y = torch.randint(0, data_cls.num_classes, (batch,), device=device)
     y[batch // 4:] = -1  # a semi-supervised batch: a quarter labelled
-    step = training_step(lambda: module.losses(module(x), x, y)["loss"], module.parameters(), lr=1e-3,
+    weights = loss_weights(model_cfg)
+    step = training_step(lambda: swwae_loss(net(x), x, y, **weights)["loss"], net.parameters(), lr=1e-3,
                          device=device, precision=precision)
 
     for _ in range(1 if device.type == "cpu" else 3):  # warm-up (on a GPU: cuDNN's choice of kernels too)
@@ -83,8 +84,7 @@ def measure(preset: str, batch: int | None, steps: int, device: torch.device, pr
     with FlopCounterMode(display=False) as flops:
         step()
     epoch = EPOCH_IMAGES[data_name]
-    return {"preset": preset, "data": data_name, "arch": module.net.arch, "params": sum(
-        p.numel() for p in module.parameters()), "batch": batch, "s_per_image": seconds / batch, "epoch_images": epoch,
+    return {"preset": preset, "data": data_name, "arch": net.arch, "params": sum(p.numel() for p in net.parameters()), "batch": batch, "s_per_image": seconds / batch, "epoch_images": epoch,
         "s_per_epoch": seconds / batch * epoch, "flops_per_image": flops.get_total_flops() / batch,
         "peak_mib": peak_memory(step, device) / 2**20, "epochs": cfg.trainer.max_epochs}
 

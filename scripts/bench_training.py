@@ -5,7 +5,7 @@ built on native max (un)pooling, at MNIST and CIFAR-10 shapes; time and peak mem
                                      [--device cpu] [--precision 32-true] [--loss-checks]
 
 ``native`` is the very network of ``swwae_hard`` (same convs, same weights, same losses:
-``SWWAEModule.losses``) whose pools are swapped for ``nn.MaxPool2d(return_indices=True)``
+``swwae.loss.swwae_loss``) whose pools are swapped for ``nn.MaxPool2d(return_indices=True)``
 and whose unpools for ``nn.MaxUnpool2d``. The variants run interleaved in one process
 (round-robin), so machine noise hits them alike; the table gives medians and ratios to
 native: the ratio of the medians, and the median of the ratios of steps run back to back
@@ -43,12 +43,14 @@ from torch import nn
 
 from swwae.bench.harness import interleave, peak_memory, set_threads, timed
 from swwae.bench.steps import PRECISIONS, training_step
-from swwae.training.compiling import compile_network
+from swwae.loss import WEIGHTS, swwae_loss
+from swwae.model import SWWAE
+from swwae.training.compiling import compile_backend
 from swwae.training.host_memory import keep_freed_memory
-from swwae.training.module import SWWAEModule
 from swwae.training.nonfinite import LossWatch
 
 SHAPES = {"mnist": (1, 28, 28), "cifar10": (3, 32, 32)}
+LR = 2e-3  # configs/model/swwae_hard.yaml
 VARIANTS = ("native", "hard", "soft")
 TARGETS = {"hard": 1.05, "soft": 1.5}
 MEMORY_TARGETS = {"hard": 1.1}
@@ -83,29 +85,29 @@ class NativeMaxPool(nn.Module):
         return what, NativeWhere(indices, x.shape[-2:], self.max_unpool)
 
 
-def make_module(variant: str, image_shape, widths) -> SWWAEModule:
-    """The swwae_hard / swwae_soft network (configs/model defaults), or its native twin.
-    Same seed: the same initial weights in every variant."""
+def make_net(variant: str, image_shape, widths) -> SWWAE:
+    """The swwae_hard / swwae_soft network (configs/model defaults), or its native twin, in
+    plain torch. Same seed: the same initial weights in every variant."""
     torch.manual_seed(0)
-    module = SWWAEModule(image_shape=image_shape, widths=list(widths), lr=2e-3,
-                         pool_mode="soft" if variant == "soft" else "hard")
+    net = SWWAE(image_shape=image_shape, widths=list(widths), pool_mode="soft" if variant == "soft" else "hard")
     if variant == "native":
-        for i, pool in enumerate(module.net.pools):
-            module.net.pools[i] = NativeMaxPool(pool)  # net.unpools[i] calls where.unpool(v)
-    return module
+        for i, pool in enumerate(net.pools):
+            net.pools[i] = NativeMaxPool(pool)  # net.unpools[i] calls where.unpool(v)
+    return net.train()
 
 
-def make_step(module: SWWAEModule, x, y, precision: str = "32-true", check=None):
-    """One training step, as Lightning's automatic optimisation does it (``swwae.bench.steps``);
-    ``check(terms, y)``, if given, sees the loss terms of every step."""
+def make_step(net: SWWAE, x, y, precision: str = "32-true", check=None):
+    """One training step, as Lightning's automatic optimisation does it (``swwae.bench.steps``),
+    on the loss train.py optimises (``swwae_loss``, the default weights); ``check(terms, y)``, if
+    given, sees the loss terms of every step."""
 
     def loss():
-        terms = module.losses(module(x), x, y)
+        terms = swwae_loss(net(x), x, y, **WEIGHTS)
         if check is not None:
             check(terms, y)
         return terms["loss"]
 
-    return training_step(loss, module.parameters(), lr=module.hparams.lr, device=x.device, precision=precision)
+    return training_step(loss, net.parameters(), lr=LR, device=x.device, precision=precision)
 
 
 def reads_back_every_step(terms, y) -> None:
@@ -136,7 +138,7 @@ def bench_loss_checks(args, device) -> list[str]:
     x = torch.rand(args.batch, *SHAPES["mnist"], device=device)
     y = torch.randint(0, 10, (args.batch,), device=device)
     checks = {"watched": watched(), "read every step": reads_back_every_step}
-    steps = {name: make_step(make_module("hard", SHAPES["mnist"], args.widths).to(device), x, y, args.precision, check)
+    steps = {name: make_step(make_net("hard", SHAPES["mnist"], args.widths).to(device), x, y, args.precision, check)
              for name, check in checks.items()}
     times = interleave(steps, args.repeats, warmup=args.warmup, device=device)
     return [f"| {name} | {times.median(name) * 1e3:.2f} | {times.paired_ratio(name, 'watched'):.3f}x |"
@@ -148,7 +150,7 @@ def bench_shape(name: str, args, device) -> tuple[list[str], bool]:
     torch.manual_seed(1)
     x = torch.rand(args.batch, *image_shape, device=device)
     y = torch.randint(0, 10, (args.batch,), device=device)
-    steps = {v: make_step(make_module(v, image_shape, args.widths).to(device), x, y, args.precision)
+    steps = {v: make_step(make_net(v, image_shape, args.widths).to(device), x, y, args.precision)
              for v in args.variants}
     times = interleave(steps, args.repeats, warmup=args.warmup, device=device)
     # ratio of the medians, and the median of the ratios of steps run back to back (robust to drifts)
@@ -179,11 +181,11 @@ def bench_compile(name: str, args, device) -> list[str]:
     y = torch.randint(0, 10, (args.batch,), device=device)
     rows, label = [], f"{name} {'x'.join(map(str, image_shape))}"
     for v in (v for v in args.variants if v != "native"):
-        eager = make_step(make_module(v, image_shape, args.widths).to(device), x, y)
+        eager = make_step(make_net(v, image_shape, args.widths).to(device), x, y)
         torch._dynamo.reset()  # a cold start: graphs compiled for another variant or shape are not reused
-        module = make_module(v, image_shape, args.widths).to(device)
-        compile_network(module, args.compile)
-        compiled = make_step(module, x, y)
+        net = make_net(v, image_shape, args.widths).to(device)
+        net.compile(backend=compile_backend(args.compile), dynamic=False)  # as compile=true does it
+        compiled = make_step(net, x, y)
         compile_s, _ = timed(compiled, device)  # forward and backward graphs compile on the first step
         times = interleave({"eager": eager, "compiled": compiled}, args.repeats, warmup=args.warmup, device=device)
         rows.append(f"| {label} | {v} | {args.compile} | {compile_s:.1f} | {times.median('eager') * 1e3:.1f} | "

@@ -10,7 +10,7 @@ means per pixel, on the [0, 1] scale of the images.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import torch.nn.functional as F
 from torch import Tensor
@@ -18,6 +18,13 @@ from torch import Tensor
 from swwae.model import SWWAEOutput
 
 UNLABELLED = -1  # the label of a sample whose label the model must not see
+# the loss weights and their defaults (configs/model/swwae_hard.yaml, SWWAEModule's signature)
+WEIGHTS = {"lambda_rec": 1.0, "lambda_m": 0.1, "lambda_nll": 1.0}
+
+
+def loss_weights(settings: Mapping) -> dict[str, float]:
+    """The loss weights of a flat model config, defaults where it has none."""
+    return {name: float(settings.get(name, default)) for name, default in WEIGHTS.items()}
 
 
 def swwae_loss(out: SWWAEOutput, x: Tensor, y: Tensor, *, lambda_rec: float, lambda_m: float, lambda_nll: float,

@@ -75,9 +75,9 @@ def test_the_benchmarks_training_step_takes_a_step_at_every_precision(precision)
 
 
 def test_native_twin_is_the_same_network_on_native_pooling():
-    hard = bench_training.make_module("hard", (1, 28, 28), [4, 8])
-    native = bench_training.make_module("native", (1, 28, 28), [4, 8])
-    assert [type(p).__name__ for p in native.net.pools] == ["NativeMaxPool"] * 2
+    hard = bench_training.make_net("hard", (1, 28, 28), [4, 8])
+    native = bench_training.make_net("native", (1, 28, 28), [4, 8])
+    assert [type(p).__name__ for p in native.pools] == ["NativeMaxPool"] * 2
     x = torch.rand(3, 1, 28, 28)
     # no ties in random data: max unpooling and the adjoint agree, so the two nets agree
     torch.testing.assert_close(native(x).recon, hard(x).recon)

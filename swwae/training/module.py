@@ -14,7 +14,7 @@ from torchmetrics.classification import MulticlassAccuracy
 
 from swwae.arch import parse
 from swwae.errors import ConfigError, NonFiniteError
-from swwae.loss import swwae_loss
+from swwae.loss import WEIGHTS, swwae_loss
 from swwae.model import NET_ARGS, SWWAE, SWWAEOutput, without_dropout
 from swwae.training.nonfinite import LossWatch
 
@@ -33,9 +33,9 @@ class SWWAEModule(L.LightningModule):
         image_shape=(1, 28, 28),
         num_classes: int = 10,
         pixel_mean=None,
-        lambda_rec: float = 1.0,
-        lambda_m: float = 0.1,
-        lambda_nll: float = 1.0,
+        lambda_rec: float = WEIGHTS["lambda_rec"],
+        lambda_m: float = WEIGHTS["lambda_m"],
+        lambda_nll: float = WEIGHTS["lambda_nll"],
         input_noise: float = 0.0,
         nll_warmup_epochs: float = 0.0,
         clean_middle_targets: bool = False,
