@@ -12,7 +12,7 @@ from pathlib import Path
 
 from swwae import _moved
 from swwae.pooling import MODES, Unpool, WhatWherePool, make_pool
-from swwae.version import __version__
+from swwae.version import __version__  # noqa: F401 - swwae.__version__
 
 _moved.install()  # swwae.module, swwae.data, ... of checkpoints written before 0.2
 

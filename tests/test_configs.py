@@ -5,7 +5,6 @@ accepts for that key; the value set is one of them."""
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import pytest
 

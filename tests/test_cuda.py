@@ -21,7 +21,7 @@ from helpers.syncs import SyncsPerBatch
 from swwae.bench.harness import peak_memory
 from swwae.loss import swwae_loss
 from swwae.model import SWWAE
-from swwae.pooling import MODES, Unpool, WhatWherePool, make_pool
+from swwae.pooling import MODES, Unpool, WhatWherePool
 from swwae.pooling.soft import add_at
 from swwae.training import run
 from swwae.training.run import train

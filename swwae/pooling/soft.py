@@ -1,6 +1,7 @@
-"""Soft pooling internals: the window layout, the soft max and soft argmax of every window
-(``SoftPoolFunction``) and the bilinear splat inside each window (``WindowSplat``), as
-autograd Functions with hand-written backward passes. Users go through
+"""Soft pooling internals: the soft max and soft argmax of every window (``SoftPoolFunction``)
+and the bilinear splat inside each window (``WindowSplat``), as autograd Functions with
+hand-written backward passes (as plain autograd the same maths records dozens of ops, each one
+more pass over memory), on tensors in window layout (``swwae.pooling.windows``). Users go through
 ``WhatWherePool(mode="soft")`` and ``SoftWhere``; the names without a leading underscore are
 the ones the package's other modules use."""
 
@@ -12,120 +13,15 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from swwae.pooling.geometry import Geometry, pooled_size
+from swwae.pooling.geometry import Geometry
 from swwae.pooling.precision import in_float32
-
-# The soft path works in a "window layout", (N, C, kh, kw, Ho, Wo), contiguous: plane
-# (i, j) holds cell (i, j) of every window. Per-window sums and maxima are then
-# element-wise ops between whole planes, vectorised along Ho * Wo, instead of reductions
-# over tiny inner dimensions of a strided view (~10x slower on CPU); broadcasting a
-# per-window value over the cells also keeps long contiguous inner loops. Tensors with one
-# value per window are (N, C, Ho, Wo); per cell row or column of a window, (N, C, k, Ho, Wo).
-# The pool and the splat are autograd Functions with hand-written backward passes: as
-# plain autograd, the same maths records dozens of ops, each one more pass over memory.
+from swwae.pooling.windows import (combine_cells, from_windows, interleave, per_window, tiles_in_pairs, to_windows,
+                                   valid_cells, window_origins, window_sum, window_view)
 
 # Exponents below this are clamped before exp: exp(-80) ~ 1.8e-35 is a zero weight for
 # every purpose (the winner has weight 1), while exp of anything below ~ -87 (float32
 # denormals and underflow) is ~10x slower on CPU, and beta = 100 sends most exponents there.
 _LOGIT_FLOOR = -80.0
-
-
-def _window_view(t: Tensor, g: Geometry) -> Tensor:
-    """A strided view of the (already padded) ``t`` (N, C, H, W) in window layout."""
-    (kh, kw), (sh, sw) = g.kernel, g.stride
-    return t.unfold(2, kh, sh).unfold(3, kw, sw).permute(0, 1, 4, 5, 2, 3)
-
-
-def _to_windows(x: Tensor, g: Geometry, fill: float = 0.0) -> Tensor:
-    """The windows of ``x`` (N, C, H, W) in window layout, padded cells set to ``fill``.
-
-    One strided copy, ~3x faster than im2col (``F.unfold``), which gives the same layout.
-    Always a new tensor, even where the view is contiguous already (1x1 windows): callers
-    write into it."""
-    ph, pw = g.padding
-    if ph or pw:
-        x = F.pad(x, (pw, pw, ph, ph), value=fill)
-    windows = _window_view(x, g)
-    return torch.empty_like(windows, memory_format=torch.contiguous_format).copy_(windows)
-
-
-def _tiles_in_pairs(g: Geometry, shape, dtype) -> bool:
-    """Whether 2-wide windows tile the image exactly (the usual 2x2 pool), so that image
-    row ho * kh + i is the cells (i, 0) and (i, 1) of window row ho, interleaved: one
-    ``_interleave`` writes it, contiguously."""
-    (kh, kw), (sh, sw) = g.kernel, g.stride
-    height, width = shape[-2:]
-    return ((kw, sw, sh) == (2, 2, kh) and not any(g.padding) and height % kh == 0 and width % 2 == 0
-            and dtype in (torch.float32, torch.float64))
-
-
-def _interleave(a: Tensor, b: Tensor, out: Tensor | None = None) -> Tensor:
-    """a[..., k] and b[..., k] side by side along the last dimension, as (real, imaginary)
-    pairs written by torch.complex: ~2x faster than a copy into every other float. Under
-    torch.compile, a plain stack: the compiler fuses the copy, and traces no complex views
-    nor ``out=`` into a strided view."""
-    if torch.compiler.is_compiling():
-        pairs = torch.stack((a, b), -1)
-        return pairs if out is None else out.copy_(pairs)
-    if out is None:
-        return torch.view_as_real(torch.complex(a, b))
-    torch.complex(a, b, out=torch.view_as_complex(out))
-    return out
-
-
-def _from_windows(t: Tensor, g: Geometry, shape) -> Tensor:
-    """Adjoint of ``_to_windows``: add every window cell onto its pixel of an (N, C, H, W)
-    image, dropping padded cells.
-
-    Windows apart (stride >= kernel, the usual case) give every cell a pixel of its own,
-    so this is one copy into place (2-wide windows: ``_interleave`` writes, ~2x faster
-    still; 2x2 windows tiling the image fill it whole, rows at a time). Overlapping windows take ``F.fold`` (col2im), ~2.5x slower on CPU: one
-    deterministic pass in which each output pixel is summed in a fixed order."""
-    n, c, height, width = shape
-    (kh, kw), (sh, sw), (ph, pw) = g.kernel, g.stride, g.padding
-    ho, wo = t.shape[-2:]
-    if t.numel() == 0:  # F.fold refuses zero channels
-        return t.new_zeros(shape)
-    if sh < kh or sw < kw:
-        return F.fold(t.reshape(n, c * kh * kw, ho * wo), (height, width), g.kernel, padding=g.padding, stride=g.stride)
-    pairs = (kw, sw) == (2, 2) and t.dtype in (torch.float32, torch.float64)
-    rows, cols = max(height + 2 * ph, ho * sh), max(width + 2 * pw, wo * sw)
-    cols += pairs and cols % 2  # even: complex views of the image need even strides
-    covered = (kh, kw) == (sh, sw) and (rows, cols) == (ho * sh, wo * sw)
-    image = t.new_empty(n, c, rows, cols) if covered else t.new_zeros(n, c, rows, cols)  # in padded coordinates
-    tiles = image[:, :, :ho * sh, :wo * sw].unflatten(3, (wo, sw)).unflatten(2, (ho, sh))  # (N, C, Ho, sh, Wo, sw)
-    if pairs:
-        for i in range(kh):
-            _interleave(t[:, :, i, 0], t[:, :, i, 1], out=tiles[:, :, :, i])
-    else:
-        tiles[:, :, :, :kh, :, :kw].copy_(t.permute(0, 1, 4, 2, 5, 3))
-    return image[:, :, ph:ph + height, pw:pw + width]
-
-
-def _per_window(t: Tensor) -> Tensor:
-    """(N, C, Ho, Wo) -> broadcastable against the window layout."""
-    return t[:, :, None, None]
-
-
-def _combine_cells(t: Tensor, dim: int) -> Tensor:
-    """Sum over the cells of one window axis, ``dim``, slice by slice: k - 1 element-wise
-    ops on whole planes beat torch's reduction over a short, non-innermost dimension."""
-    cells = t.unbind(dim)
-    if len(cells) == 1:
-        return cells[0].clone()
-    out = cells[0] + cells[1]
-    for cell in cells[2:]:
-        out.add_(cell)
-    return out
-
-
-def _window_sum(t: Tensor) -> Tensor:
-    """Sum over the cells of each window, (N, C, Ho, Wo): up to 4 cells, plane additions
-    (1.6x faster than torch's reduction over a short, non-innermost dimension)."""
-    cells = t.flatten(2, 3)
-    if cells.shape[2] > 4:
-        return cells.sum(2)
-    return _combine_cells(cells, 2)
 
 
 def _weight_moments(weights: Tensor) -> tuple[Tensor, Tensor, Tensor]:
@@ -148,8 +44,8 @@ def _weight_moments(weights: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         moments = torch.stack((torch.ones_like(cells), cells // kw, cells % kw)).to(weights.dtype)
         total, row, col = torch.matmul(moments, weights.view(n * c, kh * kw, ho * wo)).view(n, c, 3, ho, wo).unbind(2)
         return total, row / total, col / total
-    by_row, by_col = _combine_cells(weights, 3), _combine_cells(weights, 2)  # (N, C, k, Ho, Wo)
-    total = _combine_cells(by_row, 2)
+    by_row, by_col = combine_cells(weights, 3), combine_cells(weights, 2)  # (N, C, k, Ho, Wo)
+    total = combine_cells(by_row, 2)
     return total, _mean_offset(by_row, total), _mean_offset(by_col, total)
 
 
@@ -165,26 +61,6 @@ def _mean_offset(t: Tensor, total: Tensor) -> Tensor:
     for i in range(2, k):
         out.add_(t[:, :, i], alpha=i)
     return out.div_(total)
-
-
-def window_origins(g: Geometry, size, like: Tensor):
-    """Per axis: each window's first cell (maybe a padded one), and its first and last valid
-    cells, in input-pixel coordinates, shaped (Ho, 1) for rows and (Wo,) for columns."""
-    axes = []
-    for axis, (k, s, p, n) in enumerate(zip(g.kernel, g.stride, g.padding, size)):
-        m = pooled_size(n, k, s, p)
-        first = torch.arange(m, device=like.device, dtype=like.dtype) * s - p
-        shape = (m, 1) if axis == 0 else (m,)
-        axes.append(tuple(t.view(shape) for t in (first, first.clamp(min=0), (first + k - 1).clamp(max=n - 1))))
-    return axes
-
-
-def _valid_cells(g: Geometry, size, like: Tensor) -> Tensor | None:
-    """1 on window cells inside the image, 0 on padded ones (window layout, N = C = 1);
-    None without padding."""
-    if not any(g.padding):
-        return None
-    return _to_windows(like.new_ones(1, 1, *size), g)
 
 
 def _left_cell(q: Tensor, k: int) -> Tensor:
@@ -243,20 +119,20 @@ class SoftPoolFunction(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x: Tensor, geometry: Geometry, beta: float):
         (kh, kw), padded = geometry.kernel, any(geometry.padding)
-        z = _to_windows(x, geometry, fill=-math.inf)  # (N, C, kh, kw, Ho, Wo); pads never win
+        z = to_windows(x, geometry, fill=-math.inf)  # (N, C, kh, kw, Ho, Wo); pads never win
         top = z.flatten(2, 3).amax(2)
         # logits beta (z - top): each window's max subtracted (softmax is shift-invariant),
         # so they are <= 0, exactly 0 at the max, whatever the scale of x (unlike
         # beta z - beta top); then clamped, which also makes -inf cells finite
-        logits = z.sub_(_per_window(top)).mul_(beta).clamp_(min=_LOGIT_FLOOR)
+        logits = z.sub_(per_window(top)).mul_(beta).clamp_(min=_LOGIT_FLOOR)
         weights = logits.exp()  # unnormalised, 1 at the max
         if padded:  # padded cells never win
-            weights.mul_(_valid_cells(geometry, x.shape[-2:], x))
+            weights.mul_(valid_cells(geometry, x.shape[-2:], x))
         total, q_row, q_col = _weight_moments(weights)
         # what = sum(a z) = top + sum(a logits) / beta: finite with a -inf cell (zero
         # weight), and free of the cancellation of sum(a z) when all z are large
         weighted = logits.mul_(weights)
-        mean_logit = _window_sum(weighted).div_(total)
+        mean_logit = window_sum(weighted).div_(total)
         what = torch.add(top, mean_logit, alpha=1 / beta)
         if padded or kh > 2 or kw > 2:  # the clamp undoes rounding, keeps positions off pads
             (first_r, lo_r, hi_r), (first_c, lo_c, hi_c) = window_origins(geometry, x.shape[-2:], x)
@@ -285,8 +161,8 @@ class SoftPoolFunction(torch.autograd.Function):
         per_col = q.unsqueeze(2) * (cols * beta)  # (N, C, kw, Ho, Wo)
         grad = per_row.unsqueeze(3) + per_col.unsqueeze(2)
         del per_row, per_col, r, q, k  # before the next allocations: a lower peak
-        grad.mul_(weights).addcmul_(weighted, _per_window(g))
-        return _from_windows(grad, ctx.geometry, ctx.shape), None, None
+        grad.mul_(weights).addcmul_(weighted, per_window(g))
+        return from_windows(grad, ctx.geometry, ctx.shape), None, None
 
 
 class WindowSplat(torch.autograd.Function):
@@ -306,19 +182,19 @@ class WindowSplat(torch.autograd.Function):
         ctx.save_for_backward(v, q_row, q_col)
         if geometry.kernel == (2, 2):
             lower = v * q_row  # v's share on the window's lower row
-            if _tiles_in_pairs(geometry, shape, v.dtype):  # window rows are image rows
+            if tiles_in_pairs(geometry, shape, v.dtype):  # window rows are image rows
                 rows = torch.stack((v - lower, lower), 3)  # (N, C, Ho, 2, Wo)
                 right = rows * q_col.unsqueeze(3)
-                return _interleave(rows.sub_(right), right).reshape(shape)  # reshape: channels_last input gives a strided result
+                return interleave(rows.sub_(right), right).reshape(shape)  # reshape: channels_last input gives a strided result
             if torch.compiler.is_compiling():  # no out= into strided views (the compiler fuses these)
                 rows = torch.stack((v - lower, lower), 2)  # (N, C, 2, Ho, Wo)
                 right = rows * q_col.unsqueeze(2)
-                return _from_windows(torch.stack((rows - right, right), 3), geometry, shape)
+                return from_windows(torch.stack((rows - right, right), 3), geometry, shape)
             cells = v.new_empty(v.shape[:2] + (2, 2) + v.shape[2:])
             for i, on_row in enumerate((v - lower, lower)):
                 right = torch.mul(on_row, q_col, out=cells[:, :, i, 1])
                 torch.sub(on_row, right, out=cells[:, :, i, 0])
-            return _from_windows(cells, geometry, shape)
+            return from_windows(cells, geometry, shape)
         # bigger windows: the 4 weights of each splat, added onto their pixels
         index, frac_row, frac_col = _splat_corners(q_row, q_col, geometry, shape)
         lower = v * frac_row
@@ -336,7 +212,7 @@ class WindowSplat(torch.autograd.Function):
         g, (ph, pw) = ctx.geometry, ctx.geometry.padding
         padded = F.pad(grad, (pw, pw, ph, ph)) if ph or pw else grad
         if g.kernel == (2, 2):
-            by_rows = _window_view(padded, g).permute(0, 1, 4, 2, 5, 3)  # a view, no copy
+            by_rows = window_view(padded, g).permute(0, 1, 4, 2, 5, 3)  # a view, no copy
             return WindowSplat.bilinear_grads(by_rows, v, q_row, q_col) + (None, None)
         # the splat only reached the 2x2 pixels around each position: gather those
         index, frac_row, frac_col = _splat_corners(q_row, q_col, g, ctx.shape)

@@ -11,7 +11,8 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from swwae.pooling.geometry import Geometry
-from swwae.pooling.soft import window_origins, window_splat
+from swwae.pooling.soft import window_splat
+from swwae.pooling.windows import window_origins
 
 
 class HardWhere:
