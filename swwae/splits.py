@@ -1,0 +1,94 @@
+"""Seeded random streams, stratified splits and class-balanced label subsets.
+
+Every random choice about the data derives from one user seed through its own stream key,
+so that changing one choice never moves another: changing ``num_labels`` must not move the
+train/val/test split, and the shuffle order must not depend on either. Pure torch: the data
+modules (``swwae.training.data``) and the feature probes (``swwae.probe``) both draw from here.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from swwae.errors import ConfigError
+
+__all__ = ["AUGMENT", "LABELLED_CYCLES", "LABELS", "PROBE_LABELS", "SHUFFLE", "SPLIT", "UNLABELLED_POOL",
+           "balanced_subset", "derive_seed", "generator", "stratified_split"]
+
+# stream keys: independent random streams derived from one seed
+SPLIT, LABELS, SHUFFLE, LABELLED_CYCLES, AUGMENT = 1, 2, 3, 4, 5
+UNLABELLED_POOL = 6  # data.num_unlabelled: which label-hidden training images are kept
+PROBE_LABELS = 7  # swwae.probe: the labelled subsets of the feature probes
+
+
+def derive_seed(seed: int, *keys: int) -> int:
+    return int(np.random.SeedSequence([seed, *keys]).generate_state(1, np.uint64)[0] >> 1)
+
+
+def generator(seed: int, *keys: int) -> torch.Generator:
+    return torch.Generator().manual_seed(derive_seed(seed, *keys))
+
+
+def _proportional(counts: Tensor, total: int, gen: torch.Generator) -> Tensor:
+    """Split ``total`` over classes in proportion to ``counts`` (largest remainder method;
+    ties broken at random). Never gives a class more than it has."""
+    n = int(counts.sum())
+    share, remainder = (counts * total) // n, (counts * total) % n
+    left = total - int(share.sum())
+    shuffled = torch.randperm(len(counts), generator=gen)
+    order = shuffled[torch.sort(remainder[shuffled], descending=True, stable=True).indices]
+    share[order[:left]] += 1
+    return share
+
+
+def stratified_split(y: Tensor, sizes: list[int], gen: torch.Generator) -> list[Tensor]:
+    """Indices of disjoint subsets of sizes ``sizes``, plus one last subset with the rest.
+
+    Each subset holds every class in proportion to its share of ``y`` (equal shares when
+    the classes are equal). Each subset comes back in random order, so that the first
+    validation batch (the one that gets logged as images) shows a mix of classes.
+    """
+    classes = torch.unique(y)
+    members = [torch.nonzero(y == c).flatten() for c in classes]
+    members = [m[torch.randperm(len(m), generator=gen)] for m in members]
+    left = torch.tensor([len(m) for m in members])
+    taken = torch.zeros_like(left)
+    parts = []
+    for size in sizes:
+        per_class = _proportional(left, size, gen)
+        parts.append(torch.cat([m[t : t + k] for m, t, k in zip(members, taken, per_class)]))
+        taken += per_class
+        left -= per_class
+    parts.append(torch.cat([m[t:] for m, t in zip(members, taken)]))
+    return [p[torch.randperm(len(p), generator=gen)] for p in parts]
+
+
+def balanced_subset(y: Tensor, n: int, num_classes: int, gen: torch.Generator, where: str,
+                    setting: str = "data.num_labels") -> Tensor:
+    """Indices of ``n`` samples, ``n // num_classes`` per class and the remainder on
+    randomly chosen classes (only those that have a sample to spare). ``setting`` names the
+    option that asked for ``n`` in the error messages."""
+    per_class = torch.full((num_classes,), n // num_classes)
+    counts = torch.bincount(y, minlength=num_classes)[:num_classes]
+    short = torch.nonzero(counts < per_class).flatten()
+    if len(short):
+        c = int(short[0])
+        raise ConfigError(
+            f"{setting}={n} asks for {n // num_classes} labelled samples per class, "
+            f"but class {c} has only {int(counts[c])} training samples in {where}"
+        )
+    roomy = torch.nonzero(counts > per_class).flatten()
+    extra = n % num_classes
+    if extra > len(roomy):
+        raise ConfigError(
+            f"{setting}={n} needs {extra} classes with more than {n // num_classes} training samples, "
+            f"but only {len(roomy)} classes of {where} have that many"
+        )
+    per_class[roomy[torch.randperm(len(roomy), generator=gen)[:extra]]] += 1
+    chosen = []
+    for c in range(num_classes):
+        members = torch.nonzero(y == c).flatten()
+        chosen.append(members[torch.randperm(len(members), generator=gen)[: per_class[c]]])
+    return torch.cat(chosen)
