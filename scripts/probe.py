@@ -22,16 +22,10 @@ import time
 import warnings
 from pathlib import Path
 
-import torch
-from hydra.utils import instantiate
-
 import swwae
 from swwae.errors import ConfigError, OneLineParser, UserError
-from swwae.probe import features, invariance, label_key, labelled_subset, probe_features, random_like
-
-# data settings that do not change which images a split holds
-FREE_DATA_KEYS = ("root", "download", "num_workers", "batch_size", "seed", "num_labels", "labelled_per_batch",
-                  "num_unlabelled", "augment")
+from swwae.probe import random_like
+from swwae.training.probing import check_same_split, encoder_key, load_data, probe_model, subsets_for
 
 # helpers
 
@@ -46,54 +40,6 @@ def parse_labels(values: list[str]) -> list[int | None]:
         else:
             raise ConfigError(f"--labels takes positive numbers or 'all', got {value!r}")
     return labels
-
-
-def load_data(config: dict, data_root: str | None):
-    """The run's data module with every training label known and no augmentation."""
-    cfg = dict(config["data"])
-    cfg["num_labels"] = None
-    cfg.pop("labelled_per_batch", None)
-    cfg |= {"augment": False} if "augment" in cfg else {}
-    cfg |= {"num_unlabelled": None} if "num_unlabelled" in cfg else {}
-    if data_root is not None and "root" in cfg:
-        cfg["root"] = data_root
-    datamodule = instantiate(cfg)
-    datamodule.setup("fit")
-    return datamodule
-
-
-def same_split(first: dict, other: dict) -> bool:
-    strip = lambda cfg: {k: v for k, v in cfg["data"].items() if k not in FREE_DATA_KEYS}  # noqa: E731
-    return strip(first) == strip(other)
-
-
-def architecture(net) -> str:
-    model = net.config.get("model", {}) if isinstance(getattr(net, "config", None), dict) else {}
-    extra = f" beta={model.get('beta')}" if net.pool_mode == "soft" else ""
-    return f"{net.arch} {net.pool_mode}{extra}"
-
-
-def probe_model(name: str, encode, data, subsets, k: int, shifts, net=None, images_for_invariance: int = 500) -> dict:
-    started = time.perf_counter()
-    labelled = data.train_y >= 0
-    splits = {"train": (data.train_x[labelled], data.train_y[labelled]),
-              "val": (data.val_x, data.val_y), "test": (data.test_x, data.test_y)}
-    feats = {split: (encode(x), y) for split, (x, y) in splits.items()}
-    row = {"name": name, "dim": int(feats["train"][0].shape[1])}
-    row |= probe_features(feats["train"], feats["val"], feats["test"], subsets, k=k)
-    if net is not None:
-        row["invariance"] = invariance(net, data.test_x[:images_for_invariance], shifts=shifts)
-    row["seconds"] = round(time.perf_counter() - started, 1)
-    return row
-
-
-def pixel_invariance(data, shifts, images: int) -> dict:
-    """The raw image's own change under the same shifts: the reference row."""
-    from swwae.probe import DIRECTIONS, relative_change, shift
-
-    x = data.test_x[:images].float() / 255.0
-    return {"pixels": {int(s): float(torch.cat([relative_change(shift(x, dy * s, dx * s), x)
-                                                 for dy, dx in DIRECTIONS]).nanmean()) for s in shifts}}
 
 
 def table(rows: list[dict], labels: list[str], shifts) -> str:
@@ -123,29 +69,22 @@ def invariance_table(rows: list[dict], shifts) -> str:
 
 
 def run(checkpoints: list[Path], labels: list[int | None], seed: int = 0, k: int = 20, stages: str = "top",
-        shifts=(1, 2, 3), controls: bool = True, data_root: str | None = None, images_for_invariance: int = 500):
-    nets = [(path, swwae.load(path)) for path in checkpoints]
-    first = nets[0][1].config
-    for path, net in nets[1:]:
-        if not same_split(first, net.config):
-            raise ConfigError(f"{path} was trained on other data than {nets[0][0]}: probe them separately")
-    data = load_data(first, data_root)
-    train_y = data.train_y[data.train_y >= 0]
-    subsets = {label_key(n): labelled_subset(train_y, n, seed=seed, num_classes=data.num_classes) for n in labels}
+        shifts=(1, 2, 3), controls: bool = True, data_root: str | None = None) -> dict:
+    nets = {str(path): swwae.load(path) for path in checkpoints}
+    check_same_split({path: net.config for path, net in nets.items()})
+    data = load_data(next(iter(nets.values())).config, data_root)
+    subsets = subsets_for(data, labels, seed)
     rows = []
     if controls:
-        row = probe_model("pixels", lambda x: x.flatten(1).float() / 255.0, data, subsets, k, shifts)
-        rows.append(row | {"invariance": pixel_invariance(data, shifts, images_for_invariance)})
-        for arch in dict.fromkeys(architecture(net) for _, net in nets):
-            net = random_like(next(n for _, n in nets if architecture(n) == arch), seed=seed)
-            rows.append(probe_model(f"random weights {arch}", lambda x, net=net: features(net, x, stages), data,
-                                    subsets, k, shifts, net, images_for_invariance))
-    for path, net in nets:
-        name = str(net.config.get("run_name") or path.parent.name)
-        rows.append(probe_model(name, lambda x, net=net: features(net, x, stages), data, subsets, k, shifts, net,
-                                images_for_invariance) | {"checkpoint": str(path)})
+        rows.append(probe_model("pixels", data, subsets, k=k, shifts=shifts))
+        for key in dict.fromkeys(encoder_key(net) for net in nets.values()):
+            net = random_like(next(n for n in nets.values() if encoder_key(n) == key), seed=seed)
+            rows.append(probe_model(f"random weights {key}", data, subsets, net, k, stages, shifts))
+    for path, net in nets.items():
+        name = str(net.config.get("run_name") or Path(path).parent.name)
+        rows.append(probe_model(name, data, subsets, net, k, stages, shifts) | {"checkpoint": path})
     return {"data": data.name, "seed": seed, "k": k, "features": stages, "labels": list(subsets),
-            "shifts": list(shifts), "train_images": int(len(train_y)), "rows": rows}
+            "shifts": list(shifts), "train_images": int((data.train_y >= 0).sum()), "rows": rows}
 
 
 def main(argv=None) -> int:

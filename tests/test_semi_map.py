@@ -92,3 +92,36 @@ def test_every_arm_trains_1260_steps_and_validates_every_63(make_config, arm):
     assert data.labelled_per_batch == min(64, cfg.data.num_labels)
     assert data.batch_size - data.labelled_per_batch == 64  # the same unlabelled images a step
     assert len(data.labelled) == cfg.data.num_labels
+
+
+# the report (scripts/semi_map.py), from job folders alone
+
+
+def fake_run(sweep, num, model, labels, pool, seed, error_pct):
+    folder = sweep / f"{num}_job"
+    (folder / ".hydra").mkdir(parents=True)
+    (folder / ".hydra" / "overrides.yaml").write_text(f"- model={model}\n- seed={seed}\n")
+    data = {"_target_": "swwae.training.data.MNISTSampleDataModule", "num_labels": labels, "num_unlabelled": pool,
+            "val_size": 500, "test_size": 500, "seed": seed}
+    (folder / ".hydra" / "config.yaml").write_text(OmegaConf.to_yaml({"data": data}))
+    record = {"run_name": f"run{num}", "model": model, "seed": seed, "metrics": {"test/acc": 1 - error_pct / 100}}
+    (folder / "metrics.json").write_text(__import__("json").dumps(record))
+
+
+def test_the_map_pairs_each_seed_with_its_twin(tmp_path, capsys):
+    from scripts.semi_map import main as semi_map_main
+
+    labels, pools = tmp_path / "labels", tmp_path / "pools"
+    num = itertools.count()
+    for seed in range(3):
+        for n, swwae_err, twin_err in [(20, 30.0 + seed, 35.0 + 2 * seed), (100, 9.0, 9.0 + seed)]:
+            fake_run(labels, next(num), "swwae_hard", n, None, seed, swwae_err)
+            fake_run(labels, next(num), "classifier_only", n, None, seed, twin_err)
+        fake_run(pools, next(num), "swwae_hard", 100, 500, seed, 10.0 + seed)  # its twin: the full pool's
+    assert semi_map_main([str(labels), str(pools), "--out", str(tmp_path / "map")]) == 0
+    rows = {tuple(line.split("|")[1:3]): [c.strip() for c in line.split("|")[3:-1]]
+            for line in (tmp_path / "map.md").read_text().splitlines()[2:]}
+    assert rows[(" 20 ", " all (3,980) ")][:4] == ["31.00 ± 1.00", "37.00 ± 2.00", "+6.00 ± 1.00", "+5.0, +6.0, +7.0"]
+    assert rows[(" 100 ", " 500 ")][2:] == ["-1.00 ± 0.00", "-1.0, -1.0, -1.0", "full pool (all (3,900))"]
+    assert rows[(" 100 ", " all (3,900) ")][-1] == "same cell"
+    assert (tmp_path / "map.png").stat().st_size > 1000
