@@ -36,6 +36,8 @@ class KNNAccuracy(L.Callback):
             return
         data = trainer.datamodule
         labelled = torch.nonzero(data.train_y >= 0).flatten()[: self.max_train_images]
+        if len(labelled) == 0:  # no training label to vote with
+            return
         train = features(module.net, data.train_x[labelled])
         val = features(module.net, data.val_x)
         acc = knn_probe(train, data.train_y[labelled], val, data.val_y, k=self.k)
