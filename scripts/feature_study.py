@@ -44,7 +44,8 @@ def cell(values, scale: float = 1.0, digits: int = 1) -> str:
 
 
 def top_change(row: dict, px: int) -> float:
-    return list(row["invariance"].values())[-1][px]  # pixels, stage_1, ..., the top stage last
+    top = list(row["invariance"].values())[-1]  # pixels, stage_1, ..., the top stage last
+    return top[px] if px in top else top[str(px)]  # int keys, or str ones read back from the .json
 
 
 def probe_sweep(sweep_dir: Path, labels, seed: int, k: int, shifts) -> dict:
@@ -134,10 +135,13 @@ def figure(result: dict, out: Path, px: int = 2) -> Path:
         ax.legend(fontsize=8)
     for i, name in enumerate(trained):
         rows = [r for r in table[name] if r.get("test/recon_mse")]
+        if not rows:  # a model that does not train its decoder (the supervised reference)
+            continue
         axes[1].scatter([r["test/recon_mse"] for r in rows], [100 * r["linear"][few] for r in rows],
                         color=f"C{i % 10}", marker="os^D"[i // 10 % 4], label=name)
     axes[1].set(xscale="log", xlabel="test reconstruction MSE (log)", ylabel=f"linear probe accuracy %, {few} labels",
                 title="reconstruction vs feature quality, per seed")
+    axes[1].xaxis.set_major_locator(matplotlib.ticker.LogLocator(subs=(1.0, 2.0, 5.0)))
     axes[1].xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
     axes[1].xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}"))
     axes[1].legend(fontsize=7)
