@@ -14,6 +14,7 @@ import importlib.util
 import sys
 
 MOVED = {
+    "swwae.data.splits": "swwae.splits",  # before "swwae.data": the first match wins
     **{f"swwae.{name}": f"swwae.training.{name}" for name in
        ("module", "monitor", "run", "callbacks", "loggers", "checkpoints", "checkpoint_io", "host_memory", "data",
         "sweep")},

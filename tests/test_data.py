@@ -16,7 +16,7 @@ import torchvision.datasets.mnist
 from swwae.training.data.batching import BatchTensorDataset, batch_loader
 from swwae.training.data import CIFAR10DataModule, MNISTDataModule, MNISTSampleDataModule
 from swwae.training.data.base import OFFLINE_HINT
-from swwae.training.data.splits import balanced_subset, stratified_split
+from swwae.splits import balanced_subset, stratified_split
 from helpers.datasets import md5, write_cifar, write_mnist
 from swwae.errors import ConfigError, DataError
 

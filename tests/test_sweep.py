@@ -201,7 +201,8 @@ def sweep_params(preset: str) -> dict[str, list[str]]:
     return {key: str(values).split(",") for key, values in params.items()}
 
 
-@pytest.mark.parametrize("preset", ["hard_vs_soft", "semi_supervised", "paper/mnist_pool_size", "paper/mnist_semi"])
+@pytest.mark.parametrize("preset", ["hard_vs_soft", "semi_supervised", "paper/mnist_pool_size", "paper/mnist_semi",
+                                    "feature_study", "semi_map"])
 def test_sweep_presets_give_every_job_its_own_run_name(preset):
     params = sweep_params(preset)
     assert len(params.pop("seed")) == 3  # every preset runs over seeds
@@ -218,6 +219,27 @@ def test_sweep_presets_give_every_job_its_own_run_name(preset):
     finally:
         GlobalHydra.instance().clear()
     assert len(names) == math.prod(len(v) for v in params.values())
+
+
+def test_study_presets_never_share_a_checkpoint_folder_with_another_preset():
+    def names(preset):
+        params = sweep_params(preset)
+        found = set()
+        for values in itertools.product(*params.values()):
+            GlobalHydra.instance().clear()
+            with initialize_config_dir(str(CONFIG_DIR), version_base="1.3"):
+                cfg = compose("train", overrides=[f"experiment={preset}", *(f"{k}={v}" for k, v in zip(params, values))],
+                              return_hydra_config=True)
+            HydraConfig.instance().set_config(cfg)
+            found.add(cfg.run_name)
+        return found
+
+    try:
+        study, semi = names("feature_study"), names("semi_map")
+        others = names("hard_vs_soft") | names("semi_supervised")
+    finally:
+        GlobalHydra.instance().clear()
+    assert not study & others and not semi & others and not study & semi
 
 
 def test_hard_vs_soft_sweeps_beta_for_soft_only():

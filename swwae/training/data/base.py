@@ -4,12 +4,14 @@ Images live in memory as uint8 (N, C, H, W) and become float in [0, 1] one batch
 (``swwae.training.data.batching``): STL-10's 100,000 unlabelled images take 2.8 GB so, 11 GB as
 float32. Nothing is decoded per sample: no PIL, no collate, no worker processes needed.
 
-Splits are seeded and stratified by class (``swwae.training.data.splits``). A training sample whose
+Splits are seeded and stratified by class (``swwae.splits``). A training sample whose
 label is hidden carries the label -1: ``num_labels`` keeps the labels of a class-balanced,
 seeded subset of the training split and hides the others (STL-10's unlabelled images have
 none to begin with). Every training batch then holds ``labelled_per_batch`` labelled samples
 and label-hidden ones for the rest: the model trains its reconstruction terms on every
-sample and its NLL on the labelled ones, in every step.
+sample and its NLL on the labelled ones, in every step. ``num_unlabelled`` keeps a seeded
+subset of the label-hidden ones (the same labelled subset, validation and test images), to
+measure what the amount of unlabelled data is worth.
 """
 
 from __future__ import annotations
@@ -24,7 +26,8 @@ from torch.utils.data import DataLoader
 
 from swwae.training.data.augment import random_crop_flip
 from swwae.training.data.batching import UNLABELLED, LabelledBatchSampler, batch_loader, to_float
-from swwae.training.data.splits import AUGMENT, LABELS, SPLIT, balanced_subset, derive_seed, generator, stratified_split
+from swwae.splits import (AUGMENT, LABELS, SPLIT, UNLABELLED_POOL, balanced_subset, derive_seed, generator,
+                                        stratified_split)
 from swwae.errors import ConfigError
 
 OFFLINE_HINT = "data=mnist_sample (bundled, works offline)"
@@ -67,7 +70,8 @@ class InMemoryDataModule(lightning.LightningDataModule):
     flips: bool = False  # whether a mirrored image is still an image of its class (not digits)
 
     def __init__(self, batch_size: int = 128, num_labels: int | None = None, seed: int = 0, num_workers: int = 0,
-                 split_seed: int = 0, labelled_per_batch: int | None = None, augment: bool = False):
+                 split_seed: int = 0, labelled_per_batch: int | None = None, augment: bool = False,
+                 num_unlabelled: int | None = None):
         super().__init__()
         # the split is a property of the dataset, fixed by split_seed: runs with different
         # (training) seeds are then compared on the same test images
@@ -85,11 +89,13 @@ class InMemoryDataModule(lightning.LightningDataModule):
         self.seed = check_int("seed", seed, 0)
         self.num_workers = check_int("num_workers", num_workers, 0)
         self.augment = bool(augment)
+        self.num_unlabelled = None if num_unlabelled is None else check_int("num_unlabelled", num_unlabelled, 1)
         self.train_x = self.train_y = self.val_x = self.val_y = self.test_x = self.test_y = None
         self.labelled = None  # indices of the labelled training samples, when some labels are hidden
         self.resume_position: tuple[int, int] | None = None  # set by resume_at: a pre-empted epoch to finish
-        # every constructor argument, a subclass's too: lands in checkpoints (resume checks it)
-        self.save_hyperparameters()
+        # every constructor argument, a subclass's too: lands in checkpoints (resume checks it);
+        # num_unlabelled only when set, so checkpoints written before it existed still resume
+        self.save_hyperparameters(ignore=["num_unlabelled"] if self.num_unlabelled is None else None)
 
     def load(self) -> Splits:
         """Read the data and split it into train/val/test (all labels kept)."""
@@ -123,13 +129,33 @@ class InMemoryDataModule(lightning.LightningDataModule):
             hidden = torch.ones(len(train_y), dtype=torch.bool)
             hidden[pool[chosen]] = False
             train_y[hidden] = UNLABELLED
+        train_x = splits.train_x
+        if self.num_unlabelled is not None:
+            train_x, train_y = self._fewer_unlabelled(train_x, train_y)
         if bool((train_y < 0).any()):  # semi-supervised: labelled samples in every batch
             self.labelled = torch.nonzero(train_y >= 0).flatten()
             self.labelled_per_batch = self._check_labelled_per_batch(
                 len(self.labelled), f"{len(self.labelled)} labelled training samples of {self.name}")
-        self.train_x, self.train_y = splits.train_x, train_y
+        self.train_x, self.train_y = train_x, train_y
         self.val_x, self.val_y = splits.val_x, splits.val_y
         self.test_x, self.test_y = splits.test_x, splits.test_y
+
+    def _fewer_unlabelled(self, train_x: Tensor, train_y: Tensor) -> tuple[Tensor, Tensor]:
+        """The labelled training samples plus ``num_unlabelled`` label-hidden ones, drawn from
+        (seed, UNLABELLED_POOL): a prefix of one permutation, so a smaller pool is part of
+        every larger one. The training order is kept, so the labelled samples are cycled
+        through in the same order whatever the pool."""
+        hidden = torch.nonzero(train_y < 0).flatten()
+        if len(hidden) == 0:
+            raise ConfigError(f"data.num_unlabelled={self.num_unlabelled} needs label-hidden training images: "
+                              "set data.num_labels too (with every label kept, no image is unlabelled)")
+        if self.num_unlabelled > len(hidden):
+            raise ConfigError(f"data.num_unlabelled={self.num_unlabelled} is more than the {len(hidden)} "
+                              f"label-hidden training images of {self.name}")
+        pool = hidden[torch.randperm(len(hidden), generator=generator(self.seed, UNLABELLED_POOL))]
+        keep = torch.ones(len(train_y), dtype=torch.bool)
+        keep[pool[self.num_unlabelled:]] = False
+        return train_x[keep], train_y[keep]
 
     def _split_seeded(self, x: Tensor, y: Tensor, sizes: dict[str, int]) -> list[tuple[Tensor, Tensor]]:
         """Stratified, seeded split of (x, y) into the named sizes plus the rest (train)."""

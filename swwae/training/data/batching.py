@@ -24,7 +24,7 @@ from torch import Tensor
 from torch.utils.data import BatchSampler, DataLoader, Dataset, RandomSampler, Sampler, SequentialSampler
 
 from swwae.loss import UNLABELLED
-from swwae.training.data.splits import LABELLED_CYCLES, SHUFFLE, derive_seed, generator
+from swwae.splits import LABELLED_CYCLES, SHUFFLE, derive_seed, generator
 
 
 

@@ -2,7 +2,8 @@
 
 Every random choice about the data derives from one user seed through its own stream key,
 so that changing one choice never moves another: changing ``num_labels`` must not move the
-train/val/test split, and the shuffle order must not depend on either.
+train/val/test split, and the shuffle order must not depend on either. Pure torch: the data
+modules (``swwae.training.data``) and the feature probes (``swwae.probe``) both draw from here.
 """
 
 from __future__ import annotations
@@ -13,8 +14,13 @@ from torch import Tensor
 
 from swwae.errors import ConfigError
 
+__all__ = ["AUGMENT", "LABELLED_CYCLES", "LABELS", "PROBE_LABELS", "SHUFFLE", "SPLIT", "UNLABELLED_POOL",
+           "balanced_subset", "derive_seed", "generator", "stratified_split"]
+
 # stream keys: independent random streams derived from one seed
 SPLIT, LABELS, SHUFFLE, LABELLED_CYCLES, AUGMENT = 1, 2, 3, 4, 5
+UNLABELLED_POOL = 6  # data.num_unlabelled: which label-hidden training images are kept
+PROBE_LABELS = 7  # swwae.probe: the labelled subsets of the feature probes
 
 
 def derive_seed(seed: int, *keys: int) -> int:
@@ -59,23 +65,25 @@ def stratified_split(y: Tensor, sizes: list[int], gen: torch.Generator) -> list[
     return [p[torch.randperm(len(p), generator=gen)] for p in parts]
 
 
-def balanced_subset(y: Tensor, n: int, num_classes: int, gen: torch.Generator, where: str) -> Tensor:
+def balanced_subset(y: Tensor, n: int, num_classes: int, gen: torch.Generator, where: str,
+                    setting: str = "data.num_labels") -> Tensor:
     """Indices of ``n`` samples, ``n // num_classes`` per class and the remainder on
-    randomly chosen classes (only those that have a sample to spare)."""
+    randomly chosen classes (only those that have a sample to spare). ``setting`` names the
+    option that asked for ``n`` in the error messages."""
     per_class = torch.full((num_classes,), n // num_classes)
     counts = torch.bincount(y, minlength=num_classes)[:num_classes]
     short = torch.nonzero(counts < per_class).flatten()
     if len(short):
         c = int(short[0])
         raise ConfigError(
-            f"data.num_labels={n} asks for {n // num_classes} labelled samples per class, "
+            f"{setting}={n} asks for {n // num_classes} labelled samples per class, "
             f"but class {c} has only {int(counts[c])} training samples in {where}"
         )
     roomy = torch.nonzero(counts > per_class).flatten()
     extra = n % num_classes
     if extra > len(roomy):
         raise ConfigError(
-            f"data.num_labels={n} needs {extra} classes with more than {n // num_classes} training samples, "
+            f"{setting}={n} needs {extra} classes with more than {n // num_classes} training samples, "
             f"but only {len(roomy)} classes of {where} have that many"
         )
     per_class[roomy[torch.randperm(len(roomy), generator=gen)[:extra]]] += 1

@@ -1,0 +1,81 @@
+"""The data side of the feature probes: a run's own data with every training label known,
+and one network (or the pixels) probed on it. ``scripts/probe.py`` and
+``scripts/feature_study.py`` share it; the probes themselves are ``swwae.probe``."""
+
+from __future__ import annotations
+
+import time
+
+import torch
+from hydra.utils import instantiate
+
+from swwae.errors import ConfigError
+from swwae.probe import DIRECTIONS, features, invariance, label_key, labelled_subset, probe_features, relative_change, shift
+
+# data settings that do not change which images a split holds
+FREE_DATA_KEYS = ("root", "download", "num_workers", "batch_size", "seed", "num_labels", "labelled_per_batch",
+                  "num_unlabelled", "augment")
+INVARIANCE_IMAGES = 500  # the first test images, shifted
+
+
+def load_data(config: dict, data_root: str | None = None):
+    """The run's data module (from its saved config) with every training label known and
+    no augmentation: the probes draw their own labelled subsets."""
+    cfg = dict(config["data"])
+    cfg["num_labels"] = None
+    cfg.pop("labelled_per_batch", None)
+    cfg |= {"augment": False} if "augment" in cfg else {}
+    cfg |= {"num_unlabelled": None} if "num_unlabelled" in cfg else {}
+    if data_root is not None and "root" in cfg:
+        cfg["root"] = data_root
+    datamodule = instantiate(cfg)
+    datamodule.setup("fit")
+    return datamodule
+
+
+def check_same_split(configs: dict) -> None:
+    """ConfigError unless every run config ({name: config}) holds the same data split."""
+    strip = lambda cfg: {k: v for k, v in cfg["data"].items() if k not in FREE_DATA_KEYS}  # noqa: E731
+    (first, first_cfg), *others = configs.items()
+    for name, cfg in others:
+        if strip(cfg) != strip(first_cfg):
+            raise ConfigError(f"{name} was trained on other data than {first}: probe them separately")
+
+
+def subsets_for(data, labels, seed: int) -> dict[str, torch.Tensor]:
+    """{"100": indices, ..., "all": ...} into the labelled training images, from ``seed`` alone."""
+    train_y = data.train_y[data.train_y >= 0]
+    return {label_key(n): labelled_subset(train_y, n, seed=seed, num_classes=data.num_classes) for n in labels}
+
+
+def encoder_key(net) -> str:
+    """What the random-weights control of ``net`` shares with others: its encoder (network
+    string without the classifier) and pooling."""
+    arch = net.arch.rsplit("-", 1)[0] if net.arch.endswith("fc") else net.arch
+    model = net.config.get("model", {}) if isinstance(getattr(net, "config", None), dict) else {}
+    return f"{arch} {net.pool_mode}" + (f" beta={model.get('beta')}" if net.pool_mode == "soft" else "")
+
+
+def probe_model(name: str, data, subsets, net=None, k: int = 20, stages: str = "top", shifts=(1, 2, 3)) -> dict:
+    """The linear and k-NN probes and the invariance of ``net``'s features, or of the raw
+    pixels when ``net`` is None, as one row: {"name", "dim", "linear", "linear_C", "knn",
+    "invariance", "seconds"}."""
+    started = time.perf_counter()
+    encode = (lambda x: x.flatten(1).float() / 255.0) if net is None else (lambda x: features(net, x, stages))
+    labelled = data.train_y >= 0
+    splits = {"train": (data.train_x[labelled], data.train_y[labelled]),
+              "val": (data.val_x, data.val_y), "test": (data.test_x, data.test_y)}
+    feats = {split: (encode(x), y) for split, (x, y) in splits.items()}
+    row = {"name": name, "dim": int(feats["train"][0].shape[1])}
+    row |= probe_features(feats["train"], feats["val"], feats["test"], subsets, k=k)
+    images = data.test_x[:INVARIANCE_IMAGES]
+    row["invariance"] = pixel_invariance(images, shifts) if net is None else invariance(net, images, shifts=shifts)
+    row["seconds"] = round(time.perf_counter() - started, 1)
+    return row
+
+
+def pixel_invariance(images: torch.Tensor, shifts) -> dict:
+    """The raw image's own change under the shifts: the reference row."""
+    x = images.float() / 255.0 if images.dtype == torch.uint8 else images
+    return {"pixels": {int(s): float(torch.cat([relative_change(shift(x, dy * s, dx * s), x)
+                                                 for dy, dx in DIRECTIONS]).nanmean()) for s in shifts}}
