@@ -64,7 +64,7 @@ step() {
     "$PYTHON" -c 'import torch; print(f"torch {torch.__version__}, CUDA {torch.version.cuda}, cuDNN {torch.backends.cudnn.version()}, {torch.cuda.get_device_name()}")'
 } >"$out/env.txt" 2>&1
 
-step "CUDA tests (pytest -m cuda)" 180 cuda_tests.txt "$PYTHON" -m pytest -m cuda -q -p no:cacheprovider --durations=10
+step "CUDA tests (pytest -m cuda)" 180 cuda_tests.txt "$PYTHON" -m pytest -m cuda -n 0 -q -p no:cacheprovider --durations=10
 step "bench_pooling.py --device cuda" 30 bench_pooling.md "$PYTHON" scripts/bench_pooling.py --device cuda --repeats 20
 step "bench_training.py --device cuda --loss-checks" 40 bench_training.md \
     "$PYTHON" scripts/bench_training.py --device cuda --repeats 20 --loss-checks
