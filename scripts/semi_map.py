@@ -67,7 +67,7 @@ def read_runs(sweep_dirs) -> tuple[dict, list[str], int]:
             first = first or job.folder
     if not runs:
         raise ConfigError(f"no finished semi-supervised job in {', '.join(map(str, sweep_dirs))}")
-    config = OmegaConf.to_container(OmegaConf.load(first / ".hydra" / "config.yaml").data)
+    config = OmegaConf.to_container(OmegaConf.load(first / ".hydra" / "config.yaml").data, resolve=True)  # data.seed: ${seed}
     return runs, failed, len(load_data({"data": config}).train_y)  # the training split, every image
 
 

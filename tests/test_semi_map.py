@@ -102,8 +102,8 @@ def fake_run(sweep, num, model, labels, pool, seed, error_pct):
     (folder / ".hydra").mkdir(parents=True)
     (folder / ".hydra" / "overrides.yaml").write_text(f"- model={model}\n- seed={seed}\n")
     data = {"_target_": "swwae.training.data.MNISTSampleDataModule", "num_labels": labels, "num_unlabelled": pool,
-            "val_size": 500, "test_size": 500, "seed": seed}
-    (folder / ".hydra" / "config.yaml").write_text(OmegaConf.to_yaml({"data": data}))
+            "val_size": 500, "test_size": 500, "seed": "${seed}"}  # as Hydra saves it: an interpolation
+    (folder / ".hydra" / "config.yaml").write_text(OmegaConf.to_yaml({"seed": seed, "data": data}))
     record = {"run_name": f"run{num}", "model": model, "seed": seed, "metrics": {"test/acc": 1 - error_pct / 100}}
     (folder / "metrics.json").write_text(__import__("json").dumps(record))
 
