@@ -21,7 +21,7 @@ import sys
 import warnings
 from pathlib import Path
 
-from swwae.cli import OneLineParser
+from swwae.cli import script_parser
 from swwae.errors import UserError
 from swwae.training.sweep import reconstruction_figure, write_summary
 
@@ -39,7 +39,7 @@ def reference(text: str) -> tuple[str, dict[float, float]]:
 
 
 def main(argv=None) -> int:
-    parser = OneLineParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = script_parser(__doc__)
     parser.add_argument("sweep_dir", type=Path)
     parser.add_argument("--recon", nargs="?", const="", default=None, metavar="PNG",
                         help="also write a reconstruction figure (default: <sweep dir>/reconstructions.png)")

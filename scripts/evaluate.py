@@ -19,7 +19,6 @@ LOGDIR (default: ``<checkpoint>_<split>_embeddings/`` beside the checkpoint); ``
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import warnings
@@ -30,7 +29,7 @@ from hydra.utils import instantiate
 from torch.utils.tensorboard import SummaryWriter
 
 from swwae.training.checkpoints import load_model
-from swwae.cli import OneLineParser
+from swwae.cli import script_parser
 from swwae.errors import UserError
 from swwae.images import evaluation_figure, save_png
 from swwae.training.embeddings import write_embedding
@@ -70,7 +69,7 @@ def evaluate(checkpoint: Path, split: str = "test", out: Path | None = None, num
 
 
 def main(argv=None) -> int:
-    parser = OneLineParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = script_parser(__doc__)
     parser.add_argument("checkpoint", type=Path)
     parser.add_argument("--split", choices=["test", "val"], default="test")
     parser.add_argument("--out", type=Path, default=None, help="PNG path (default: beside the checkpoint)")

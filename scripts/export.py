@@ -13,15 +13,13 @@ and gives the same outputs bit for bit: checked here on random images. The ONNX 
 
 from __future__ import annotations
 
-import argparse
-import sys
 from pathlib import Path
 
 import torch
 
 import swwae
-from swwae.cli import OneLineParser
-from swwae.errors import ConfigError, ExportError, UserError
+from swwae.cli import one_line_errors, script_parser
+from swwae.errors import ConfigError, ExportError
 from swwae.export import check_onnx, example_images, export_onnx, onnx_signature
 from swwae.pretrained import CONFIG_FILE, WEIGHTS_FILE
 
@@ -68,25 +66,22 @@ def export_onnx_file(net, path: Path) -> str:
     return line + f"; onnxruntime matches PyTorch to {worst:.1e} (3 images; relative above 1)"
 
 
+@one_line_errors
 def main(argv=None) -> int:
-    parser = OneLineParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = script_parser(__doc__)
     parser.add_argument("model", type=Path, help="a checkpoint (.ckpt) written by train.py, or a model folder")
     parser.add_argument("--to", type=Path, default=None, metavar="FOLDER",
                         help="write the model folder (config.json + model.safetensors) here")
     parser.add_argument("--onnx", type=Path, default=None, metavar="FILE", help="write the ONNX file here")
-    try:
-        args = parser.parse_args(argv)
-        if args.to is None and args.onnx is None:
-            raise ConfigError("nothing to do: name --to FOLDER, --onnx FILE, or both")
-        net = swwae.load(args.model)
-        print(f"read {args.model}: {described(net)}")
-        if args.to is not None:
-            print(export_folder(net, args.to), flush=True)
-        if args.onnx is not None:
-            print(export_onnx_file(net, args.onnx), flush=True)
-    except UserError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+    args = parser.parse_args(argv)
+    if args.to is None and args.onnx is None:
+        raise ConfigError("nothing to do: name --to FOLDER, --onnx FILE, or both")
+    net = swwae.load(args.model)
+    print(f"read {args.model}: {described(net)}")
+    if args.to is not None:
+        print(export_folder(net, args.to), flush=True)
+    if args.onnx is not None:
+        print(export_onnx_file(net, args.onnx), flush=True)
     return 0
 
 

@@ -13,7 +13,6 @@ sweep failed (the rest is reported), 2 for bad input.
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import sys
@@ -21,9 +20,10 @@ import warnings
 from pathlib import Path
 
 import swwae
-from swwae.cli import OneLineParser
+from swwae.cli import script_parser
 from swwae.errors import ConfigError, UserError
 from swwae.probe import random_like
+from swwae.training.sweep.figures import save_figure
 from swwae.training.probing import check_same_split, encoder_key, load_data, probe_model, subsets_for
 from swwae.training.sweep.jobs import collect
 
@@ -146,14 +146,11 @@ def figure(result: dict, out: Path, px: int = 2) -> Path:
     axes[1].xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
     axes[1].xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}"))
     axes[1].legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(out, dpi=110)
-    plt.close(fig)
-    return out
+    return save_figure(fig, out)
 
 
 def main(argv=None) -> int:
-    parser = OneLineParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = script_parser(__doc__)
     parser.add_argument("sweep_dir", type=Path)
     parser.add_argument("--out", type=Path, default=None, help="prefix of the .md/.png/.json (default: <sweep>/features)")
     parser.add_argument("--labels", nargs="+", default=["100", "1000", "all"])

@@ -15,7 +15,6 @@ images. The checkpoints must share their data set and split.
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import time
@@ -23,7 +22,7 @@ import warnings
 from pathlib import Path
 
 import swwae
-from swwae.cli import OneLineParser
+from swwae.cli import script_parser
 from swwae.errors import ConfigError, UserError
 from swwae.probe import random_like
 from swwae.training.probing import check_same_split, encoder_key, load_data, probe_model, subsets_for
@@ -89,7 +88,7 @@ def run(checkpoints: list[Path], labels: list[int | None], seed: int = 0, k: int
 
 
 def main(argv=None) -> int:
-    parser = OneLineParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = script_parser(__doc__)
     parser.add_argument("checkpoints", type=Path, nargs="+")
     parser.add_argument("--labels", nargs="+", default=["100", "1000", "all"], help="labelled training images (or all)")
     parser.add_argument("--seed", type=int, default=0, help="draws the labelled subsets and the random weights")

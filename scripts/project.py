@@ -27,8 +27,8 @@ from pathlib import Path
 from hydra.utils import instantiate
 
 from swwae.training.checkpoints import load_model
-from swwae.cli import OneLineParser
-from swwae.errors import ConfigError, UserError
+from swwae.cli import one_line_errors, script_parser
+from swwae.errors import ConfigError
 from swwae.images import projection_figure, save_png
 from swwae.pooling import WHERE_MODES
 from swwae.projection import check_stage, project, strongest
@@ -42,7 +42,7 @@ HELP = {"stage": "1..number of stages (default: the top one)", "top": "how many 
 
 
 def parser() -> argparse.ArgumentParser:
-    parser = OneLineParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = script_parser(__doc__)
     parser.add_argument("checkpoint", type=Path)
     parser.add_argument("settings", nargs="*", default=[], metavar="key=value", help=f"a key of {', '.join(OPTIONS)}")
     for key, text in HELP.items():
@@ -104,14 +104,11 @@ def run(checkpoint: Path, stage: int | None = None, top: int = 16, images: int =
     return out
 
 
+@one_line_errors
 def main(argv=None) -> int:
     warnings.filterwarnings("ignore")
-    try:
-        checkpoint, options = parse(sys.argv[1:] if argv is None else argv)
-        run(checkpoint, **options)
-    except UserError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+    checkpoint, options = parse(sys.argv[1:] if argv is None else argv)
+    run(checkpoint, **options)
     return 0
 
 

@@ -14,7 +14,6 @@ failed (the rest is reported), 2 for bad input.
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import sys
 import warnings
@@ -23,8 +22,9 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
-from swwae.cli import OneLineParser
+from swwae.cli import script_parser
 from swwae.errors import ConfigError, UserError
+from swwae.training.sweep.figures import save_figure
 from swwae.training.probing import load_data
 from swwae.training.sweep.jobs import collect
 
@@ -136,14 +136,11 @@ def figure(table: dict, model: str, out: Path, train_size: int | None) -> Path:
             ax.legend(fontsize=8)
         axes[1][col].set_xlabel(xlabel)
     fig.suptitle("Where does the reconstruction help? SWWAE vs the same network on the labels alone")
-    fig.tight_layout()
-    fig.savefig(out, dpi=110)
-    plt.close(fig)
-    return out
+    return save_figure(fig, out)
 
 
 def main(argv=None) -> int:
-    parser = OneLineParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = script_parser(__doc__)
     parser.add_argument("sweep_dirs", type=Path, nargs="+")
     parser.add_argument("--out", type=Path, default=None, help="prefix of the .md and .png (default: <first>/semi_map)")
     parser.add_argument("--model", default="swwae_hard", help="the model paired with its twin")

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import functools
+import sys
 
-from swwae.errors import ConfigError
+from swwae.errors import ConfigError, UserError
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -13,3 +15,23 @@ class OneLineParser(argparse.ArgumentParser):
 
     def error(self, message):
         raise ConfigError(message)
+
+
+def script_parser(doc: str | None) -> OneLineParser:
+    """A script's parser: its module docstring, kept as written, is its ``--help``."""
+    return OneLineParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+
+
+def one_line_errors(main):
+    """A script's ``main(argv)``: bad input (a ``UserError``) is one ``error:`` line on stderr
+    and exit status 2, whatever the script was doing."""
+
+    @functools.wraps(main)
+    def guarded(argv=None) -> int:
+        try:
+            return main(argv)
+        except UserError as err:
+            print(f"error: {err}", file=sys.stderr)
+            return 2
+
+    return guarded

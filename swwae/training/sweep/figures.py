@@ -17,6 +17,16 @@ from swwae.training.sweep.jobs import Group, Summary, as_number
 from swwae.training.sweep.tables import header
 
 
+
+def save_figure(fig, out) -> Path:
+    """Lay the figure out, write it as every study figure is written (110 dpi), free it."""
+    import matplotlib.pyplot as plt
+
+    fig.tight_layout()
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+    return Path(out)
+
 def numeric_axis(summary: Summary) -> str | None:
     """A varying override with numeric values (pool size, number of labels, beta) that
     makes a better x axis than one bar per config."""
@@ -89,10 +99,7 @@ def plot(summary: Summary, out: Path, references: dict[str, dict[float, float]] 
         ax.grid(alpha=0.3)
     failed = f", {len(summary.failed)} failed" if summary.failed else ""
     fig.suptitle(f"{summary.folder.name}: {len(summary.jobs)} jobs{failed}", fontsize=10)
-    fig.tight_layout()
-    fig.savefig(out, dpi=110)
-    plt.close(fig)
-    return out
+    return save_figure(fig, out)
 
 
 # reconstructions of a whole sweep
@@ -147,7 +154,4 @@ def reconstruction_figure(summary: Summary, out, num_images: int = 6, split: str
             elif label:
                 ax.text(0.5, 0.5, f"{label}\n(no checkpoint)", ha="center", va="center", fontsize=7)
     fig.suptitle("rows: input | reconstruction | reconstruction with the where dropped", fontsize=8)
-    fig.tight_layout()
-    fig.savefig(out, dpi=110)
-    plt.close(fig)
-    return Path(out)
+    return save_figure(fig, out)
