@@ -17,6 +17,7 @@ from swwae.model import SWWAE
 from swwae.training.run import train
 
 
+@pytest.mark.slow
 def test_load_round_trips_a_checkpoint_to_the_metrics_of_evaluate(make_config, tmp_path):
     from scripts.evaluate import evaluate
 
@@ -67,6 +68,7 @@ def test_import_swwae_does_not_import_lightning():
     assert result.stdout.strip() == "[]"
 
 
+@pytest.mark.slow
 def test_the_readmes_use_a_trained_model_example_runs(make_config, tmp_path):
     """The README's example, as printed, on a fresh two-stage checkpoint."""
     import re
@@ -84,6 +86,7 @@ def test_the_readmes_use_a_trained_model_example_runs(make_config, tmp_path):
     assert names["pixels"].shape == (4, 1, 28, 28) and names["pixels"].abs().sum() > 0
 
 
+@pytest.mark.slow
 def test_the_readmes_plain_torch_training_step_runs_without_lightning():
     """The README's 'a training step of your own' block, as printed, in a fresh interpreter:
     it trains and imports neither Lightning nor Hydra."""

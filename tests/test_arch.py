@@ -102,6 +102,7 @@ def test_the_output_bias_starts_at_the_logit_of_the_mean_pixel():
     assert blank[0, :, 4, 4].tolist() == pytest.approx([0.1, 0.5, 0.9], abs=1e-5)
 
 
+@pytest.mark.slow
 def test_train_py_takes_the_papers_mnist_network(make_config, tmp_path):
     cfg = make_config('model.arch="(8)5c-2p-(8)3c-2p-(8)3c-2p-10fc"')
     value = train(cfg)

@@ -83,6 +83,7 @@ def test_native_twin_is_the_same_network_on_native_pooling():
     torch.testing.assert_close(native(x).recon, hard(x).recon)
 
 
+@pytest.mark.slow
 def test_bench_epoch(capsys):
     argv = ["--epochs", "2", "--batch", "16", "--train-size", "32", "model.widths=[4,8]", *TINY_RUN]
     assert bench_epoch.main(argv) == 0
@@ -90,6 +91,7 @@ def test_bench_epoch(capsys):
     assert "| **whole epoch** |" in out and "reconstruction images:" in out and "32 training images" in out
 
 
+@pytest.mark.slow
 def test_bench_scaling(capsys):
     argv = ["--sizes", "16", "32", "--widths", "4", "--base-width", "4", "--epochs", "2", "--batch", "16", *TINY_RUN]
     assert bench_scaling.main(argv) == 0

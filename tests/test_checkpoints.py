@@ -122,6 +122,7 @@ def copy_run(trained_run: Path, tmp_path: Path) -> Path:
     return folder
 
 
+@pytest.mark.slow
 def test_resume_falls_back_to_best_when_last_is_truncated(make_config, tmp_path, caplog):
     train(make_config("model.widths=[8]", "trainer.max_epochs=2"))
     folder = tmp_path / "checkpoints" / RUN
@@ -141,6 +142,7 @@ def test_resume_falls_back_to_best_when_last_is_truncated(make_config, tmp_path,
 
 
 @pytest.mark.parametrize("damage", ["truncated", "empty", "foreign"])
+@pytest.mark.slow
 def test_resume_with_no_checkpoint_that_reads_back_is_one_error_and_deletes_nothing(make_config, tmp_path, damage,
                                                                                     trained_run):
     folder = copy_run(trained_run, tmp_path)
@@ -166,6 +168,7 @@ def test_resume_with_no_checkpoint_that_reads_back_is_one_error_and_deletes_noth
         ("data.num_labels=100", r"different data config \(data.num_labels: None -> 100\)"),
     ],
 )
+@pytest.mark.slow
 def test_resume_with_another_config_is_one_clear_error(make_config, tmp_path, change, message, trained_run):
     folder = copy_run(trained_run, tmp_path)
     hashes = {p.name: sha(p) for p in folder.iterdir()}
@@ -237,6 +240,7 @@ def test_a_checkpoint_of_swwae_0_1_loads_and_evaluates(tmp_path, capsys):
     assert 0 < metrics["test/recon_mse"] < 0.2 and (tmp_path / "recon.png").is_file()
 
 
+@pytest.mark.slow
 def test_a_checkpoint_of_swwae_0_1_resumes(make_config, tmp_path):
     folder = tmp_path / "checkpoints" / "legacy_v0_1"
     folder.mkdir(parents=True)
@@ -295,6 +299,7 @@ def flip_a_byte_inside_a_tensor(path: Path) -> None:
     path.write_bytes(bytes(data))
 
 
+@pytest.mark.slow
 def test_a_checkpoint_whose_bytes_changed_reads_as_corrupt_and_resume_falls_back(make_config, tmp_path, caplog):
     train(make_config("model.widths=[8]", "trainer.max_epochs=2"))
     folder = tmp_path / "checkpoints" / RUN

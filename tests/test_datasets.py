@@ -151,6 +151,7 @@ def test_flips_mirror_about_half_of_the_images_and_digits_are_never_flipped():
     assert data.CIFAR10DataModule.flips and data.STL10DataModule.flips
 
 
+@pytest.mark.slow
 def test_augmentation_runs_on_training_batches_only_and_is_seeded(make_config):
     import lightning as L
 

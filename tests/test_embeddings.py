@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 import torch
 from hydra.utils import instantiate
 from PIL import Image
@@ -41,6 +42,7 @@ def test_top_codes_are_the_flattened_top_whats_in_eval_mode():
     torch.testing.assert_close(codes, expected)  # batches of 3: the convolutions may round otherwise
 
 
+@pytest.mark.slow
 def test_training_ends_with_the_test_images_top_whats_in_the_projector(make_config, tmp_path):
     train(make_config("model.widths=[4,8]", "callbacks.embeddings.enabled=true", "callbacks.embeddings.num_images=60"))
     shown = projector_files(tmp_path / "logs" / RUN / "version_0")
@@ -53,11 +55,13 @@ def test_training_ends_with_the_test_images_top_whats_in_the_projector(make_conf
     assert shown["sprite"].size == (8 * 28, 8 * 28)  # 60 thumbnails on an 8 x 8 grid
 
 
+@pytest.mark.slow
 def test_the_default_run_writes_no_projector_files(make_config, tmp_path):
     train(make_config("model.widths=[4,8]"))
     assert not list((tmp_path / "logs" / RUN).rglob("projector_config.pbtxt"))
 
 
+@pytest.mark.slow
 def test_evaluate_writes_the_projector_files_beside_the_checkpoint_or_where_asked(make_config, tmp_path, capsys):
     from scripts.evaluate import main
 

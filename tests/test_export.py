@@ -79,6 +79,7 @@ def test_the_onnx_graph_gives_pytorchs_outputs_at_any_batch_size(name, tmp_path)
 # scripts/export.py
 
 
+@pytest.mark.slow
 def test_export_script_writes_a_folder_and_an_onnx_file_that_both_load_back(best_ckpt, tmp_path, capsys):
     from scripts.export import main
 
@@ -126,6 +127,7 @@ def test_export_script_runs_as_a_user_runs_it(best_ckpt, tmp_path):
     assert result.returncode == 2 and last_error_line(result).startswith("error: checkpoint")
 
 
+@pytest.mark.slow
 def test_the_readmes_share_and_deploy_example_runs(best_ckpt, tmp_path, monkeypatch):
     """The README's commands as printed, in a folder laid out as after a default run."""
     import re

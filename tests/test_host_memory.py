@@ -42,6 +42,7 @@ def test_freed_memory_is_reused_instead_of_faulted_in_again():
 
 
 @pytest.mark.parametrize("keep", [True, False])
+@pytest.mark.slow
 def test_the_training_job_asks_for_it_as_configured(make_config, monkeypatch, keep):
     calls = []
     monkeypatch.setattr(swwae.training.run, "keep_freed_memory", lambda: calls.append(True) or True)

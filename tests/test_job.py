@@ -156,6 +156,7 @@ def test_nan_loss_is_one_error_line_and_keeps_the_last_good_checkpoint(tmp_path)
     assert torch.load(last, weights_only=True)["epoch"] == 0
 
 
+@pytest.mark.slow
 def test_weights_that_blow_up_at_the_end_of_an_epoch_never_reach_last_ckpt(make_config, tmp_path):
     """NaN weights after the last step of epoch 1: validation runs on them before any
     training step can notice, and ModelCheckpoint would then save them over last.ckpt."""
@@ -174,6 +175,7 @@ def test_weights_that_blow_up_at_the_end_of_an_epoch_never_reach_last_ckpt(make_
 
 
 @pytest.mark.parametrize("model", MODEL_CONFIGS)
+@pytest.mark.slow
 def test_every_model_config_is_bit_reproducible_under_deterministic_algorithms(make_config, model):
     """What ``trainer.deterministic=true`` switches on: no op of any model config raises
     under ``torch.use_deterministic_algorithms(True)``, and the loss and every gradient
@@ -200,6 +202,7 @@ def test_every_model_config_is_bit_reproducible_under_deterministic_algorithms(m
     assert len(grads_a) == len(grads_b) > 0 and all(torch.equal(a, b) for a, b in zip(grads_a, grads_b))
 
 
+@pytest.mark.slow
 def test_two_deterministic_runs_with_the_same_seed_give_identical_metrics(make_config, tmp_path):
     args = ("model=swwae_soft", "model.widths=[8]", "model.dropout=0.2", "trainer.deterministic=true",
             "trainer.max_epochs=1", "seed=7")
@@ -243,6 +246,7 @@ def write_mnist_files(root: Path, which: int, content: bytes) -> Path:
         (["resume=maybe"], "^resume='maybe' is unknown; choose one of auto, true, false$"),
     ],
 )
+@pytest.mark.slow
 def test_more_bad_values_are_one_line_before_any_training(make_config, tmp_path, overrides, message):
     with pytest.raises(ConfigError, match=message) as err:
         train(make_config("model.widths=[8]", *overrides))
@@ -263,6 +267,7 @@ def test_a_data_root_with_partial_or_corrupt_files_is_one_line(make_config, tmp_
     assert not (tmp_path / "checkpoints").exists()
 
 
+@pytest.mark.slow
 def test_the_done_line_shows_the_monitored_metric_when_the_run_is_not_tested(make_config, capsys):
     train(make_config("model.widths=[4]", "test=false"))
     line = capsys.readouterr().out.strip().splitlines()[-1]

@@ -23,6 +23,7 @@ from swwae.training.run import train
 RUN = "swwae_hard_mnist_sample_seed0"
 
 
+@pytest.mark.slow
 def test_logger_many_writes_tensorboard_and_a_csv_file_with_the_final_metrics(make_config, tmp_path):
     cfg = make_config("logger=many", "model.widths=[8,16]")
     assert set(cfg.logger) == {"tensorboard", "csv"}
@@ -48,6 +49,7 @@ def test_logger_many_writes_tensorboard_and_a_csv_file_with_the_final_metrics(ma
     assert images["where/stage_2"].height == 84 + 4  # 14-pixel masks shown as 84-pixel images
 
 
+@pytest.mark.slow
 def test_a_list_of_loggers_composes(make_config):
     assert set(make_config("logger=[tensorboard,mlflow]").logger) == {"tensorboard", "mlflow"}
     assert set(make_config("logger=[csv,wandb]").logger) == {"csv", "wandb"}

@@ -72,6 +72,7 @@ def test_a_second_run_of_the_same_name_is_refused_in_one_line_and_the_first_keep
     assert drop(summary) == drop(reference)
 
 
+@pytest.mark.slow
 def test_a_run_whose_folder_is_held_ends_before_reading_it(make_config, tmp_path):
     folder = tmp_path / "checkpoints" / RUN
     with own_run(folder, RUN):  # as another process would hold it

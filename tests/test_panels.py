@@ -94,6 +94,7 @@ def test_a_long_title_widens_the_figure_instead_of_being_cut():
     assert figure.shape[2] > grid_width(2, 84) + 60
 
 
+@pytest.mark.slow
 def test_the_scripts_write_labelled_pngs_a_person_can_read(make_config, tmp_path):
     from PIL import Image
 

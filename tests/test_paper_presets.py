@@ -39,6 +39,7 @@ def test_each_preset_quotes_the_papers_number(preset):
 
 
 @pytest.mark.parametrize("preset", PRESETS)
+@pytest.mark.slow
 def test_each_preset_runs_on_files_in_its_datasets_format(preset, make_config, tmp_path, monkeypatch):
     write, overrides = SMALL[preset]
     if write is not None:

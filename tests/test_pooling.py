@@ -207,6 +207,7 @@ def test_soft_positions_stay_inside_the_input_and_off_padding():
 
 @settings(max_examples=80, deadline=None)
 @given(gaussian_inputs(), st.sampled_from([0.5, 4.0, 100.0]))
+@pytest.mark.slow
 def test_soft_matches_the_plain_autograd_reference(case, beta):
     geometry, x = case
     x = (x * 3).requires_grad_(True)
@@ -241,6 +242,7 @@ def test_soft_matches_the_plain_autograd_reference(case, beta):
         (dict(kernel_size=2, padding=1), (5, 5)),  # 2-wide windows apart, odd padded width
     ],
 )
+@pytest.mark.slow
 def test_soft_gradcheck_on_each_path(geometry, size):
     pool = WhatWherePool(**geometry, mode="soft", beta=1.5)
     unpool = Unpool(pool)
@@ -518,6 +520,7 @@ def test_hard_pooling_is_max_pool2d_for_any_value_nan_and_inf_included(case):
 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(extreme_inputs())
+@pytest.mark.slow
 def test_soft_pooling_survives_any_value_and_keeps_the_damage_inside_its_windows(case):
     """soft, documented behaviour: never an exception, every output shaped right, the
     input left as it was. A window of finite values (any magnitude, up to the largest

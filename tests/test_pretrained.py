@@ -82,6 +82,7 @@ def test_a_network_round_trips_through_its_folder_bit_for_bit(tmp_path, settings
     assert sorted(p.name for p in (tmp_path / "m").iterdir()) == [CONFIG_FILE, WEIGHTS_FILE]
 
 
+@pytest.mark.slow
 def test_a_trained_checkpoint_becomes_a_folder_with_its_settings_run_config_and_version(best_ckpt, tmp_path):
     net = swwae.load(best_ckpt)
     folder = net.save_pretrained(tmp_path / "m")  # the method; run config: the checkpoint's

@@ -114,6 +114,7 @@ def test_the_same_seed_draws_the_same_class_balanced_subsets():
     assert torch.equal(labelled_subset(y, None), torch.arange(1000))  # all
 
 
+@pytest.mark.slow
 def test_invariance_is_zero_for_a_shift_of_zero_and_for_a_constant_image(tiny_net):
     digits = torch.rand(4, 1, 28, 28, generator=torch.Generator().manual_seed(0))
     for code in invariance(tiny_net, digits, shifts=(0,)).values():
@@ -178,6 +179,7 @@ def test_probe_features_uses_the_given_subsets_for_every_probe():
 # the script
 
 
+@pytest.mark.slow
 def test_the_script_prints_one_table_with_the_controls(tmp_path, capsys, tiny_net):
     ckpt = checkpoint_of(tiny_net, tmp_path / "best.ckpt")
     out = tmp_path / "probe.json"
@@ -193,6 +195,7 @@ def test_the_script_prints_one_table_with_the_controls(tmp_path, capsys, tiny_ne
     assert result["rows"][2]["invariance"]["stage_2"]["2"] > 0
 
 
+@pytest.mark.slow
 def test_two_checkpoints_are_probed_on_the_same_labelled_images(tmp_path, capsys, tiny_net):
     a, b = checkpoint_of(tiny_net, tmp_path / "a.ckpt"), checkpoint_of(tiny_net, tmp_path / "b.ckpt")
     out = tmp_path / "probe.json"

@@ -81,6 +81,7 @@ def test_checkpoints_without_the_key_still_match_a_run_that_leaves_it_unset():
 
 
 @pytest.mark.parametrize("arm", ARMS)
+@pytest.mark.slow
 def test_every_arm_trains_1260_steps_and_validates_every_63(make_config, arm):
     cfg = make_config("experiment=semi_map", f"+experiment/semi_map@_global_={arm}", quick=False)
     data = instantiate(OmegaConf.to_container(cfg.data, resolve=True))
@@ -108,6 +109,7 @@ def fake_run(sweep, num, model, labels, pool, seed, error_pct):
     (folder / "metrics.json").write_text(__import__("json").dumps(record))
 
 
+@pytest.mark.slow
 def test_the_map_pairs_each_seed_with_its_twin(tmp_path, capsys):
     from scripts.semi_map import main as semi_map_main
 

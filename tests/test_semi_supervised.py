@@ -131,6 +131,7 @@ def test_labelled_per_batch_values_that_cannot_work(kwargs, message):
 
 @pytest.mark.parametrize("model", MODEL_CONFIGS)
 @pytest.mark.parametrize("num_labels", [None, 100])
+@pytest.mark.slow
 def test_the_default_monitor_is_a_metric_the_model_trains(make_config, model, num_labels):
     cfg = make_config(f"model={model}", f"data.num_labels={'null' if num_labels is None else num_labels}")
     trains_reconstruction = cfg.model.lambda_rec > 0 or cfg.model.lambda_m > 0
@@ -187,6 +188,7 @@ class RecordTrainingSteps(L.Callback):
         self.labelled.append(int((batch[1] >= 0).sum()))
 
 
+@pytest.mark.slow
 def test_a_semi_supervised_run_computes_the_nll_on_every_step_and_picks_by_val_acc(make_config, tmp_path):
     cfg = make_config("data.num_labels=50", "data.labelled_per_batch=8", "model.widths=[4]",
                       "trainer.max_epochs=2", "trainer.limit_train_batches=5")
@@ -204,6 +206,7 @@ def test_a_semi_supervised_run_computes_the_nll_on_every_step_and_picks_by_val_a
     assert value == summary["metrics"]["val/acc"]
 
 
+@pytest.mark.slow
 def test_a_resumed_semi_supervised_run_matches_an_uninterrupted_one(make_config, tmp_path):
     common = ["data.num_labels=50", "data.labelled_per_batch=8", "model.widths=[4]", "model.dropout=0.2",
               "model.scheduler=none", "trainer.deterministic=true", "trainer.limit_train_batches=4", "seed=5"]

@@ -203,6 +203,7 @@ def sweep_params(preset: str) -> dict[str, list[str]]:
 
 @pytest.mark.parametrize("preset", ["hard_vs_soft", "semi_supervised", "paper/mnist_pool_size", "paper/mnist_semi",
                                     "feature_study", "semi_map"])
+@pytest.mark.slow
 def test_sweep_presets_give_every_job_its_own_run_name(preset):
     params = sweep_params(preset)
     assert len(params.pop("seed")) == 3  # every preset runs over seeds
@@ -221,6 +222,7 @@ def test_sweep_presets_give_every_job_its_own_run_name(preset):
     assert len(names) == math.prod(len(v) for v in params.values())
 
 
+@pytest.mark.slow
 def test_study_presets_never_share_a_checkpoint_folder_with_another_preset():
     def names(preset):
         params = sweep_params(preset)
@@ -243,6 +245,7 @@ def test_study_presets_never_share_a_checkpoint_folder_with_another_preset():
     assert not study & others and not semi & others and not study & semi
 
 
+@pytest.mark.slow
 def test_hard_vs_soft_sweeps_beta_for_soft_only():
     arms = sweep_params("hard_vs_soft")["+experiment/hard_vs_soft@_global_"]
     modes = []

@@ -27,6 +27,7 @@ def event_tags(log_dir):
 
 
 @pytest.mark.parametrize("model", MODEL_CONFIGS)
+@pytest.mark.slow
 def test_fast_dev_run_every_model_config(make_config, model):
     cfg = make_config(f"model={model}", "+trainer.fast_dev_run=true", "model.widths=[8,16]")
     value = train(cfg)
@@ -41,6 +42,7 @@ def test_experiment_presets_compose(make_config):
         assert cfg.model.pool_mode and cfg.data._target_.startswith("swwae.training.data.")
 
 
+@pytest.mark.slow
 def test_a_short_run_leaves_logs_metrics_and_a_checkpoint_that_reloads(make_config, tmp_path):
     cfg = make_config("model.widths=[8,16]")
     value = train(cfg)
@@ -65,6 +67,7 @@ def test_a_short_run_leaves_logs_metrics_and_a_checkpoint_that_reloads(make_conf
     assert (tmp_path / "recon.png").stat().st_size > 1000
 
 
+@pytest.mark.slow
 def test_resume_continues_from_the_saved_epoch(make_config, tmp_path):
     train(make_config("model.widths=[8]", "trainer.max_epochs=1"))
     last = tmp_path / "checkpoints" / "swwae_hard_mnist_sample_seed0" / "last.ckpt"
@@ -76,6 +79,7 @@ def test_resume_continues_from_the_saved_epoch(make_config, tmp_path):
     assert len(list((tmp_path / "logs" / "swwae_hard_mnist_sample_seed0").glob("version_*"))) == 1
 
 
+@pytest.mark.slow
 def test_a_fresh_run_moves_an_old_run_aside_instead_of_overwriting(make_config, tmp_path):
     train(make_config("model.widths=[8]"))
     train(make_config("model.widths=[8]", "resume=false"))
@@ -99,6 +103,7 @@ def test_semi_supervised_run_uses_only_the_labelled_subset(make_config):
         (["model.pool_mode=sideways"], "pool_mode"),
     ],
 )
+@pytest.mark.slow
 def test_invalid_values_are_rejected_before_training(make_config, overrides, message, tmp_path):
     with pytest.raises(ConfigError, match=message):
         train(make_config(*overrides))
@@ -131,6 +136,7 @@ def test_cli_unknown_model_name_fails_with_the_choices(tmp_path):
 
 
 @pytest.mark.parametrize("flush", [True, False])
+@pytest.mark.slow
 def test_the_training_job_flushes_denormal_floats_as_configured(make_config, monkeypatch, flush):
     """On by default: soft pooling's tiny weights made denormal floats, 3x slower on CPU."""
     import swwae.training.run
