@@ -17,12 +17,10 @@ when a job of the sweep failed (the summary is written anyway), or 2 for a bad f
 from __future__ import annotations
 
 import argparse
-import sys
 import warnings
 from pathlib import Path
 
-from swwae.cli import script_parser
-from swwae.errors import UserError
+from swwae.cli import one_line_errors, script_parser
 from swwae.training.sweep import reconstruction_figure, write_summary
 
 
@@ -38,6 +36,7 @@ def reference(text: str) -> tuple[str, dict[float, float]]:
     return label, series
 
 
+@one_line_errors
 def main(argv=None) -> int:
     parser = script_parser(__doc__)
     parser.add_argument("sweep_dir", type=Path)
@@ -48,16 +47,12 @@ def main(argv=None) -> int:
     parser.add_argument("--reference", type=reference, action="append", default=[], metavar="LABEL=x:y,...",
                         help="published error %% over the numeric axis, drawn dashed (repeatable)")
     warnings.filterwarnings("ignore")
-    try:
-        args = parser.parse_args(argv)
-        summary = write_summary(args.sweep_dir, references=dict(args.reference))
-        print((args.sweep_dir / "summary.md").read_text(), end="")
-        if args.recon is not None:
-            out = Path(args.recon) if args.recon else args.sweep_dir / "reconstructions.png"
-            print(f"reconstructions: {reconstruction_figure(summary, out, args.num_images, args.split)}")
-    except UserError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+    args = parser.parse_args(argv)
+    summary = write_summary(args.sweep_dir, references=dict(args.reference))
+    print((args.sweep_dir / "summary.md").read_text(), end="")
+    if args.recon is not None:
+        out = Path(args.recon) if args.recon else args.sweep_dir / "reconstructions.png"
+        print(f"reconstructions: {reconstruction_figure(summary, out, args.num_images, args.split)}")
     return 1 if summary.failed else 0
 
 

@@ -20,7 +20,6 @@ LOGDIR (default: ``<checkpoint>_<split>_embeddings/`` beside the checkpoint); ``
 from __future__ import annotations
 
 import json
-import sys
 import warnings
 from pathlib import Path
 
@@ -29,8 +28,7 @@ from hydra.utils import instantiate
 from torch.utils.tensorboard import SummaryWriter
 
 from swwae.training.checkpoints import load_model
-from swwae.cli import script_parser
-from swwae.errors import UserError
+from swwae.cli import one_line_errors, script_parser
 from swwae.images import evaluation_figure, save_png
 from swwae.training.embeddings import write_embedding
 
@@ -68,6 +66,7 @@ def evaluate(checkpoint: Path, split: str = "test", out: Path | None = None, num
     return result
 
 
+@one_line_errors
 def main(argv=None) -> int:
     parser = script_parser(__doc__)
     parser.add_argument("checkpoint", type=Path)
@@ -78,12 +77,8 @@ def main(argv=None) -> int:
     parser.add_argument("--embeddings", type=Path, nargs="?", const=True, default=False, metavar="LOGDIR",
                         help="the top whats for TensorBoard's projector (default LOGDIR: beside the checkpoint)")
     warnings.filterwarnings("ignore")
-    try:
-        args = parser.parse_args(argv)
-        result = evaluate(args.checkpoint, args.split, args.out, args.num_images, args.data_root, args.embeddings)
-    except UserError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+    args = parser.parse_args(argv)
+    result = evaluate(args.checkpoint, args.split, args.out, args.num_images, args.data_root, args.embeddings)
     print(json.dumps(result, indent=2))
     return 0
 

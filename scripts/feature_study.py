@@ -20,8 +20,8 @@ import warnings
 from pathlib import Path
 
 import swwae
-from swwae.cli import script_parser
-from swwae.errors import ConfigError, UserError
+from swwae.cli import one_line_errors, script_parser
+from swwae.errors import ConfigError
 from swwae.probe import random_like
 from swwae.training.sweep.figures import save_figure
 from swwae.training.probing import check_same_split, encoder_key, load_data, probe_model, subsets_for
@@ -149,6 +149,7 @@ def figure(result: dict, out: Path, px: int = 2) -> Path:
     return save_figure(fig, out)
 
 
+@one_line_errors
 def main(argv=None) -> int:
     parser = script_parser(__doc__)
     parser.add_argument("sweep_dir", type=Path)
@@ -158,17 +159,13 @@ def main(argv=None) -> int:
     parser.add_argument("--k", type=int, default=20)
     parser.add_argument("--shifts", type=int, nargs="+", default=[1, 2, 3])
     warnings.filterwarnings("ignore")
-    try:
-        args = parser.parse_args(argv)
-        labels = [None if v == "all" else int(v) if v.isdigit() and int(v) > 0 else None for v in args.labels]
-        if any(v != "all" and not (v.isdigit() and int(v) > 0) for v in args.labels):
-            raise ConfigError(f"--labels takes positive numbers or 'all', got {' '.join(args.labels)}")
-        if 2 not in args.shifts:
-            raise ConfigError("--shifts must include 2: the table reports the 2 px shift")
-        result = probe_sweep(args.sweep_dir, labels, args.seed, args.k, args.shifts)
-    except UserError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+    args = parser.parse_args(argv)
+    labels = [None if v == "all" else int(v) if v.isdigit() and int(v) > 0 else None for v in args.labels]
+    if any(v != "all" and not (v.isdigit() and int(v) > 0) for v in args.labels):
+        raise ConfigError(f"--labels takes positive numbers or 'all', got {' '.join(args.labels)}")
+    if 2 not in args.shifts:
+        raise ConfigError("--shifts must include 2: the table reports the 2 px shift")
+    result = probe_sweep(args.sweep_dir, labels, args.seed, args.k, args.shifts)
     out = args.out or args.sweep_dir / "features"
     out.parent.mkdir(parents=True, exist_ok=True)
     text = markdown(result)

@@ -16,14 +16,13 @@ images. The checkpoints must share their data set and split.
 from __future__ import annotations
 
 import json
-import sys
 import time
 import warnings
 from pathlib import Path
 
 import swwae
-from swwae.cli import script_parser
-from swwae.errors import ConfigError, UserError
+from swwae.cli import one_line_errors, script_parser
+from swwae.errors import ConfigError
 from swwae.probe import random_like
 from swwae.training.probing import check_same_split, encoder_key, load_data, probe_model, subsets_for
 
@@ -87,6 +86,7 @@ def run(checkpoints: list[Path], labels: list[int | None], seed: int = 0, k: int
             "shifts": list(shifts), "train_images": int((data.train_y >= 0).sum()), "rows": rows}
 
 
+@one_line_errors
 def main(argv=None) -> int:
     parser = script_parser(__doc__)
     parser.add_argument("checkpoints", type=Path, nargs="+")
@@ -100,16 +100,12 @@ def main(argv=None) -> int:
     parser.add_argument("--json", type=Path, default=None, help="also write the results here")
     parser.add_argument("--data-root", default=None, help="where the dataset lives, if not where training read it")
     warnings.filterwarnings("ignore")
-    try:
-        args = parser.parse_args(argv)
-        if args.k < 1 or args.seed < 0 or any(s < 0 for s in args.shifts):
-            raise ConfigError("--k must be >= 1, --seed and --shifts >= 0")
-        started = time.perf_counter()
-        result = run(args.checkpoints, parse_labels(args.labels), args.seed, args.k, args.features, args.shifts,
-                     not args.no_controls, args.data_root)
-    except UserError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+    args = parser.parse_args(argv)
+    if args.k < 1 or args.seed < 0 or any(s < 0 for s in args.shifts):
+        raise ConfigError("--k must be >= 1, --seed and --shifts >= 0")
+    started = time.perf_counter()
+    result = run(args.checkpoints, parse_labels(args.labels), args.seed, args.k, args.features, args.shifts,
+                 not args.no_controls, args.data_root)
     print(f"{result['data']}: probes trained on N of its {result['train_images']} training images (seed "
           f"{result['seed']}), regularisation picked on val, accuracy % on test; "
           f"k-NN k={result['k']}; features: {result['features']} what")

@@ -15,15 +15,14 @@ failed (the rest is reported), 2 for bad input.
 from __future__ import annotations
 
 import statistics
-import sys
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
 from omegaconf import OmegaConf
 
-from swwae.cli import script_parser
-from swwae.errors import ConfigError, UserError
+from swwae.cli import one_line_errors, script_parser
+from swwae.errors import ConfigError
 from swwae.training.sweep.figures import save_figure
 from swwae.training.probing import load_data
 from swwae.training.sweep.jobs import collect
@@ -139,21 +138,18 @@ def figure(table: dict, model: str, out: Path, train_size: int | None) -> Path:
     return save_figure(fig, out)
 
 
+@one_line_errors
 def main(argv=None) -> int:
     parser = script_parser(__doc__)
     parser.add_argument("sweep_dirs", type=Path, nargs="+")
     parser.add_argument("--out", type=Path, default=None, help="prefix of the .md and .png (default: <first>/semi_map)")
     parser.add_argument("--model", default="swwae_hard", help="the model paired with its twin")
     warnings.filterwarnings("ignore")
-    try:
-        args = parser.parse_args(argv)
-        runs, failed, train_size = read_runs(args.sweep_dirs)
-        table = pairs(runs, args.model)
-        if not table:
-            raise ConfigError(f"no {args.model} job in {', '.join(map(str, args.sweep_dirs))}")
-    except UserError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+    args = parser.parse_args(argv)
+    runs, failed, train_size = read_runs(args.sweep_dirs)
+    table = pairs(runs, args.model)
+    if not table:
+        raise ConfigError(f"no {args.model} job in {', '.join(map(str, args.sweep_dirs))}")
     out = args.out or args.sweep_dirs[0] / "semi_map"
     out.parent.mkdir(parents=True, exist_ok=True)
     text = markdown(table, args.model, train_size)
