@@ -12,6 +12,7 @@ from __future__ import annotations
 import lightning as L
 import torch
 
+from swwae.errors import ConfigError
 from swwae.probe import features, knn_probe
 
 
@@ -22,8 +23,6 @@ class KNNAccuracy(L.Callback):
 
     def __init__(self, every_n_epochs: int = 0, k: int = 20, max_train_images: int = 10_000):
         if every_n_epochs < 0 or k < 1 or max_train_images < 1:
-            from swwae.errors import ConfigError
-
             raise ConfigError("callbacks.knn_accuracy: every_n_epochs must be >= 0, k and max_train_images >= 1")
         self.every_n_epochs, self.k, self.max_train_images = every_n_epochs, k, max_train_images
 

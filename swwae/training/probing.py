@@ -7,10 +7,10 @@ from __future__ import annotations
 import time
 
 import torch
-from hydra.utils import instantiate
 
 from swwae.errors import ConfigError
 from swwae.probe import DIRECTIONS, features, invariance, label_key, labelled_subset, probe_features, relative_change, shift
+from swwae.training.building import build
 
 # data settings that do not change which images a split holds
 FREE_DATA_KEYS = ("root", "download", "num_workers", "batch_size", "seed", "num_labels", "labelled_per_batch",
@@ -28,7 +28,7 @@ def load_data(config: dict, data_root: str | None = None):
     cfg |= {"num_unlabelled": None} if "num_unlabelled" in cfg else {}
     if data_root is not None and "root" in cfg:
         cfg["root"] = data_root
-    datamodule = instantiate(cfg)
+    datamodule = build(cfg)  # a bad data config is one error line, as in train.py
     datamodule.setup("fit")
     return datamodule
 
