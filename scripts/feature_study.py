@@ -24,7 +24,7 @@ from swwae.cli import one_line_errors, script_parser
 from swwae.errors import ConfigError
 from swwae.probe import random_like
 from swwae.training.sweep.figures import save_figure
-from swwae.training.probing import check_same_split, encoder_key, load_data, probe_model, subsets_for
+from swwae.training.probing import check_same_split, encoder_key, load_data, parse_labels, probe_model, subsets_for
 from swwae.training.sweep.jobs import collect
 
 # helpers
@@ -160,9 +160,7 @@ def main(argv=None) -> int:
     parser.add_argument("--shifts", type=int, nargs="+", default=[1, 2, 3])
     warnings.filterwarnings("ignore")
     args = parser.parse_args(argv)
-    labels = [None if v == "all" else int(v) if v.isdigit() and int(v) > 0 else None for v in args.labels]
-    if any(v != "all" and not (v.isdigit() and int(v) > 0) for v in args.labels):
-        raise ConfigError(f"--labels takes positive numbers or 'all', got {' '.join(args.labels)}")
+    labels = parse_labels(args.labels)
     if 2 not in args.shifts:
         raise ConfigError("--shifts must include 2: the table reports the 2 px shift")
     result = probe_sweep(args.sweep_dir, labels, args.seed, args.k, args.shifts)

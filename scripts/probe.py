@@ -24,21 +24,9 @@ import swwae
 from swwae.cli import one_line_errors, script_parser
 from swwae.errors import ConfigError
 from swwae.probe import random_like
-from swwae.training.probing import check_same_split, encoder_key, load_data, probe_model, subsets_for
+from swwae.training.probing import check_same_split, encoder_key, load_data, parse_labels, probe_model, subsets_for
 
 # helpers
-
-
-def parse_labels(values: list[str]) -> list[int | None]:
-    labels = []
-    for value in values:
-        if value == "all":
-            labels.append(None)
-        elif value.isdigit() and int(value) > 0:
-            labels.append(int(value))
-        else:
-            raise ConfigError(f"--labels takes positive numbers or 'all', got {value!r}")
-    return labels
 
 
 def table(rows: list[dict], labels: list[str], shifts) -> str:

@@ -18,6 +18,20 @@ FREE_DATA_KEYS = ("root", "download", "num_workers", "batch_size", "seed", "num_
 INVARIANCE_IMAGES = 500  # the first test images, shifted
 
 
+def parse_labels(values: list[str]) -> list[int | None]:
+    """``--labels`` of the probe scripts: positive numbers of labelled training images, or
+    ``all`` (None)."""
+    labels = []
+    for value in values:
+        if value == "all":
+            labels.append(None)
+        elif value.isdigit() and int(value) > 0:
+            labels.append(int(value))
+        else:
+            raise ConfigError(f"--labels takes positive numbers or 'all', got {value!r}")
+    return labels
+
+
 def load_data(config: dict, data_root: str | None = None):
     """The run's data module (from its saved config) with every training label known and
     no augmentation: the probes draw their own labelled subsets."""
