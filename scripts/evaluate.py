@@ -24,13 +24,13 @@ import warnings
 from pathlib import Path
 
 import lightning as L
-from hydra.utils import instantiate
 from torch.utils.tensorboard import SummaryWriter
 
-from swwae.training.checkpoints import load_model
 from swwae.cli import one_line_errors, script_parser
 from swwae.images import evaluation_figure, save_png
+from swwae.training.checkpoints import load_model
 from swwae.training.embeddings import write_embedding
+from swwae.training.registry import data_of_run
 
 EMBEDDED_IMAGES = 1000
 
@@ -40,10 +40,7 @@ def evaluate(checkpoint: Path, split: str = "test", out: Path | None = None, num
     """Test (or validation) metrics of ``checkpoint``, its reconstruction PNG and, with
     ``embeddings`` (True: the default folder, or a folder), its projector files."""
     module, config = load_model(checkpoint)
-    data_cfg = dict(config["data"])
-    if data_root is not None and "root" in data_cfg:
-        data_cfg["root"] = data_root
-    datamodule = instantiate(data_cfg)
+    datamodule = data_of_run(config, str(checkpoint), data_root)
     datamodule.setup("test")
     trainer = L.Trainer(accelerator="cpu", devices=1, logger=False, enable_checkpointing=False,
                         enable_model_summary=False, enable_progress_bar=False)

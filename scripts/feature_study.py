@@ -57,7 +57,8 @@ def probe_sweep(sweep_dir: Path, labels, seed: int, k: int, shifts) -> dict:
     label = {id(j): " ".join(g.keys.values()) or g.label for g in summary.groups for j in g.jobs}
     nets = {str(j.checkpoint()): swwae.load(j.checkpoint()) for j in jobs}
     check_same_split({path: net.config for path, net in nets.items()})
-    data = load_data(next(iter(nets.values())).config)
+    first = next(iter(nets))
+    data = load_data(nets[first].config, source=first)
     subsets = subsets_for(data, labels, seed)
     rows = [probe_model("pixels", data, subsets, k=k, shifts=shifts) | {"group": "pixels", "seed": None}]
     randoms = {}

@@ -59,7 +59,8 @@ def run(checkpoints: list[Path], labels: list[int | None], seed: int = 0, k: int
         shifts=(1, 2, 3), controls: bool = True, data_root: str | None = None) -> dict:
     nets = {str(path): swwae.load(path) for path in checkpoints}
     check_same_split({path: net.config for path, net in nets.items()})
-    data = load_data(next(iter(nets.values())).config, data_root)
+    first = next(iter(nets))
+    data = load_data(nets[first].config, data_root, source=first)
     subsets = subsets_for(data, labels, seed)
     rows = []
     if controls:

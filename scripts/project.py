@@ -24,14 +24,13 @@ import sys
 import warnings
 from pathlib import Path
 
-from hydra.utils import instantiate
-
-from swwae.training.checkpoints import load_model
 from swwae.cli import one_line_errors, script_parser
 from swwae.errors import ConfigError
 from swwae.images import projection_figure, save_png
 from swwae.pooling import WHERE_MODES
 from swwae.projection import check_stage, project, strongest
+from swwae.training.checkpoints import load_model
+from swwae.training.registry import data_of_run
 
 OPTIONS = {"stage": int, "top": int, "images": int, "split": str, "distinct": str, "zoom": int, "out": Path}
 HELP = {"stage": "1..number of stages (default: the top one)", "top": "how many activations (default 16)",
@@ -89,7 +88,7 @@ def run(checkpoint: Path, stage: int | None = None, top: int = 16, images: int =
     if net.pool_mode not in WHERE_MODES:
         print(f"note: pool_mode={net.pool_mode} keeps no where: unpooling runs without switches "
               "(where-free upsampling), so nothing localises the projections", file=sys.stderr)
-    datamodule = instantiate(config["data"])
+    datamodule = data_of_run(config, str(checkpoint))
     datamodule.setup("test")
     x = datamodule.images(split, images)
     picks = strongest(net, x, stage, top=top, distinct_channels=distinct.lower() == "true")

@@ -67,7 +67,7 @@ def read_runs(sweep_dirs) -> tuple[dict, list[str], int]:
     if not runs:
         raise ConfigError(f"no finished semi-supervised job in {', '.join(map(str, sweep_dirs))}")
     config = OmegaConf.to_container(OmegaConf.load(first / ".hydra" / "config.yaml").data, resolve=True)  # data.seed: ${seed}
-    return runs, failed, len(load_data({"data": config}).train_y)  # the training split, every image
+    return runs, failed, len(load_data({"data": config}, source=str(first / ".hydra" / "config.yaml")).train_y)  # the training split, every image
 
 
 def pairs(runs: dict, model: str) -> dict[Cell, dict]:

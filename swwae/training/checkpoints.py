@@ -13,6 +13,7 @@ from swwae.errors import CheckpointError, one_line
 from swwae.model import SWWAE
 from swwae.training.checkpoint_io import remove_stale_temp_files
 from swwae.training.module import SWWAEModule
+from swwae.training.registry import plain_settings
 
 log = logging.getLogger(__name__)
 
@@ -48,8 +49,9 @@ def config_differences(saved: dict, current: dict, ignore=(), prefix: str = "") 
 def load_model(path) -> tuple[SWWAEModule, dict]:
     """(module in eval mode, the run config stored by ``SaveRunConfig``)."""
     checkpoint = read_checkpoint(path)
+    settings = plain_settings(checkpoint["hyper_parameters"], "model", f"checkpoint {path}")
     try:
-        module = SWWAEModule(**checkpoint["hyper_parameters"])
+        module = SWWAEModule(**settings)
         module.load_state_dict(checkpoint["state_dict"])
     except (TypeError, RuntimeError, KeyError) as err:
         raise CheckpointError(f"checkpoint {path} does not fit swwae's model: {one_line(err, limit=200)}") from None

@@ -10,7 +10,7 @@ import torch
 
 from swwae.errors import ConfigError
 from swwae.probe import DIRECTIONS, features, invariance, label_key, labelled_subset, probe_features, relative_change, shift
-from swwae.training.building import build
+from swwae.training.registry import data_of_run
 
 # data settings that do not change which images a split holds
 FREE_DATA_KEYS = ("root", "download", "num_workers", "batch_size", "seed", "num_labels", "labelled_per_batch",
@@ -32,17 +32,15 @@ def parse_labels(values: list[str]) -> list[int | None]:
     return labels
 
 
-def load_data(config: dict, data_root: str | None = None):
-    """The run's data module (from its saved config) with every training label known and
-    no augmentation: the probes draw their own labelled subsets."""
-    cfg = dict(config["data"])
-    cfg["num_labels"] = None
-    cfg.pop("labelled_per_batch", None)
-    cfg |= {"augment": False} if "augment" in cfg else {}
-    cfg |= {"num_unlabelled": None} if "num_unlabelled" in cfg else {}
-    if data_root is not None and "root" in cfg:
-        cfg["root"] = data_root
-    datamodule = build(cfg)  # a bad data config is one error line, as in train.py
+def load_data(config: dict, data_root: str | None = None, source: str = "the run config"):
+    """The run's data module (from its saved config, through the registry of shipped data
+    sets) with every training label known and no augmentation: the probes draw their own
+    labelled subsets."""
+    data = config.get("data") if isinstance(config, dict) else None
+    keys = set(data) if isinstance(data, dict) else set()
+    changes = {"num_labels": None} | {k: None for k in ("labelled_per_batch", "num_unlabelled") if k in keys}
+    changes |= {"augment": False} if "augment" in keys else {}
+    datamodule = data_of_run(config, source, data_root, **changes)
     datamodule.setup("fit")
     return datamodule
 

@@ -113,10 +113,10 @@ def reconstruction_figure(summary: Summary, out, num_images: int = 6, split: str
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    from hydra.utils import instantiate
 
     from swwae.training.checkpoints import load_model
     from swwae.images import reconstruction_panels
+    from swwae.training.registry import data_of_run
 
     cells, images = {}, {}
     for group in summary.groups:
@@ -126,7 +126,7 @@ def reconstruction_figure(summary: Summary, out, num_images: int = 6, split: str
         module, config = load_model(ckpt)
         key = json.dumps(config["data"], sort_keys=True)
         if key not in images:
-            datamodule = instantiate(config["data"])
+            datamodule = data_of_run(config, str(ckpt))
             datamodule.setup("test")
             images[key] = datamodule.images(split, num_images)
         cells[group.label] = reconstruction_panels(module.net, images[key], scale=1, labels=False)["reconstructions"]

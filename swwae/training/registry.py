@@ -1,0 +1,134 @@
+"""What the project ships, by name: the only classes a run's data or model is ever rebuilt as
+from a file.
+
+A checkpoint, a model folder, ``metrics.json`` or a sweep folder is data, even when its
+checksum is right (anyone can compute a checksum). Their stored run config names its classes
+as Hydra ``_target_`` strings; handing those to ``hydra.utils.instantiate`` would import and
+call whatever the file names (``builtins.open``, ``torch.load`` of a pickle, ...). Here a
+``_target_`` read from a file is only looked up: it must name a class of this table, under one
+of the module paths the project has used for it, and the values beside it must be plain
+(numbers, strings, booleans, None, lists of them); the class is then called with them as
+keywords. Anything else is a ``CheckpointError`` (one line) naming what the file asked for.
+
+Imports nothing heavy: the table is plain strings, the class is imported when it is built.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from swwae.errors import CheckpointError
+
+
+@dataclass(frozen=True)
+class Shipped:
+    """A class the project ships: its config name (``data=<name>``), its class and module,
+    and what is known of it without importing it."""
+
+    name: str
+    cls: str
+    module: str
+    image_shape: tuple[int, int, int] | None = None  # data sets: C, H, W
+    num_classes: int | None = None
+
+    @property
+    def target(self) -> str:
+        return f"{self.module}.{self.cls}"
+
+    def load(self) -> type:
+        return getattr(importlib.import_module(self.module), self.cls)
+
+
+DATASETS = {s.cls: s for s in (
+    Shipped("mnist_sample", "MNISTSampleDataModule", "swwae.training.data", (1, 28, 28), 10),
+    Shipped("mnist", "MNISTDataModule", "swwae.training.data", (1, 28, 28), 10),
+    Shipped("cifar10", "CIFAR10DataModule", "swwae.training.data", (3, 32, 32), 10),
+    Shipped("cifar100", "CIFAR100DataModule", "swwae.training.data", (3, 32, 32), 100),
+    Shipped("svhn", "SVHNDataModule", "swwae.training.data", (3, 32, 32), 10),
+    Shipped("stl10", "STL10DataModule", "swwae.training.data", (3, 96, 96), 10),
+)}
+MODELS = {s.cls: s for s in (Shipped("swwae", "SWWAEModule", "swwae.training.module"),)}
+# the module paths a stored _target_ may name them by: today's, its submodules, and the paths
+# before 0.2 moved them into swwae.training (checkpoints of then store those)
+DATA_MODULES = ("swwae.training.data", "swwae.data")
+MODEL_MODULES = ("swwae.training.module", "swwae.module")
+PLAIN = (str, int, float, bool, type(None))
+
+
+def shipped(target: object, table: Mapping[str, Shipped], modules: tuple[str, ...], what: str,
+            source: str) -> Shipped:
+    """The entry of ``table`` that ``target`` (a ``_target_`` string) names, or CheckpointError."""
+    text = str(target)
+    module, _, name = text.rpartition(".")
+    known = isinstance(target, str) and name in table and any(
+        module == m or module.startswith(m + ".") for m in modules)
+    if not known:
+        choices = ", ".join(s.target for s in table.values())
+        raise CheckpointError(f"{source} asks for {what} {text[:120]!r}, which is not one that swwae ships "
+                              f"({choices}): it is not built (a file's config is data, never code)")
+    return table[name]
+
+
+def data_spec(target: object, source: str = "the config") -> Shipped:
+    """The shipped data set that a ``data._target_`` names (CheckpointError if none)."""
+    return shipped(target, DATASETS, DATA_MODULES, "the data class", source)
+
+
+def plain_settings(settings: Mapping, section: str, source: str) -> dict:
+    """``settings`` without its ``_target_``, checked to hold plain values only."""
+    values = {}
+    for key, value in settings.items():
+        if key == "_target_":
+            continue
+        items = value if isinstance(value, (list, tuple)) else [value]
+        if not isinstance(key, str) or not all(isinstance(v, PLAIN) for v in items):
+            raise CheckpointError(f"{source} holds {section}.{key} = {str(value)[:80]!r}, which is not a plain "
+                                  f"value (a number, a string, a boolean or a list of them): it is not built")
+        values[key] = list(value) if isinstance(value, (list, tuple)) else value
+    return values
+
+
+def accepted_keywords(cls: type) -> set[str] | None:
+    """The keywords ``cls(...)`` takes, through the ``**common`` of its base classes; None if
+    it takes any."""
+    names: set[str] = set()
+    for klass in cls.__mro__:
+        init = klass.__dict__.get("__init__")
+        if init is None:
+            continue
+        params = inspect.signature(init).parameters.values()
+        names |= {p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)} - {"self"}
+        if not any(p.kind == p.VAR_KEYWORD for p in params):
+            return names
+    return None
+
+
+def build_data(data: Mapping, source: str, **changes):
+    """The data module that a stored ``data`` config describes, built only as a shipped class
+    from plain values (``changes`` on top, e.g. ``root=``). The one way every script rebuilds
+    "the data of the run this file came from"."""
+    if not isinstance(data, Mapping):
+        raise CheckpointError(f"{source} holds no data config (a mapping with _target_), but {type(data).__name__}")
+    spec = data_spec(data.get("_target_"), source)
+    settings = plain_settings(data, "data", source) | changes
+    cls = spec.load()
+    accepted = accepted_keywords(cls)
+    unknown = sorted(set(settings) - accepted) if accepted is not None else []
+    if unknown:
+        raise CheckpointError(f"{source} holds data.{unknown[0]}, which {spec.name} does not take: it is not built")
+    return cls(**settings)
+
+
+def data_of_run(config: Mapping, source: str, data_root: str | None = None, **changes):
+    """The data module of the run whose stored run config is ``config`` (a checkpoint's
+    ``swwae_config``, a model folder's ``run_config``, a sweep job's saved config), not yet set
+    up; ``data_root`` moves a torchvision data set's folder, ``changes`` override settings."""
+    data = (config or {}).get("data") if isinstance(config, Mapping) else None
+    if data is None:
+        raise CheckpointError(f"{source} holds no run config with a data section: its data cannot be rebuilt")
+    if data_root is not None and "root" in data:
+        changes = {"root": data_root} | changes
+    return build_data(data, source, **changes)
