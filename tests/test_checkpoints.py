@@ -134,7 +134,7 @@ def test_resume_falls_back_to_best_when_last_is_truncated(make_config, tmp_path,
     with caplog.at_level("WARNING"):
         train(make_config("model.widths=[8]", "trainer.max_epochs=3", "resume=true"))
     assert "cannot resume from last.ckpt" in caplog.text and "unreadable" in caplog.text
-    assert f"resuming from {folder / 'best.ckpt'} (epoch {best_epoch}) instead" in caplog.text
+    assert f"resuming from {folder / 'best.ckpt'} (after epoch {best_epoch + 1}, step" in caplog.text
     assert "holds a cosine schedule over 2 epochs; this run has trainer.max_epochs=3" in caplog.text
     assert not (folder / ".last.ckpt.tmp-123-abcd").exists()
     last = torch.load(folder / "last.ckpt", weights_only=True)  # whole again
@@ -154,7 +154,7 @@ def test_resume_with_no_checkpoint_that_reads_back_is_one_error_and_deletes_noth
         else:  # a plain state dict from some other project
             torch.save({"weight": torch.ones(3)}, path)
     hashes = {p.name: sha(p) for p in folder.iterdir()}
-    with pytest.raises(CheckpointError, match="resume=true but no checkpoint in .* reads back") as err:
+    with pytest.raises(CheckpointError, match=f"^{folder} holds no checkpoint that reads back") as err:
         train(make_config("model.widths=[8]", "resume=true"))
     assert "\n" not in str(err.value) and "last.ckpt: " in str(err.value) and "best.ckpt: " in str(err.value)
     assert {p.name: sha(p) for p in folder.iterdir()} == hashes
@@ -163,9 +163,13 @@ def test_resume_with_no_checkpoint_that_reads_back_is_one_error_and_deletes_noth
 @pytest.mark.parametrize(
     "change, message",
     [
-        ("model.widths=[8,16]", r"different model config \(model.widths: \[8\] -> \[8, 16\]\)"),
-        ("model.pool_mode=soft", r"different model config \(model.pool_mode: hard -> soft\)"),
-        ("data.num_labels=100", r"different data config \(data.num_labels: None -> 100\)"),
+        ("model.widths=[8,16]", r"holds another run \(model.widths: \[8\] -> \[8, 16\]\)"),
+        ("model.pool_mode=soft", r"holds another run \(model.pool_mode: hard -> soft\)"),
+        ("data.num_labels=100", r"holds another run \(data.num_labels: None -> 100; optimized_metric: val/recon_mse -> "
+                                r"val/acc; optimized_mode: min -> max\)"),
+        ("trainer.gradient_clip_val=1.0", r"holds another run \(trainer.gradient_clip_val: None -> 1.0\)"),
+        ("optimized_metric=val/acc", r"holds another run \(optimized_metric: val/recon_mse -> val/acc; optimized_mode: "
+                                     r"min -> max\)"),
     ],
 )
 @pytest.mark.slow
@@ -174,8 +178,9 @@ def test_resume_with_another_config_is_one_clear_error(make_config, tmp_path, ch
     hashes = {p.name: sha(p) for p in folder.iterdir()}
     with pytest.raises(CheckpointError, match=message) as err:
         train(make_config("model.widths=[8]", change, "resume=true"))
-    assert str(err.value).startswith(f"{folder / 'last.ckpt'} was trained with a different")
-    assert str(err.value).endswith("use another run_name or resume=false") and "\n" not in str(err.value)
+    assert str(err.value).startswith(f"{folder} holds another run (")
+    assert str(err.value).endswith("give this run its own folder with run_name=..., or resume=false to start over "
+                                   "(the old run is moved aside, not deleted)") and "\n" not in str(err.value)
     assert {p.name: sha(p) for p in folder.iterdir()} == hashes  # nothing touched
 
 
@@ -310,7 +315,7 @@ def test_a_checkpoint_whose_bytes_changed_reads_as_corrupt_and_resume_falls_back
     with caplog.at_level("WARNING"):
         train(make_config("model.widths=[8]", "trainer.max_epochs=3", "resume=true"))
     assert "cannot resume from last.ckpt: checkpoint" in caplog.text and "is corrupt" in caplog.text
-    assert "resuming from" in caplog.text and "best.ckpt" in caplog.text
+    assert "resuming from" in caplog.text and "best.ckpt (after epoch" in caplog.text
     assert read_checkpoint(folder / "last.ckpt")["epoch"] == 2  # written again, whole
 
 

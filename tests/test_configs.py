@@ -12,7 +12,7 @@ from helpers.config import CONFIG_DIR
 from swwae.model import NONLINEARITIES
 from swwae.pooling import MODES
 from swwae.training.module import SCHEDULERS
-from swwae.training.resume import RESUME_MODES
+from swwae.training.runs.decision import RESUME_MODES
 
 # an option list at the start of a comment: `# a | b | c` (then anything after `:` or `(`)
 OPTIONS = re.compile(r"#\s*([\w./-]+(?:\s*\|\s*[\w./-]+)+)\s*(?:$|[:(,])")

@@ -97,4 +97,23 @@ def test_a_failed_save_in_a_later_epoch_names_the_checkpoint_that_is_kept(make_c
         train(make_config("model.widths=[4]", "trainer.max_epochs=2"))
     folder = tmp_path / "checkpoints" / RUN
     assert str(err.value).startswith(f"writing {folder}/") and "failed: No space left on device; " in str(err.value)
-    assert str(err.value).endswith("(epoch 0, step 3) is kept")
+    assert str(err.value).endswith("(after epoch 1, step 3) is kept")
+
+
+@pytest.mark.slow
+def test_a_disk_that_fills_during_a_save_is_one_line_and_keeps_the_previous_checkpoint(tmp_path, tmpfs):
+    """torch.save's zip writer wraps the failed write of a big tensor in a RuntimeError
+    ("unexpected pos ..."): it must read as the disk error it is."""
+    wide = ["model.widths=[64,128]"]  # checkpoints of 2.6 MB: the disk fills inside one
+    sizing = tmp_path / "sizing"
+    sizing.mkdir()
+    assert train_cli(sizing, *wide, name="sizing").returncode == 0
+    size = (sizing / "checkpoints" / RUN / "best.ckpt").stat().st_size
+    full = tmpfs("filling", size="8m")
+    (full / "filler").write_bytes(b"\0" * (8 * 1024 * 1024 - int(1.5 * size)))  # room for best.ckpt, half of last.ckpt
+    result = train_cli(tmp_path, *wide, f"paths.checkpoint_dir={full}")
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert last_error_line(result) == (
+        f"error: writing {full / RUN / 'last.ckpt'} failed: No space left on device; {full / RUN / 'best.ckpt'} "
+        "(after epoch 1, step 3) is kept")
+    assert not list((full / RUN).glob(".*.tmp-*"))  # no half-written temp file left behind

@@ -54,7 +54,7 @@ def test_the_watch_names_the_first_bad_step_and_its_non_finite_terms():
     watch.record(terms(recon_mse=0.5, nll=2.0, loss=2.5), epoch=1, step=9)
     with pytest.raises(NonFiniteError) as err:
         watch.check()
-    assert str(err.value) == ("non-finite loss at epoch 1, step 7: recon_mse=nan, loss=inf; "
+    assert str(err.value) == ("non-finite loss in epoch 2, step 7: recon_mse=nan, loss=inf; "
                               "lower model.lr or model.beta, or check the data")
 
 
@@ -64,7 +64,7 @@ def test_recording_a_step_reads_nothing_back():
         for step in range(5):
             watch.record(terms(recon_mse=0.5 if step != 3 else float("nan"), loss=1.0), epoch=0, step=step)
     assert not counted.by_origin
-    with CountSyncs() as counted, pytest.raises(NonFiniteError, match="^non-finite loss at epoch 0, step 3: recon_mse=nan;"):
+    with CountSyncs() as counted, pytest.raises(NonFiniteError, match="^non-finite loss in epoch 1, step 3: recon_mse=nan;"):
         watch.check()
     assert sum(counted.by_origin.values()) >= 1  # the one place it reads back
 
@@ -114,7 +114,7 @@ def test_a_nan_loss_between_checks_is_raised_at_the_next_one_naming_its_step(mak
     (log_every_n_steps=4), before the epoch ends: no step after it is run, nothing is saved."""
     spy = SyncsPerBatch(ignore=HOST_SIDE)
     with_callback(monkeypatch, spy)
-    with pytest.raises(NonFiniteError, match=r"^non-finite loss at epoch 0, step 1: recon_mse=nan, .*; "
+    with pytest.raises(NonFiniteError, match=r"^non-finite loss in epoch 1, step 1: recon_mse=nan, .*; "
                                              r"no checkpoint was saved$"):
         train(make_config("model.widths=[4]", "trainer.limit_train_batches=8", "trainer.log_every_n_steps=4",
                           "+callbacks.poison._target_=helpers.faults.PoisonAt", "+callbacks.poison.epoch=0",
@@ -139,5 +139,5 @@ def test_ddp_processes_stop_together_on_a_nan_loss_in_one_of_them(tmp_path):
     assert result.returncode == 2, result.stderr[-3000:]
     assert last_error_line(result).startswith("error: non-finite loss")
     assert "error: non-finite loss in another process" in result.stderr  # process 0
-    assert "error: non-finite loss at epoch 0, step 1: " in result.stderr  # process 1
+    assert "error: non-finite loss in epoch 1, step 1: " in result.stderr  # process 1
     assert not any(Path(tmp_path / "checkpoints").rglob("*.ckpt"))

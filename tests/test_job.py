@@ -41,14 +41,14 @@ def test_resume_on_a_finished_run_reports_its_metrics_and_exits_0(tmp_path):
     assert again.returncode == 0, again.stderr[-2000:]
     assert "error" not in again.stderr.lower()
     line = again.stdout.strip().splitlines()[-1]
-    assert line.startswith(f"done: {RUN} had already finished at epoch 2 of 2: ")
+    assert line.startswith(f"done: {RUN} had already finished: 2 of 2 epochs trained; ")
     assert f"test/acc={done['metrics']['test/acc']:.4f}" in line and "first/metrics.json" in line
     assert json.loads((tmp_path / "outputs" / "again" / "metrics.json").read_text())["metrics"] == done["metrics"]
 
     (tmp_path / "outputs" / "first" / "metrics.json").unlink()  # killed before it wrote its metrics
     third = train_cli(tmp_path, *SMALL, "resume=true", name="third")
     assert third.returncode == 0, third.stderr[-2000:]
-    assert "(evaluated again from best.ckpt; resume=false trains it again)" in third.stdout
+    assert "(evaluated again from best.ckpt); nothing was retrained or logged again" in third.stdout
     metrics = json.loads((tmp_path / "outputs" / "third" / "metrics.json").read_text())["metrics"]
     assert metrics["test/acc"] == done["metrics"]["test/acc"]
     assert metrics["test/recon_mse"] == done["metrics"]["test/recon_mse"]
@@ -61,8 +61,8 @@ def test_ctrl_c_says_what_is_kept_and_how_to_continue_and_exits_130(tmp_path):
                         "+callbacks.interrupt.epoch=1", "+callbacks.interrupt.batch=1", name="stopped")
     assert stopped.returncode == 130, stopped.stderr[-2000:]
     line = stopped.stderr.strip().splitlines()[-1]
-    assert line.startswith("interrupted at epoch 1, step 4; ")
-    assert f"checkpoints/{RUN}/last.ckpt (epoch 0, step 3) is kept" in line
+    assert line.startswith("interrupted in epoch 2 (step 4); ")
+    assert f"checkpoints/{RUN}/last.ckpt (after epoch 1, step 3) is kept" in line
     assert "Detected KeyboardInterrupt" not in stopped.stderr + stopped.stdout and "Traceback" not in stopped.stderr
     command = line.split("continue with: ", 1)[1]
     assert command.startswith("python train.py ") and command.endswith(" resume=true")
@@ -81,7 +81,7 @@ def test_ctrl_c_before_training_is_one_line_too(tmp_path):
                         "+callbacks.interrupt.epoch=0", "+callbacks.interrupt.batch=0", name="early")
     assert stopped.returncode == 130
     line = stopped.stderr.strip().splitlines()[-1]
-    assert line.startswith("interrupted at epoch 0, step 0; no checkpoint was saved; continue with: python train.py ")
+    assert line.startswith("interrupted in epoch 1 (step 0); no checkpoint was saved; continue with: python train.py ")
     assert shlex.split(line.split("continue with: ", 1)[1]) == [
         "python", "train.py", *QUICK, "model.widths=[4]", "+callbacks.interrupt._target_=helpers.faults.InterruptAt",
         "+callbacks.interrupt.epoch=0", "+callbacks.interrupt.batch=0", "resume=true"]
@@ -127,7 +127,7 @@ def test_sigkill_holding_the_lock_then_the_same_command_resumes_as_if_never_stop
 
     resumed = train_cli(broken, *REPRO, name="resumed")  # the same command: resume=auto takes the lock, continues
     assert resumed.returncode == 0, resumed.stderr[-2000:]
-    assert "resume=auto: continuing the unfinished run of this config" in resumed.stdout + resumed.stderr
+    assert "resume=auto: continuing this run from" in resumed.stdout + resumed.stderr
     assert not owner.exists()  # released at the end
     got = final_metrics(broken, "resumed")
     assert got["epochs"] == expected["epochs"] == 2
@@ -148,8 +148,8 @@ def test_nan_loss_is_one_error_line_and_keeps_the_last_good_checkpoint(tmp_path)
     assert result.returncode == 2 and "Traceback" not in result.stderr
     last = tmp_path / "checkpoints" / RUN / "last.ckpt"
     assert last_error_line(result) == (
-        "error: non-finite loss at epoch 1, step 4: recon_mse=nan, nll=nan, loss=nan; lower model.lr or model.beta, "
-        f"or check the data; checkpoints/{RUN}/last.ckpt (epoch 0, step 3) is kept"
+        "error: non-finite loss in epoch 2, step 4: recon_mse=nan, nll=nan, loss=nan; lower model.lr or model.beta, "
+        f"or check the data; checkpoints/{RUN}/last.ckpt (after epoch 1, step 3) is kept"
     )
     module, _ = load_model(last)  # intact and loadable: the end of epoch 0
     assert all(torch.isfinite(p).all() for p in module.parameters())
@@ -160,12 +160,12 @@ def test_nan_loss_is_one_error_line_and_keeps_the_last_good_checkpoint(tmp_path)
 def test_weights_that_blow_up_at_the_end_of_an_epoch_never_reach_last_ckpt(make_config, tmp_path):
     """NaN weights after the last step of epoch 1: validation runs on them before any
     training step can notice, and ModelCheckpoint would then save them over last.ckpt."""
-    with pytest.raises(NonFiniteError, match=r"^non-finite weights at epoch 1, step 6 \(net\.encoders") as err:
+    with pytest.raises(NonFiniteError, match=r"^non-finite weights in epoch 2, step 6 \(net\.encoders") as err:
         train(make_config("model.widths=[8]", "trainer.max_epochs=2",
                           "+callbacks.poison._target_=helpers.faults.PoisonAt",
                           "+callbacks.poison.epoch=1", "+callbacks.poison.batch=2"))
     last = tmp_path / "checkpoints" / RUN / "last.ckpt"
-    assert str(err.value).endswith(f"{last} (epoch 0, step 3) is kept")
+    assert str(err.value).endswith(f"{last} (after epoch 1, step 3) is kept")
     checkpoint = torch.load(last, weights_only=True)
     assert checkpoint["epoch"] == 0 and all(torch.isfinite(t).all() for t in checkpoint["state_dict"].values())
 

@@ -17,7 +17,7 @@ import pytest
 from helpers.cli import TESTS, last_error_line, run_cli, train_cli
 from helpers.config import QUICK, ROOT
 from swwae.errors import RunInUseError
-from swwae.training.ownership import own_run
+from swwae.training.runs.lock import own_run
 from swwae.training.run import train
 
 RUN = "swwae_hard_mnist_sample_seed0"

@@ -62,15 +62,15 @@ def test_a_signal_saves_mid_epoch_and_the_same_command_continues_bit_identically
     assert stopped.returncode == 128 + getattr(signal, signum), stopped.stderr[-2000:]
     folder = tmp_path / "checkpoints" / RUN
     assert last_error_line(stopped) == (
-        f"pre-empted by {signum}; saved {folder.relative_to(tmp_path)}/last.ckpt (epoch 1, step 5, 2 batches into "
-        "the epoch); the same command continues it (resume=auto)")
+        f"pre-empted by {signum}; saved {folder.relative_to(tmp_path)}/last.ckpt (in epoch 2, after 2 batches; step 5); "
+        "the same command continues it (resume=auto)")
     assert "Traceback" not in stopped.stderr
     saved = torch.load(folder / "last.ckpt", weights_only=True)
     assert saved["global_step"] == 5 and saved["swwae_preempted"] == {"epoch": 1, "batches_done": 2}
 
     again = train_cli(tmp_path, *REPRO, name="again")  # the same command, no resume=true
     assert again.returncode == 0, again.stderr[-2000:]
-    assert "resume=auto: continuing the unfinished run of this config" in again.stdout + again.stderr
+    assert "resume=auto: continuing this run from" in again.stdout + again.stderr
     expected, reference = uninterrupted
     assert metrics_of(tmp_path, "again") == expected  # every val and test metric, bit for bit
     state = weights(folder)
@@ -83,7 +83,7 @@ def test_on_slurm_sigusr1_requeues_the_job_and_the_requeued_job_continues_by_its
     stopped = train_cli(tmp_path, *REPRO, "+callbacks.stop._target_=helpers.faults.SignalAt", "+callbacks.stop.epoch=2",
                         "+callbacks.stop.batch=0", "+callbacks.stop.signum=SIGUSR1", name="job", env=env)
     assert stopped.returncode == 128 + signal.SIGUSR1, stopped.stderr[-2000:]
-    assert last_error_line(stopped).endswith("batches into the epoch); requeued SLURM job 4242: it continues by itself")
+    assert last_error_line(stopped).endswith("; requeued SLURM job 4242: it continues by itself")
     assert (tmp_path / "scontrol.log").read_text().split() == ["requeue", "4242"]
     assert not list(tmp_path.rglob("hpc_ckpt_*.ckpt"))  # not Lightning's file in the output folder
 

@@ -16,6 +16,7 @@ from lightning.pytorch.callbacks import ProgressBar, TQDMProgressBar
 
 from swwae.images import Picture, reconstruction_panels
 from swwae.training.loggers import log_config, log_image, takes_images
+from swwae.training.runs.identity import IDENTITY_KEY
 
 
 class ReconstructionImages(L.Callback):
@@ -44,14 +45,17 @@ class ReconstructionImages(L.Callback):
 
 
 class SaveRunConfig(L.Callback):
-    """Store the resolved run config in every checkpoint, so that evaluation and projection
-    scripts can rebuild the data and the model from the checkpoint alone."""
+    """Store the resolved run config, and the run's identity (``swwae.training.runs``), in every
+    checkpoint, so that the scripts can rebuild the data and the model from the checkpoint alone
+    and a later run can tell whether the checkpoint is its own."""
 
-    def __init__(self, config: dict):
-        self.config = config
+    def __init__(self, config: dict, identity: dict | None = None):
+        self.config, self.identity = config, identity
 
     def on_save_checkpoint(self, trainer, module, checkpoint: dict) -> None:
         checkpoint["swwae_config"] = self.config
+        if self.identity is not None:
+            checkpoint[IDENTITY_KEY] = self.identity
 
 
 class LogRunConfig(L.Callback):

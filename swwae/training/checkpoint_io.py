@@ -40,7 +40,12 @@ def atomic_torch_save(obj: Any, path) -> None:
     temp = path.with_name(f".{path.name}{TEMP_MARK}{os.getpid()}-{uuid.uuid4().hex[:8]}")
     try:
         with open(temp, "xb") as f:
-            torch.save(obj, f)
+            try:
+                torch.save(obj, f)
+            except RuntimeError as err:  # torch's zip writer wraps a failed write (a full disk) in its own error
+                if isinstance(err.__context__, OSError):
+                    raise err.__context__ from None
+                raise
             f.flush()
             os.fsync(f.fileno())
         os.replace(temp, path)

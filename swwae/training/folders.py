@@ -18,7 +18,7 @@ from pathlib import Path
 
 from hydra.experimental.callback import Callback
 
-from swwae.errors import DiskError
+from swwae.errors import DiskError, UserError
 
 
 def reason(err: OSError) -> str:
@@ -57,15 +57,35 @@ class CheckOutputFolder(Callback):
     ``error:`` line and exit status 2 before the job starts (Hydra would print a traceback)."""
 
     def on_run_start(self, config, **kwargs) -> None:
-        self._check(Path(str(config.hydra.run.dir)), "the run's output", "hydra.run.dir")
+        from swwae.training.runs.names import check_run_name
+
+        folder = self._resolved(config, "run")
+        try:
+            check_run_name(config.get("run_name"))  # before its name makes a folder anywhere
+        except UserError as err:
+            self._fail(err)
+        self._check(folder, "the run's output", "hydra.run.dir")
 
     def on_multirun_start(self, config, **kwargs) -> None:
-        self._check(Path(str(config.hydra.sweep.dir)), "the sweep's output", "hydra.sweep.dir")
+        self._check(self._resolved(config, "sweep"), "the sweep's output", "hydra.sweep.dir")
 
     @staticmethod
-    def _check(folder: Path, what: str, setting: str) -> None:
+    def _resolved(config, mode: str) -> Path:
+        """``hydra.<mode>.dir``, resolved: its ``${hydra:...}`` parts need Hydra's config set,
+        which hydra-core sets only after these callbacks (>= 1.3.3) or before them (1.3.2)."""
+        from hydra.core.hydra_config import HydraConfig
+
+        HydraConfig.instance().set_config(config)
+        return Path(str(config.hydra[mode].dir))
+
+    @classmethod
+    def _check(cls, folder: Path, what: str, setting: str) -> None:
         try:
             check_writable(folder, what, setting)
         except DiskError as err:
-            print(f"error: {err}", file=sys.stderr)
-            raise SystemExit(2) from None
+            cls._fail(err)
+
+    @staticmethod
+    def _fail(err: Exception):
+        print(f"error: {err}", file=sys.stderr)
+        raise SystemExit(2) from None

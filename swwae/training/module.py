@@ -167,7 +167,7 @@ class SWWAEModule(L.LightningModule):
                if t.is_floating_point() and not torch.isfinite(t).all()]
         if bad:
             raise NonFiniteError(
-                f"non-finite weights at epoch {checkpoint.get('epoch')}, step {checkpoint.get('global_step')} "
+                f"non-finite weights in epoch {checkpoint.get('epoch', -1) + 1}, step {checkpoint.get('global_step')} "
                 f"({', '.join(bad[:3])}{', ...' if len(bad) > 3 else ''}); not saved over the last checkpoint; "
                 "lower model.lr or model.beta, or check the data"
             )

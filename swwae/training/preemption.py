@@ -26,11 +26,12 @@ from pathlib import Path
 import lightning as L
 from lightning.fabric.plugins.environments import SLURMEnvironment
 
+from swwae.training.runs.folder import POSITION_KEY
+
 log = logging.getLogger(__name__)
 
 SIGNALS = (signal.SIGTERM, signal.SIGUSR1)
 REQUEUE_SIGNAL = signal.SIGUSR1  # SLURMEnvironment's default requeue signal
-POSITION_KEY = "swwae_preempted"  # in a checkpoint saved mid-epoch: {"epoch": e, "batches_done": k}
 
 
 class PreemptionSaved(BaseException):
@@ -56,12 +57,6 @@ def requeue_slurm_job() -> str:
     if result.returncode != 0:
         return f"requeueing SLURM job {job} failed ({result.stderr.strip() or result.returncode})"
     return f"requeued SLURM job {job}"
-
-
-def mid_epoch_position(checkpoint: dict) -> tuple[int, int] | None:
-    """(epoch, batches already trained in it) of a checkpoint saved mid-epoch, else None."""
-    position = checkpoint.get(POSITION_KEY)
-    return None if not position else (int(position["epoch"]), int(position["batches_done"]))
 
 
 class Preemption(L.Callback):

@@ -91,19 +91,32 @@ def plain_settings(settings: Mapping, section: str, source: str) -> dict:
     return values
 
 
-def accepted_keywords(cls: type) -> set[str] | None:
-    """The keywords ``cls(...)`` takes, through the ``**common`` of its base classes; None if
-    it takes any."""
-    names: set[str] = set()
+def constructor_parameters(cls: type) -> tuple[dict[str, inspect.Parameter], bool]:
+    """The keyword parameters ``cls(...)`` takes, through the ``**common`` of its base classes
+    (a subclass's own first), and whether it takes any keyword on top."""
+    params: dict[str, inspect.Parameter] = {}
     for klass in cls.__mro__:
         init = klass.__dict__.get("__init__")
         if init is None:
             continue
-        params = inspect.signature(init).parameters.values()
-        names |= {p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)} - {"self"}
-        if not any(p.kind == p.VAR_KEYWORD for p in params):
-            return names
-    return None
+        own = inspect.signature(init).parameters.values()
+        for p in own:
+            if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and p.name != "self":
+                params.setdefault(p.name, p)
+        if not any(p.kind == p.VAR_KEYWORD for p in own):
+            return params, False
+    return params, True
+
+
+def accepted_keywords(cls: type) -> set[str] | None:
+    """The keywords ``cls(...)`` takes; None if it takes any."""
+    params, takes_any = constructor_parameters(cls)
+    return None if takes_any else set(params)
+
+
+def constructor_defaults(cls: type) -> dict:
+    """The default of every keyword ``cls(...)`` takes that has one."""
+    return {name: p.default for name, p in constructor_parameters(cls)[0].items() if p.default is not p.empty}
 
 
 def build_data(data: Mapping, source: str, **changes):

@@ -1,19 +1,17 @@
-"""What a run reports: the metrics of its best checkpoint, ``metrics.json``, the final metrics
-for every logger, the ``done:`` line, and the value returned to sweepers. A finished run's
+"""What a run reports: the metrics of its best checkpoint, the contents of ``metrics.json``
+(written by the run's folder, ``swwae.training.runs``), the final metrics for every logger, the
+``done:`` line, and the value returned to sweepers. A finished run's
 report (``resume`` on a run that already trained as far as asked) is built by the same code."""
 
 from __future__ import annotations
 
-import json
 import math
-from pathlib import Path
 
 import lightning as L
 from omegaconf import DictConfig, OmegaConf
 
 from swwae.errors import ConfigError
 from swwae.training.building import choices
-from swwae.training.folders import write_failed
 from swwae.training.loggers import log_summary
 
 SHOWN = ("test/recon_mse", "test/acc")  # the done: line's metrics, or the monitor's when not tested
@@ -42,15 +40,6 @@ def run_summary(cfg: DictConfig, arch: str, epochs: int, checkpoint: str | None,
     return {"run_name": cfg.run_name, "model": picked.get("model"), "data": picked.get("data"), "seed": cfg.seed,
             "arch": arch, "status": "ok", "epochs": epochs, "checkpoint": checkpoint,
             "monitor": {"metric": cfg.optimized_metric, "mode": cfg.optimized_mode}, "metrics": metrics}
-
-
-def write_metrics(cfg: DictConfig, summary: dict) -> None:
-    path = Path(cfg.paths.output_dir) / "metrics.json"
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(summary, indent=2))
-    except OSError as err:
-        raise write_failed(path, err) from None
 
 
 def log_final(trainer: L.Trainer, cfg: DictConfig, summary: dict) -> None:

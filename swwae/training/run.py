@@ -3,14 +3,15 @@
 callbacks/loggers -> files.
 
 The job's parts, each in its own module: ``building`` (the Trainer, loggers, Hydra's view of
-the run), ``ownership`` (one run, one owner: the run's lock), ``folders`` (writable folders, disk
-errors), ``resume`` (fresh or continued), ``preemption`` (SIGTERM/SIGUSR1), ``finished`` (a run
-asked again after it finished), ``reporting`` (metrics.json, the done: line).
+the run), ``runs`` (the run's folder: its name, identity, lock, resume decision, moving aside,
+metrics.json), ``folders`` (writable folders, disk errors), ``preemption`` (SIGTERM/SIGUSR1),
+``finished`` (a run asked again after it finished), ``reporting`` (the metrics, the done: line).
 """
 
 from __future__ import annotations
 
 import logging
+import shlex
 import signal
 import time
 from contextlib import ExitStack, contextmanager
@@ -21,20 +22,21 @@ import torch
 from lightning.pytorch.trainer.states import TrainerStatus
 from omegaconf import DictConfig, OmegaConf
 
-from swwae.errors import ConfigError, DiskError, Interrupted, NonFiniteError, Preempted
-from swwae.training.building import build, build_loggers, build_trainer, choices
+from swwae.errors import CheckpointError, ConfigError, DiskError, Interrupted, NonFiniteError, Preempted, RunInUseError
+from swwae.training.building import build, build_loggers, build_trainer, choices, task_overrides
 from swwae.training.callbacks import BatchSeed, LogRunConfig, SaveRunConfig
+from swwae.training.checkpoints import check_shapes
 from swwae.training.compiling import compile_network
 from swwae.training.finished import report_finished
 from swwae.training.folders import check_writable
 from swwae.training.host_memory import keep_freed_memory
 from swwae.training.loggers import check_extras, run_params
 from swwae.training.monitor import check_monitor
-from swwae.training.ownership import own_run
-from swwae.training.preemption import Preemption, PreemptionSaved, mid_epoch_position
-from swwae.training.reporting import evaluate_best, log_final, monitored_value, run_summary, shown, write_metrics
-from swwae.training.resume import (choose_start, continue_command, kept_checkpoint, move_old_run_aside, resume_mode,
-                                   run_folder)
+from swwae.training.preemption import Preemption, PreemptionSaved
+from swwae.training.reporting import evaluate_best, log_final, monitored_value, run_summary, shown
+from swwae.training.runs.decision import Decision, resume_mode
+from swwae.training.runs.folder import RunFolder, batches, describe, mid_epoch_position
+from swwae.training.runs.names import check_run_name
 
 log = logging.getLogger(__name__)
 
@@ -55,8 +57,9 @@ def check_length(trainer_cfg: DictConfig) -> None:
 
 
 def check_settings(cfg: DictConfig) -> None:
+    check_run_name(cfg.get("run_name"))
     check_seed(cfg.get("seed"))
-    resume_mode(cfg)
+    resume_mode(cfg.get("resume", "auto"))
     check_length(cfg.trainer)
     check_extras(cfg)  # a tracker whose optional package is missing: one line, before the data
 
@@ -93,6 +96,20 @@ def logged_val_metrics(module) -> list[str]:
     return ["val/loss", *(f"val/{name}" for name in module.metrics["val"])]
 
 
+def continue_command() -> str:
+    """The command line that continues this run: its own overrides, plus resume=true."""
+    kept = [o for o in task_overrides() if o.split("=", 1)[0].lstrip("+~") != "resume"]
+    return " ".join(["python train.py", *map(shlex.quote, kept), "resume=true"])
+
+
+def warn_about_schedule(path: Path, checkpoint: dict, cfg: DictConfig) -> None:
+    for scheduler in checkpoint.get("lr_schedulers") or []:
+        if scheduler.get("T_max") not in (None, cfg.trainer.get("max_epochs")):
+            log.warning("%s holds a cosine schedule over %s epochs; this run has trainer.max_epochs=%s: the "
+                        "learning rate keeps the old schedule (0 after epoch %s, rising after)", path,
+                        scheduler["T_max"], cfg.trainer.get("max_epochs"), scheduler["T_max"])
+
+
 # the job
 
 
@@ -102,6 +119,7 @@ def train(cfg: DictConfig) -> float:
     set_process_defaults(cfg)
     check_settings(cfg)
     check_folders(cfg)
+    folder = RunFolder.of(OmegaConf.to_container(cfg, resolve=True))
     if cfg.get("seed") is not None:
         L.seed_everything(cfg.seed, workers=True, verbose=False)
     datamodule = build(cfg.data, _convert_="all")
@@ -111,47 +129,76 @@ def train(cfg: DictConfig) -> float:
                    pixel_mean=datamodule.pixel_mean(), _convert_="all")  # plain lists: checkpoints load weights_only
     compile_network(module, cfg.get("compile"))  # compile=true: in place, checkpoints unchanged
     check_monitor(cfg.optimized_metric, cfg.optimized_mode, logged_val_metrics(module))
-    folder = run_folder(cfg)
-    preemption = Preemption(folder)
-    callbacks = job_callbacks(cfg, module, datamodule, preemption)
+    preemption = Preemption(folder.path)
+    callbacks = job_callbacks(cfg, folder, module, datamodule, preemption)
     with quiet():  # the Trainer's and callbacks' config errors: before the lock
-        build_trainer(cfg, [], callbacks)
-    with own_run(folder, cfg.run_name):  # a second run of this name ends here, before it reads or moves a file
-        check_writable(folder, f"the checkpoints of {cfg.run_name}", "run_name")
-        return train_owned(cfg, folder, module, datamodule, callbacks, preemption, started)
+        trainer = build_trainer(cfg, [], callbacks)
+    # the process that trains owns the run: rank 0 of a DDP run, or a process alone in its run
+    # whatever rank variables its environment holds
+    trains = trainer.world_size == 1 or trainer.global_rank == 0
+    with folder.own(trains):  # a second run of this name ends here, before it reads or moves a file
+        check_writable(folder.path, f"the checkpoints of {cfg.run_name}", "run_name")
+        return train_owned(cfg, folder, trains, module, datamodule, callbacks, preemption, started)
 
 
-def train_owned(cfg: DictConfig, folder: Path, module, datamodule, callbacks: list, preemption: Preemption,
-                started: float) -> float:
+def start_of(cfg: DictConfig, folder: RunFolder, module) -> Decision:
+    """The resume decision, said in one line where it continues or passes files over; a
+    refusal as one error line naming the folder, what it holds and the ways out."""
+    decision = folder.decide(resume_mode(cfg.get("resume", "auto")), cfg.trainer.get("max_epochs"),
+                             cfg.trainer.get("max_steps"))
+    for warning in decision.warnings:
+        log.warning("%s %s", folder.path, warning)
+    if decision.action == "refuse":
+        kind = RunInUseError if decision.checkpoint is None and "in use" in decision.reason else CheckpointError
+        raise kind(f"{folder.path} {decision.reason}: give this run its own folder with run_name=..., or "
+                   f"resume=false to start over (the old run is moved aside, not deleted)")
+    if decision.action == "start_over":
+        log.warning("%s: starting a fresh run (%s)", folder.path, decision.reason)
+    if decision.checkpoint is not None:
+        path, checkpoint = folder.checkpoint(decision.checkpoint)
+        check_shapes(path, checkpoint, module)
+        warn_about_schedule(path, checkpoint, cfg)
+        if decision.warnings:
+            log.warning("resuming from %s instead", describe(path, checkpoint))
+        elif decision.action == "continue":
+            log.info("resume=%s: continuing this run from %s", cfg.get("resume", "auto"), describe(path, checkpoint))
+    return decision
+
+
+def train_owned(cfg: DictConfig, folder: RunFolder, trains: bool, module, datamodule, callbacks: list,
+                preemption: Preemption, started: float) -> float:
     """The part of the job that runs holding the run's lock."""
-    start = choose_start(cfg, module, datamodule)
-    if start.finished:  # a repeated or re-queued command
-        return report_finished(cfg, module, datamodule, start.path, start.checkpoint)
-    trainer = build_trainer(cfg, build_loggers(cfg, resuming=start.path is not None), callbacks)
-    if start.path is None:  # every check passed: only now touch what is on disk
-        move_old_run_aside(folder)
-    elif (position := mid_epoch_position(start.checkpoint)) is not None:
+    decision = start_of(cfg, folder, module)
+    path, checkpoint = folder.checkpoint(decision.checkpoint) if decision.checkpoint else (None, None)
+    if decision.action == "finished":  # a repeated or re-queued command
+        return report_finished(cfg, folder, module, datamodule, path, checkpoint)
+    continuing = decision.action == "continue"
+    trainer = build_trainer(cfg, build_loggers(cfg, resuming=continuing), callbacks)
+    if decision.action == "start_over" and trains:  # every check passed: only now touch what is on disk
+        folder.move_aside()
+    if continuing and (position := mid_epoch_position(checkpoint)) is not None:
         datamodule.resume_at(*position, world_size=trainer.world_size)
 
     with ExitStack() as stack:
         stack.callback(preemption.install().restore)
-        metrics, best = fit_and_test(cfg, trainer, module, datamodule, start.path, preemption)
+        metrics, best = fit_and_test(cfg, folder, trainer, module, datamodule, path if continuing else None,
+                                     preemption)
     metrics["train_time_s"] = time.perf_counter() - started
     summary = run_summary(cfg, module.net.arch, trainer.current_epoch, best, metrics)
     if trainer.is_global_zero:
-        write_metrics(cfg, summary)
+        folder.write_metrics(summary)
         log_final(trainer, cfg, summary)
         print(f"done: {cfg.run_name}: {shown(metrics, cfg.optimized_metric)} ({metrics['train_time_s']:.0f} s) "
               f"-> {cfg.paths.output_dir}")
     return monitored_value(cfg, metrics)
 
 
-def job_callbacks(cfg: DictConfig, module, datamodule, preemption: Preemption) -> list:
+def job_callbacks(cfg: DictConfig, folder: RunFolder, module, datamodule, preemption: Preemption) -> list:
     """The config's callbacks plus the job's own: the run config in checkpoints and trackers,
     per-batch seeds, pre-emption."""
     callbacks = [build(c) for c in (cfg.get("callbacks") or {}).values()]
     run_config = OmegaConf.to_container(cfg, resolve=True)
-    callbacks.append(SaveRunConfig(run_config))
+    callbacks.append(SaveRunConfig(run_config, {"identity": folder.identity, "digest": folder.digest}))
     # the trackers get the run config (model/lr, data/batch_size, ...), not Lightning's flat
     # copy of the module's and datamodule's arguments on top of it
     module._log_hyperparams = datamodule._log_hyperparams = False
@@ -161,8 +208,8 @@ def job_callbacks(cfg: DictConfig, module, datamodule, preemption: Preemption) -
     return [*callbacks, preemption]
 
 
-def fit_and_test(cfg: DictConfig, trainer: L.Trainer, module, datamodule, ckpt_path: Path | None,
-                 preemption: Preemption) -> tuple[dict, str | None]:
+def fit_and_test(cfg: DictConfig, folder: RunFolder, trainer: L.Trainer, module, datamodule,
+                 ckpt_path: Path | None, preemption: Preemption) -> tuple[dict, str | None]:
     """Fit, then test the best checkpoint; every way of stopping early as one line naming what
     is kept and how to go on."""
     try:
@@ -170,27 +217,27 @@ def fit_and_test(cfg: DictConfig, trainer: L.Trainer, module, datamodule, ckpt_p
         best = trainer.checkpoint_callback.best_model_path if trainer.checkpoint_callback else ""
         return evaluate_best(trainer, module, datamodule, cfg, best), best or None
     except (NonFiniteError, DiskError) as err:  # one line for train.py, saying what is left to resume from
-        raise type(err)(f"{err}; {kept_checkpoint(cfg)}") from None
+        raise type(err)(f"{err}; {folder.kept()}") from None
     except PreemptionSaved:
-        raise Preempted(preempted_line(cfg, preemption), preemption.received) from None
+        raise Preempted(preempted_line(folder, preemption), preemption.received) from None
     except (KeyboardInterrupt, SystemExit):  # Lightning turns Ctrl-C into sys.exit(1)
         if trainer.state.status != TrainerStatus.INTERRUPTED:
             raise
         if preemption.received is not None:  # SIGTERM during validation: Lightning stopped it there
-            raise Preempted(preempted_line(cfg, preemption), preemption.received) from None
-        raise Interrupted(f"interrupted at epoch {trainer.current_epoch}, step {trainer.global_step}; "
-                          f"{kept_checkpoint(cfg)}; continue with: {continue_command(cfg)}") from None
+            raise Preempted(preempted_line(folder, preemption), preemption.received) from None
+        raise Interrupted(f"interrupted in epoch {trainer.current_epoch + 1} (step {trainer.global_step}); "
+                          f"{folder.kept()}; continue with: {continue_command()}") from None
 
 
-def preempted_line(cfg: DictConfig, preemption: Preemption) -> str:
-    """'pre-empted by SIGUSR1; saved <path> (epoch e, step s, k batches into the epoch); what next'."""
+def preempted_line(folder: RunFolder, preemption: Preemption) -> str:
+    """'pre-empted by SIGUSR1; saved <path> (in epoch e, after k batches; step s); what next'."""
     name = signal.Signals(preemption.received).name
     saved = preemption.saved
     if saved is None:
-        kept = kept_checkpoint(cfg)
+        kept = folder.kept()
     else:
-        kept = (f"saved {saved['path']} (epoch {saved['epoch']}, step {saved['step']}, {saved['batches_done']} "
-                f"batches into the epoch)")
+        kept = (f"saved {saved['path']} (in epoch {saved['epoch'] + 1}, after {batches(saved['batches_done'])}; "
+                f"step {saved['step']})")
     requeue = saved.get("requeue") if saved else None
     after = f"{requeue}: it continues by itself" if requeue and requeue.startswith("requeued") else (
         f"{requeue + '; ' if requeue else ''}the same command continues it (resume=auto)")

@@ -13,8 +13,9 @@ from omegaconf import open_dict
 ROOT = Path(__file__).resolve().parents[2]
 CONFIG_DIR = ROOT / "configs"
 
-# a few small batches: enough to exercise every code path in seconds (configs/debug/quick.yaml)
-QUICK = ["debug=quick"]
+# a few small batches: enough to exercise every code path in seconds (configs/debug/quick.yaml);
+# its checkpoints and logs at the default roots, as a real run's: the tests are runs of the job
+QUICK = ["debug=quick", "paths.checkpoint_dir=checkpoints", "paths.log_dir=logs"]
 MODEL_CONFIGS = sorted(p.stem for p in (CONFIG_DIR / "model").glob("*.yaml"))
 
 

@@ -7,7 +7,10 @@ released by the kernel when the process dies, even by ``kill -9``; on NFS, Linux
 the server's byte-range locks). It lives beside the folder (``checkpoints/.<run>.lock``), not in
 it, so moving an old run's folder aside (which happens only under the lock) cannot move the lock
 with it. Beside it, ``.<run>.owner.json`` says who holds it, for the other run's error line.
-Only the process of global rank 0 takes it: the other DDP ranks belong to the same run.
+The process that trains takes it: of a DDP run, the process of global rank 0 as the Trainer
+counts ranks (its other ranks belong to the same run); a process alone in its run always takes
+it, whatever rank variables a launcher left in its environment (``srun -n 2 python train.py``
+without DDP starts two runs, not two ranks of one).
 """
 
 from __future__ import annotations
@@ -23,7 +26,8 @@ from pathlib import Path
 
 from filelock import FileLock, Timeout
 
-from swwae.errors import RunInUseError
+from swwae.errors import DiskError, RunInUseError
+from swwae.training.folders import reason
 
 
 def lock_path(folder: Path) -> Path:
@@ -52,26 +56,26 @@ def write_owner(folder: Path) -> None:
     os.replace(temp, owner_path(folder))
 
 
-def is_global_rank_zero() -> bool:
-    """This process is rank 0 of its run (the environment variables launchers set)."""
-    return all(int(os.environ.get(name, 0) or 0) == 0 for name in ("RANK", "LOCAL_RANK", "SLURM_PROCID", "NODE_RANK"))
-
-
 @contextlib.contextmanager
-def own_run(folder: Path, run_name: str):
+def own_run(folder: Path, run_name: str, trains: bool = True):
     """``with own_run(checkpoints/<run>, run):`` the block runs holding the run's lock, or
-    RunInUseError (one line naming the other process and what to do) before it touches anything."""
-    if not is_global_rank_zero():
+    RunInUseError (one line naming the other process and what to do) before it touches anything;
+    a lock that cannot be taken for another reason (a read-only folder, a symlink loop where the
+    lock file goes) is a DiskError line. ``trains=False``: a DDP rank other than 0, whose run
+    rank 0 owns."""
+    if not trains:
         yield
         return
-    folder.parent.mkdir(parents=True, exist_ok=True)
     lock = FileLock(lock_path(folder), timeout=0)
     try:
+        folder.parent.mkdir(parents=True, exist_ok=True)
         lock.acquire()
     except Timeout:
         raise RunInUseError(
             f"{folder} is in use by another run of {run_name} ({describe_owner(folder)}): wait for it to finish, "
             f"or give this run its own folder with run_name=...") from None
+    except OSError as err:
+        raise DiskError(f"cannot lock {lock_path(folder)} for the run {run_name}: {reason(err)}") from None
     try:
         write_owner(folder)
         yield

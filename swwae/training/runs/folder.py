@@ -1,0 +1,227 @@
+"""``RunFolder``: the one owner of a run's folder, ``<paths.checkpoint_dir>/<run name>/``.
+
+It holds the run's name (checked: one path component), its identity (the settings that made its
+weights, ``identity``), the lock (``lock``: one run, one owner), what the folder holds (its
+checkpoints, read only through the safe reader), the resume decision (``decision.decide``, a
+pure function of the two), moving an old run aside, the mid-epoch position of a pre-empted
+save, and the run's ``metrics.json``, which names the SHA-256 of the checkpoint it reports so
+that a reader can tell that the weights are the ones measured.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import math
+import shutil
+import time
+from collections.abc import Mapping
+from contextlib import AbstractContextManager
+from pathlib import Path
+
+from swwae.checkpoint_file import read_checkpoint
+from swwae.errors import CheckpointError
+from swwae.training.checkpoint_io import remove_stale_temp_files
+from swwae.training.folders import write_failed
+from swwae.training.registry import DATA_MODULES, DATASETS, MODEL_MODULES, MODELS, constructor_defaults, shipped
+from swwae.training.runs.decision import Decision, FolderState, Found, Request, decide
+from swwae.training.runs.identity import IDENTITY_KEY, digest, run_identity
+from swwae.training.runs.lock import own_run
+from swwae.training.runs.names import check_run_name
+
+log = logging.getLogger(__name__)
+
+POSITION_KEY = "swwae_preempted"  # in a checkpoint saved mid-epoch: {"epoch": e, "batches_done": k}
+DERIVED_MODEL_KEYS = ("image_shape", "num_classes", "pixel_mean")  # from the data, not the model config
+
+# helpers
+
+
+def mid_epoch_position(checkpoint: Mapping) -> tuple[int, int] | None:
+    """(epoch, batches already trained in it) of a checkpoint saved mid-epoch, else None."""
+    position = checkpoint.get(POSITION_KEY)
+    return None if not position else (int(position["epoch"]), int(position["batches_done"]))
+
+
+def class_name(section: str, target) -> str:
+    """A stored ``_target_`` as the registry's name of the class (the same class under an old
+    module path is the same), or as written when swwae ships no such class."""
+    table, modules = (MODELS, MODEL_MODULES) if section == "model" else (DATASETS, DATA_MODULES)
+    try:
+        return shipped(target, table, modules, "a class", "the config").name
+    except CheckpointError:
+        return str(target)
+
+
+def section_defaults(config: Mapping) -> dict[str, dict]:
+    """The default of every model and data setting the config's classes take, so that a
+    checkpoint written before a setting existed counts it as its default."""
+    from swwae.model import SWWAE
+
+    model = constructor_defaults(MODELS["SWWAEModule"].load()) | constructor_defaults(SWWAE)
+    defaults = {"model": {k: v for k, v in model.items() if k not in DERIVED_MODEL_KEYS}, "data": {}}
+    target = str((config.get("data") or {}).get("_target_", ""))
+    spec = DATASETS.get(target.rpartition(".")[2])
+    if spec is not None:
+        defaults["data"] = constructor_defaults(spec.load())
+    return defaults
+
+
+def identity_of(config: Mapping) -> dict:
+    """The identity (``swwae.training.runs.identity``) of a resolved run config."""
+    return run_identity(config, section_defaults(config), class_name)
+
+
+def file_sha256(path: Path) -> str:
+    digest_ = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest_.update(block)
+    return digest_.hexdigest()
+
+
+def batches(count: int) -> str:
+    return f"{count} batch" if count == 1 else f"{count} batches"
+
+
+def describe(path: Path, checkpoint: Mapping) -> str:
+    """'checkpoints/r/last.ckpt (after epoch 3, step 96)': epochs counted from 1, as every line
+    a user reads counts them."""
+    position = mid_epoch_position(checkpoint)
+    if position is not None:
+        return (f"{path} (in epoch {position[0] + 1}, after {batches(position[1])}; step "
+                f"{checkpoint.get('global_step')})")
+    return f"{path} (after epoch {checkpoint.get('epoch', -1) + 1}, step {checkpoint.get('global_step')})"
+
+
+def resume_candidates(folder: Path) -> list[Path]:
+    """``last.ckpt``, ``best.ckpt``, then any other ``*.ckpt``, newest first."""
+    named = [folder / "last.ckpt", folder / "best.ckpt"]
+    others = sorted((p for p in folder.glob("*.ckpt") if p not in named), key=lambda p: p.stat().st_mtime, reverse=True)
+    return [p for p in named if p.is_file()] + others
+
+
+# the owner
+
+
+class RunFolder:
+    """A run's folder and everything about it that outlives the process (module docstring)."""
+
+    def __init__(self, root: str | Path, name: str, identity: dict, output_dir: str | Path | None = None):
+        self.name = check_run_name(name)
+        self.root = Path(root)
+        self.path = self.root / self.name
+        self.identity = identity
+        self.digest = digest(identity)
+        self.output_dir = Path(output_dir) if output_dir is not None else None
+        self.loaded: dict[Path, dict] = {}  # the checkpoints read so far, by path
+
+    @classmethod
+    def of(cls, config: Mapping) -> RunFolder:
+        """The folder of the run a resolved job config describes."""
+        return cls(config["paths"]["checkpoint_dir"], config["run_name"], identity_of(config),
+                   config["paths"].get("output_dir"))
+
+    # ownership
+
+    def own(self, trains: bool = True) -> AbstractContextManager:
+        """The run's lock for the block (``swwae.training.runs.lock``); ``trains=False`` for a
+        DDP rank other than 0, whose run rank 0 owns."""
+        return own_run(self.path, self.name, trains)
+
+    # what it holds
+
+    def read(self) -> FolderState:
+        """The folder's checkpoints, read in resume order up to the first that reads back (the
+        decision never looks past it); stray temp files of an interrupted save are removed
+        (only under the lock)."""
+        if not self.path.is_dir():
+            return FolderState()
+        for stale in remove_stale_temp_files(self.path):
+            log.warning("removed %s, left by a save that was interrupted", stale)
+        found = []
+        for path in resume_candidates(self.path):
+            try:
+                checkpoint = self.loaded.get(path) or read_checkpoint(path)
+            except CheckpointError as err:
+                found.append(Found(path.name, problem=str(err)))
+                continue
+            self.loaded[path] = checkpoint
+            found.append(Found(path.name, None, identity_of(checkpoint["swwae_config"]), checkpoint.get("epoch", -1),
+                               checkpoint.get("global_step", 0), mid_epoch_position(checkpoint)))
+            break
+        return FolderState(tuple(found))
+
+    def decide(self, mode: str, max_epochs: int | None, max_steps: int | None) -> Decision:
+        return decide(self.read(), Request(mode, self.identity, max_epochs, max_steps))
+
+    def checkpoint(self, found: Found) -> tuple[Path, dict]:
+        """(path, contents) of a checkpoint the decision names."""
+        path = self.path / found.name
+        return path, self.loaded[path]
+
+    def kept(self) -> str:
+        """What a run that stopped on an error leaves to resume from, in words."""
+        for path in resume_candidates(self.path) if self.path.is_dir() else []:
+            try:
+                return f"{describe(path, self.loaded.get(path) or read_checkpoint(path))} is kept"
+            except CheckpointError:
+                continue
+        return "no checkpoint was saved"
+
+    def move_aside(self) -> Path | None:
+        """A fresh start moves an old run's folder aside (``<run>.previous-<time>``), never
+        deletes it. Only under the run's lock, by the process that owns it."""
+        if not (self.path.is_dir() and any(self.path.glob("*.ckpt"))):
+            return None
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        aside = self.path.with_name(f"{self.name}.previous-{stamp}")
+        number = 1
+        while aside.exists():
+            number += 1
+            aside = self.path.with_name(f"{self.name}.previous-{stamp}-{number}")
+        shutil.move(str(self.path), str(aside))
+        self.loaded.clear()
+        log.warning("%s held an earlier run: moved it to %s", self.path, aside)
+        return aside
+
+    # what a checkpoint carries
+
+    def stamp(self, checkpoint: dict) -> None:
+        """Write the run's identity into a checkpoint being saved."""
+        checkpoint[IDENTITY_KEY] = {"identity": self.identity, "digest": self.digest}
+
+    # metrics.json
+
+    def write_metrics(self, summary: dict) -> Path:
+        """``<output dir>/metrics.json``: the summary, the run's identity digest and the SHA-256
+        of the checkpoint file it reports (``summary["checkpoint"]``)."""
+        record = dict(summary) | {"identity": self.digest}
+        checkpoint = Path(summary["checkpoint"]) if summary.get("checkpoint") else None
+        if checkpoint is not None and checkpoint.is_file():
+            record["checkpoint_sha256"] = file_sha256(checkpoint)
+        path = self.output_dir / "metrics.json"
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps(record, indent=2))
+        except OSError as err:
+            raise write_failed(path, err) from None
+        return path
+
+    def own_metrics(self, checkpoint: Mapping, wanted: list[str]) -> tuple[dict | None, str]:
+        """The metrics.json a finished run wrote (its folder is in the run config stored in
+        ``checkpoint``), if it reports this run's weights: the checkpoint it names still holds
+        the bytes it measured (``checkpoint_sha256``) and it holds every metric ``wanted``."""
+        folder = ((checkpoint.get("swwae_config") or {}).get("paths") or {}).get("output_dir")
+        path = Path(folder) / "metrics.json" if folder else None
+        try:
+            summary = json.loads(path.read_text())
+            measured = Path(summary["checkpoint"])
+            same = summary.get("checkpoint_sha256") == file_sha256(measured)
+        except (AttributeError, KeyError, TypeError, OSError, ValueError):
+            return None, ""
+        metrics = summary.get("metrics") or {}
+        if not same or summary.get("status") != "ok" or any(not math.isfinite(metrics.get(k, math.nan)) for k in wanted):
+            return None, ""
+        return summary, f"from {path}"

@@ -1,0 +1,30 @@
+"""A run name is a name: one path component, so that ``checkpoints/<run name>/`` is a folder
+inside ``checkpoints/`` and nowhere else. Plain Python, checked before anything is written."""
+
+from __future__ import annotations
+
+import re
+
+from swwae.errors import ConfigError
+
+NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]*", re.ASCII)
+RESERVED = {"quick": "debug=quick's runs have their own root, checkpoints/quick/"}
+MAX_LENGTH = 200  # with ".previous-<time>" and ".owner.json" added, within a file system's 255 bytes
+
+
+def check_run_name(name: object) -> str:
+    """``name``, or ConfigError (one line) unless it is letters, digits and ``._-`` only, not
+    starting with a dot (no ``..``, no hidden folder beside the locks), not empty and not
+    reserved."""
+    text = "" if name is None else str(name)
+    if not text:
+        raise ConfigError("run_name is empty: give the run a name, e.g. run_name=my_run")
+    if len(text) > MAX_LENGTH or not NAME.fullmatch(text):
+        bad = next((c for c in text if not re.fullmatch(r"[A-Za-z0-9._-]", c, re.ASCII)), None)
+        why = (f"{len(text)} characters, more than {MAX_LENGTH}" if len(text) > MAX_LENGTH else
+               "it starts with a dot" if bad is None else f"{bad!r} is not allowed")
+        raise ConfigError(f"run_name={text[:80]!r} is not a name ({why}): use letters, digits and ._- only, "
+                          f"not starting with a dot; it names one folder under paths.checkpoint_dir")
+    if text in RESERVED:
+        raise ConfigError(f"run_name={text} is reserved ({RESERVED[text]}): choose another name")
+    return text

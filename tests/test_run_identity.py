@@ -1,0 +1,108 @@
+"""A run name is a name, and a run's folder is its own (docs/reliability.md): two different runs
+never share a folder, debug=quick never touches a real run, the jobs of a sweep that share a
+run name do not take over each other's folder, metrics.json names the bytes it measured, and
+the lock is taken by the process that trains, whatever rank variables its environment holds."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+
+import pytest
+
+from helpers.cli import last_error_line, run_cli, train_cli
+from helpers.config import QUICK, ROOT
+from swwae.errors import ConfigError
+from swwae.training.runs.lock import lock_path, own_run
+from swwae.training.runs.names import check_run_name
+
+RUN = "swwae_hard_mnist_sample_seed0"
+SMALL = ["model.widths=[4]"]
+
+
+def sha(path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def hashes(folder) -> dict[str, str]:
+    return {p.name: sha(p) for p in sorted(folder.iterdir())}
+
+
+@pytest.mark.parametrize("name", ["../x", "../../../x", "/abs/x", "a/b", "", ".hidden", "..", ".", "a b", "a\\b",
+                                  "ｒｕｎ", "run\n", "quick", "x" * 201])
+def test_a_run_name_that_is_not_one_path_component_is_one_line(name):
+    with pytest.raises(ConfigError, match="^run_name") as err:
+        check_run_name(name)
+    assert "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("name", ["swwae_hard_mnist_sample_seed0", "hard-vs-soft_beta10.0", "a", "0", "_x", "-x"])
+def test_a_run_name_of_letters_digits_and_dot_dash_underscore_is_taken(name):
+    assert check_run_name(name) == name
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["../outside", "/tmp/absolute", ""])
+def test_a_bad_run_name_writes_nothing_anywhere(tmp_path, name):
+    launch = tmp_path / "launch"
+    launch.mkdir()
+    result = run_cli(ROOT / "train.py", *SMALL, f"run_name={name}", cwd=launch)
+    assert result.returncode == 2
+    assert (result.stdout + result.stderr).strip().splitlines() == [last_error_line(result)]
+    assert last_error_line(result).startswith("error: run_name")
+    assert list(tmp_path.rglob("*")) == [launch]  # no outputs/, checkpoints/, lock: nothing, here or outside
+
+
+@pytest.mark.slow
+def test_debug_quick_after_a_real_run_never_touches_it(tmp_path):
+    real = train_cli(tmp_path, *SMALL, "trainer.max_epochs=1", quick=[], name="real")
+    assert real.returncode == 0, real.stderr[-2000:]
+    folder = tmp_path / "checkpoints" / RUN
+    before = hashes(folder)
+
+    quick = train_cli(tmp_path, *SMALL, quick=["debug=quick"], name="quick")  # the setup check, as the README has it
+    assert quick.returncode == 0, quick.stderr[-2000:]
+    assert hashes(folder) == before and not list((tmp_path / "checkpoints").glob("*.previous-*"))
+    assert (tmp_path / "checkpoints" / "quick" / RUN / "best.ckpt").is_file()  # a root of its own
+    assert (tmp_path / "logs" / "quick" / RUN).is_dir()
+    summary = json.loads((tmp_path / "outputs" / "quick" / "metrics.json").read_text())
+    assert summary["checkpoint"].endswith(f"checkpoints/quick/{RUN}/best.ckpt")
+
+
+@pytest.mark.slow
+def test_the_jobs_of_a_sweep_that_share_a_run_name_never_share_a_folder(tmp_path):
+    result = run_cli(ROOT / "train.py", "-m", *QUICK, *SMALL, "run_name=same", "seed=0,1",
+                     f"hydra.sweep.dir={tmp_path / 'sweep'}", cwd=tmp_path)
+    assert result.returncode == 1, result.stderr[-2000:]  # the sweep says it was not clean
+    jobs = {p.name: json.loads((p / "metrics.json").read_text()) for p in (tmp_path / "sweep").iterdir() if p.is_dir()}
+    first, second = jobs["0_same"], jobs["1_same"]
+    assert first["status"] == "ok" and first["seed"] == 0
+    best = tmp_path / "checkpoints" / "same" / "best.ckpt"
+    assert first["checkpoint"] == str(best) and first["checkpoint_sha256"] == sha(best)  # its own weights, still
+    assert second["status"] == "failed"
+    assert second["error"].startswith("checkpoints/same holds another run (") and "seed: 0 -> 1" in second["error"]
+    assert second["error"].endswith("give this run its own folder with run_name=..., or resume=false to start over "
+                                    "(the old run is moved aside, not deleted)")
+    assert not list((tmp_path / "checkpoints").glob("same.previous-*"))
+
+
+@pytest.mark.slow
+def test_a_rank_variable_without_ddp_does_not_skip_the_lock(tmp_path):
+    folder = tmp_path / "checkpoints" / RUN
+    with own_run(folder, RUN):  # another run holds it
+        result = train_cli(tmp_path, *SMALL, env={"SLURM_PROCID": "1", "RANK": "1", "LOCAL_RANK": "1"})
+    assert result.returncode == 2
+    assert f"checkpoints/{RUN} is in use by another run of {RUN} (pid {os.getpid()}" in last_error_line(result)
+    assert not folder.exists()  # it trained nothing into it
+
+
+@pytest.mark.slow
+def test_a_lock_that_cannot_be_taken_for_another_reason_is_one_line(tmp_path):
+    lock = lock_path(tmp_path / "checkpoints" / RUN)
+    lock.parent.mkdir(parents=True)
+    lock.symlink_to(lock.name)  # a symlink loop where the lock file goes
+    result = train_cli(tmp_path, *SMALL)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert last_error_line(result) == (f"error: cannot lock checkpoints/.{RUN}.lock for the run {RUN}: Too many levels "
+                                       "of symbolic links")
