@@ -18,9 +18,10 @@ from dataclasses import dataclass
 
 from swwae.errors import ConfigError
 
-CONV = re.compile(r"\((\d+)\)(\d+)c")
-POOL = re.compile(r"(\d+)p")
-CLASSIFIER = re.compile(r"(\d+)fc")
+# ASCII digits only: \d and int() also read full-width and other scripts' digits
+CONV = re.compile(r"\(([0-9]+)\)([0-9]+)c")
+POOL = re.compile(r"([0-9]+)p")
+CLASSIFIER = re.compile(r"([0-9]+)fc")
 HELP = "write (C)Kc for a conv with C maps and a KxK kernel, Pp for a PxP pooling, Nfc for the classifier"
 
 
@@ -104,6 +105,28 @@ def parse(arch: str) -> Arch:
     if convs:
         raise ArchError(arch, stage_start, len(arch), "is not closed by a pooling: end each stage with Pp")
     return Arch(tuple(stages), classes)
+
+
+def check_fits(spec: Arch, image_shape, stride: int | None = None, padding: int = 0, ceil: bool = False) -> None:
+    """ConfigError (one line, naming the stage and the sizes) where a conv kernel or a pooling
+    window is larger than the maps it meets, before any layer is built. Maps keep their size
+    through the (same-size) convs and shrink at each pooling, as the floor of the pooled size
+    (``ceil``: the wavelet's, which pads odd sizes)."""
+    height, width = int(image_shape[-2]), int(image_shape[-1])
+    stages = len(spec.stages)
+    for i, stage in enumerate(spec.stages, start=1):
+        for conv in stage.convs:
+            if conv.kernel > min(height, width):
+                raise ConfigError(f"model stage {i} of {stages}: its {conv.kernel}x{conv.kernel} conv kernel is larger "
+                                  f"than the {height}x{width} maps it meets")
+        pool, step = stage.pool, stride or stage.pool
+        if pool > min(height, width) + 2 * padding:
+            raise ConfigError(f"model stage {i} of {stages}: its {pool}x{pool} pooling window is larger than the "
+                              f"{height}x{width} maps it meets")
+        if ceil:
+            height, width = -(-height // step), -(-width // step)
+        else:
+            height, width = ((n + 2 * padding - pool) // step + 1 for n in (height, width))
 
 
 def shorthand(widths, kernel_size: int, pool_size: int, classes: int | None) -> str:

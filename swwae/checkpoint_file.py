@@ -25,6 +25,7 @@ import torch
 
 from swwae.errors import CheckpointError, UserError, one_line
 from swwae.model import SWWAE
+from swwae.pretrained import check_shapes, meta_shapes
 
 CHECKSUM_KEY = "swwae_checksum"
 REQUIRED_KEYS = ("state_dict", "hyper_parameters", "swwae_config")
@@ -107,11 +108,15 @@ def network_of(checkpoint: dict, path="checkpoint") -> SWWAE:
     model settings (``hyper_parameters``), its weights loaded (the LightningModule's
     ``net.*`` entries)."""
     settings = dict(checkpoint["hyper_parameters"])
+    data = settings.pop("image_shape", (1, 28, 28)), settings.pop("num_classes", 10), settings.pop("pixel_mean", None)
+    state = {k.removeprefix("net."): v for k, v in checkpoint["state_dict"].items() if k.startswith("net.")}
     try:
-        net = SWWAE.from_settings(settings, settings.pop("image_shape", (1, 28, 28)), settings.pop("num_classes", 10),
-                                  settings.pop("pixel_mean", None))
-        net.load_state_dict({k.removeprefix("net."): v for k, v in checkpoint["state_dict"].items()
-                             if k.startswith("net.")})
+        expected = meta_shapes(lambda: SWWAE.from_settings(settings, *data))
+        check_shapes(expected, {k: tuple(v.shape) for k, v in state.items()}, f"checkpoint {path}")
+        net = SWWAE.from_settings(settings, *data)
+        net.load_state_dict(state)
+    except CheckpointError:
+        raise
     except (TypeError, RuntimeError, KeyError, UserError) as err:
         raise CheckpointError(f"checkpoint {path} does not fit swwae's model: {one_line(err, limit=200)}") from None
     return net

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from swwae.arch import Arch, Stage, parse, shorthand
+from swwae.arch import Arch, Stage, check_fits, parse, shorthand
 from swwae.errors import ConfigError
 from swwae.pooling import MODES, Pool, Unpool, make_pool
 from swwae.pretrained import Pretrained, plain
@@ -168,6 +168,7 @@ class SWWAE(nn.Module, Pretrained):
         self.settings = plain({name: arguments[name] for name in (*DATA_ARGS, *NET_ARGS)})
         _check_config(kernel_size, pool_mode, beta, nonlinearity, dropout, image_shape)
         spec = self._spec(arch, widths, kernel_size, pool_size, num_classes)
+        check_fits(spec, image_shape, pool_stride, pool_padding, ceil=pool_mode == "wavelet")
         self.image_shape, self.pool_mode, self.arch = tuple(image_shape), pool_mode, str(spec)
         layers = dict(activation=NONLINEARITIES[nonlinearity], batch_norm=batch_norm)
         pooling = dict(stride=pool_stride, padding=pool_padding, beta=beta, wavelet=wavelet)
@@ -185,7 +186,7 @@ class SWWAE(nn.Module, Pretrained):
         self.top_shape = self._dry_run()
         self.classifier = None
         if spec.classes:
-            features = int(torch.tensor(self.top_shape).prod())
+            features = math.prod(self.top_shape)
             self.classifier = nn.Sequential(nn.Flatten(), nn.Dropout(classifier_dropout),
                                             nn.Linear(features, spec.classes))
 
@@ -284,8 +285,8 @@ def _check_config(kernel_size, pool_mode, beta, nonlinearity, dropout, image_sha
         raise ConfigError(f"model.kernel_size must be a positive odd int (same-size convs), got {kernel_size}")
     if pool_mode not in MODES:
         raise ConfigError(f"model.pool_mode={pool_mode!r} is unknown; choose one of {', '.join(MODES)}")
-    if pool_mode == "soft" and not beta > 0:
-        raise ConfigError(f"model.beta must be > 0 for soft pooling, got {beta}")
+    if not (isinstance(beta, (int, float)) and math.isfinite(beta) and beta > 0):
+        raise ConfigError(f"model.beta must be a finite number > 0 (the soft argmax temperature), got {beta}")
     if nonlinearity not in NONLINEARITIES:
         raise ConfigError(f"model.nonlinearity={nonlinearity!r} is unknown; choose one of {', '.join(NONLINEARITIES)}")
     if not 0 <= dropout < 1:

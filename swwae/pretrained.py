@@ -123,6 +123,34 @@ def read_config(folder: Path) -> dict:
     return config
 
 
+def meta_shapes(build: Callable[[], torch.nn.Module]) -> dict[str, tuple[int, ...]]:
+    """The tensor shapes of the module ``build()`` makes, built on the meta device: sizes
+    only, nothing allocated, whatever the settings ask for."""
+    with torch.device("meta"):
+        return {name: tuple(t.shape) for name, t in build().state_dict().items()}
+
+
+def check_shapes(expected: Mapping[str, tuple], found: Mapping[str, tuple], what: str) -> None:
+    """CheckpointError (one line) unless the settings' tensors are the file's, name for name."""
+    wrong = sorted(k for k in expected.keys() | found.keys() if expected.get(k) != found.get(k))
+    if wrong:
+        raise CheckpointError(f"{what} does not fit its own settings ({len(wrong)} tensors differ, e.g. {wrong[0]}: "
+                              f"{found.get(wrong[0], 'missing')} in the weights, {expected.get(wrong[0], 'missing')} "
+                              f"by the settings): nothing was built")
+
+
+def weight_shapes(folder: Path) -> dict[str, tuple[int, ...]]:
+    """The shapes in ``folder/model.safetensors``'s header, no tensor read."""
+    from safetensors import safe_open
+
+    path = folder / WEIGHTS_FILE
+    try:
+        with safe_open(str(path), framework="pt") as weights:
+            return {name: tuple(weights.get_slice(name).get_shape()) for name in weights.keys()}  # noqa: SIM118
+    except Exception as err:  # noqa: BLE001 - safetensors raises its own error types on bad bytes
+        raise CheckpointError(f"{path} is unreadable (truncated or corrupt?): {one_line(err, limit=200)}") from None
+
+
 def read_weights(folder: Path) -> dict[str, Tensor]:
     """The tensors of ``folder/model.safetensors``, checked against their checksum (when the
     file carries one: a file written elsewhere may not)."""
@@ -173,9 +201,17 @@ class Pretrained:
         if unknown:
             raise CheckpointError(f"{folder / CONFIG_FILE} holds settings that swwae's {cls.__name__} does not take "
                                   f"({', '.join(unknown[:5])}): it was not written by swwae")
+        settings = {k: v for k, v in config.items() if k in known}
+        if not (folder / WEIGHTS_FILE).is_file():
+            read_weights(folder)  # its one line: what is missing, and any pickle in its place
+        try:
+            expected = meta_shapes(lambda: cls(**settings))
+        except (TypeError, RuntimeError, KeyError, UserError) as err:
+            raise CheckpointError(f"model folder {folder} does not fit swwae's model: {one_line(err, limit=200)}") from None
+        check_shapes(expected, weight_shapes(folder), f"model folder {folder}")
         state = read_weights(folder)
         try:
-            net = cls(**{k: v for k, v in config.items() if k in known})
+            net = cls(**settings)
             net.load_state_dict(state)
         except (TypeError, RuntimeError, KeyError, UserError) as err:
             raise CheckpointError(f"model folder {folder} does not fit swwae's model: {one_line(err, limit=200)}") from None

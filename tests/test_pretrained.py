@@ -148,7 +148,10 @@ def test_bad_folders_are_one_line_each(tmp_path):
     with pytest.raises(CheckpointError, match="format 'swwae-folder/9'"):
         swwae.load(folder)
     (folder / CONFIG_FILE).write_text(json.dumps({**config, "widths": [4, 16]}))
-    with pytest.raises(CheckpointError, match="does not fit swwae's model"):
+    with pytest.raises(CheckpointError, match="does not fit its own settings .* nothing was built"):
+        swwae.load(folder)
+    (folder / CONFIG_FILE).write_text(json.dumps({**config, "widths": [10**6, 10**6]}))  # 36 TB, if it were built
+    with pytest.raises(CheckpointError, match="does not fit its own settings .* nothing was built"):
         swwae.load(folder)
     (folder / CONFIG_FILE).write_text(json.dumps(config))  # whole again
 

@@ -115,7 +115,7 @@ def test_cli_bad_value_is_one_error_line_and_nonzero_exit(tmp_path):
     result = run_cli(ROOT / "train.py", "model=swwae_soft", "model.beta=-1", f"hydra.run.dir={tmp_path}",
                      f"paths.checkpoint_dir={tmp_path / 'ck'}", f"paths.log_dir={tmp_path / 'logs'}", cwd=tmp_path)
     assert result.returncode == 2
-    assert result.stderr.strip().splitlines()[-1].startswith("error: model.beta must be > 0")
+    assert result.stderr.strip().splitlines()[-1].startswith("error: model.beta must be a finite number > 0")
     assert "Traceback" not in result.stderr
 
 

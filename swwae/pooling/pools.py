@@ -30,8 +30,8 @@ class WhatWherePool(Pool):
         super().__init__(kernel_size, stride, padding)
         if mode not in self.modes:
             raise ValueError(f"WhatWherePool mode must be one of {self.modes}, got {mode!r}")
-        if not beta > 0:
-            raise ValueError(f"beta must be > 0, got {beta}")
+        if not (math.isfinite(beta) and beta > 0):
+            raise ValueError(f"beta must be a finite number > 0, got {beta}")
         self.mode, self.beta = mode, float(beta)
 
     @classmethod

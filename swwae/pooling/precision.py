@@ -45,7 +45,7 @@ def in_float32(fn):
     def wrapper(*args, **kwargs):
         tensors = [a for a in args if isinstance(a, Tensor)]
         device_type = tensors[0].device.type
-        autocast = torch.is_autocast_enabled(device_type)
+        autocast = device_type != "meta" and torch.is_autocast_enabled(device_type)  # meta: shapes only
         half = next((t.dtype for t in tensors if t.dtype in HALF_DTYPES), None)
         if not autocast and half is None:
             return fn(*args, **kwargs)

@@ -9,7 +9,8 @@ import logging
 from pathlib import Path
 
 from swwae.checkpoint_file import read_checkpoint
-from swwae.errors import CheckpointError, one_line
+from swwae.errors import CheckpointError, UserError, one_line
+from swwae.pretrained import check_shapes as check_settings_fit, meta_shapes
 from swwae.training.module import SWWAEModule
 from swwae.training.registry import plain_settings
 
@@ -23,6 +24,11 @@ def load_model(path) -> tuple[SWWAEModule, dict]:
     checkpoint = read_checkpoint(path)
     settings = plain_settings(checkpoint["hyper_parameters"], "model", f"checkpoint {path}")
     try:
+        expected = meta_shapes(lambda: SWWAEModule(**settings))
+    except (TypeError, RuntimeError, KeyError, UserError) as err:
+        raise CheckpointError(f"checkpoint {path} does not fit swwae's model: {one_line(err, limit=200)}") from None
+    check_settings_fit(expected, {k: tuple(v.shape) for k, v in checkpoint["state_dict"].items()}, f"checkpoint {path}")
+    try:
         module = SWWAEModule(**settings)
         module.load_state_dict(checkpoint["state_dict"])
     except (TypeError, RuntimeError, KeyError) as err:
@@ -33,7 +39,7 @@ def load_model(path) -> tuple[SWWAEModule, dict]:
 # resuming
 
 
-def check_shapes(path: Path, checkpoint: dict, module) -> None:
+def check_fits_model(path: Path, checkpoint: dict, module) -> None:
     """CheckpointError (one line) unless the checkpoint's tensors have the current model's
     shapes: the last guard before Lightning loads them, for a run of the same identity written
     by a version of swwae whose network was laid out otherwise."""

@@ -25,7 +25,7 @@ from omegaconf import DictConfig, OmegaConf
 from swwae.errors import CheckpointError, ConfigError, DiskError, Interrupted, NonFiniteError, Preempted, RunInUseError
 from swwae.training.building import build, build_loggers, build_trainer, choices, task_overrides
 from swwae.training.callbacks import BatchSeed, LogRunConfig, SaveRunConfig
-from swwae.training.checkpoints import check_shapes
+from swwae.training.checkpoints import check_fits_model
 from swwae.training.compiling import compile_network
 from swwae.training.finished import report_finished
 from swwae.training.folders import check_writable
@@ -156,7 +156,7 @@ def start_of(cfg: DictConfig, folder: RunFolder, module) -> Decision:
         log.warning("%s: starting a fresh run (%s)", folder.path, decision.reason)
     if decision.checkpoint is not None:
         path, checkpoint = folder.checkpoint(decision.checkpoint)
-        check_shapes(path, checkpoint, module)
+        check_fits_model(path, checkpoint, module)
         warn_about_schedule(path, checkpoint, cfg)
         if decision.warnings:
             log.warning("resuming from %s instead", describe(path, checkpoint))
