@@ -1,5 +1,6 @@
-"""Export a trained network: a model folder (config.json + model.safetensors, no pickle; the
-Hugging Face Hub's layout) and/or an ONNX file, each read back and checked.
+"""Export a trained network: a model folder (config.json + model.safetensors, no pickle, and a
+model card README.md; the Hugging Face Hub's layout) and/or an ONNX file, each read back and
+checked.
 
     python scripts/export.py checkpoints/swwae_hard_mnist_sample_seed0/best.ckpt --onnx m.onnx --to m/
     python scripts/export.py m/ --onnx m.onnx          # from a model folder
@@ -18,6 +19,7 @@ from pathlib import Path
 import torch
 
 import swwae
+from swwae.card import run_metrics
 from swwae.cli import one_line_errors, script_parser
 from swwae.errors import ConfigError, ExportError
 from swwae.export import check_onnx, example_images, export_onnx, onnx_signature
@@ -39,9 +41,10 @@ def described(net) -> str:
             f"{parameters:,} parameters")
 
 
-def export_folder(net, folder: Path) -> str:
-    """Write the folder, load it back, compare outputs bit for bit."""
-    swwae.save_pretrained(net, folder)
+def export_folder(net, folder: Path, source: Path) -> str:
+    """Write the folder (its model card with the run's test metrics when its metrics.json
+    reports this very checkpoint), load it back, compare outputs bit for bit."""
+    swwae.save_pretrained(net, folder, metrics=None if source.is_dir() else run_metrics(net.config, checkpoint=source))
     again = swwae.load(folder)
     images = example_images(net, 4)
     with torch.no_grad():
@@ -79,7 +82,7 @@ def main(argv=None) -> int:
     net = swwae.load(args.model)
     print(f"read {args.model}: {described(net)}")
     if args.to is not None:
-        print(export_folder(net, args.to), flush=True)
+        print(export_folder(net, args.to, args.model), flush=True)
     if args.onnx is not None:
         print(export_onnx_file(net, args.onnx), flush=True)
     return 0

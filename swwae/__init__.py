@@ -52,7 +52,7 @@ def load(path: str | Path, device: str = "cpu"):
     return net
 
 
-def save_pretrained(net, folder: str | Path, *, config: dict | None = None) -> Path:
+def save_pretrained(net, folder: str | Path, *, config: dict | None = None, metrics=None) -> Path:
     """Write ``net`` (a :class:`swwae.model.SWWAE`, e.g. from ``swwae.load``) as a model folder
     that ``swwae.load(folder)`` reads back with bit-identical outputs, and the Hugging Face Hub
     takes as it is (``swwae.hub``)::
@@ -61,11 +61,13 @@ def save_pretrained(net, folder: str | Path, *, config: dict | None = None) -> P
 
     ``folder/config.json``: the network's settings, the data's image shape and classes, the run
     config (``config``, default ``net.config``) and the project version;
-    ``folder/model.safetensors``: the weights, no pickle. Returns the folder.
+    ``folder/model.safetensors``: the weights, no pickle; ``folder/README.md``: the model card
+    (``swwae.card``), with the test metrics ``metrics`` (a ``swwae.card.RunMetrics``; default:
+    those of the run's ``metrics.json``, when it is found). Returns the folder.
     """
     from swwae.pretrained import Pretrained
 
     if not isinstance(net, Pretrained):
         raise TypeError(f"save_pretrained takes a swwae network (swwae.model.SWWAE), not {type(net).__name__}"
                         + ("; pass its .net" if isinstance(getattr(net, "net", None), Pretrained) else ""))
-    return net.save_pretrained(folder, config=config)
+    return net.save_pretrained(folder, config=config, metrics=metrics)

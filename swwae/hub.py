@@ -9,10 +9,11 @@
     net.push_to_hub("user/swwae-mnist")            # after `hf auth login`
     net = SWWAE.from_pretrained("user/swwae-mnist")  # or a local model folder
 
-The files are those of ``swwae.save_pretrained`` (config.json + model.safetensors, plus the
-Hub's model card README.md): ``swwae.load`` reads a downloaded folder without
-huggingface_hub, and ``from_pretrained`` reads through ``swwae.pretrained`` too, so it
-never falls back on a pickle (``pytorch_model.bin``), as the mixin's own loader would.
+The files are those of ``swwae.save_pretrained``: config.json, model.safetensors and the model
+card README.md of ``swwae.card``, which ``push_to_hub`` uploads with them. ``swwae.load`` reads
+a downloaded folder without huggingface_hub, and ``from_pretrained`` reads through
+``swwae.pretrained`` too, so it never falls back on a pickle (``pytorch_model.bin``), as the
+mixin's own loader would.
 """
 
 from __future__ import annotations
@@ -20,18 +21,17 @@ from __future__ import annotations
 from pathlib import Path
 
 try:
-    from huggingface_hub import PyTorchModelHubMixin, snapshot_download
+    from huggingface_hub import ModelCard, PyTorchModelHubMixin, snapshot_download
 except ImportError:  # the optional extra
     raise ImportError('swwae.hub needs huggingface_hub: pip install -e ".[hub]"') from None
 
 from swwae import model
+from swwae.card import LICENSE, PAPER_URL, TAGS, model_card
 from swwae.pretrained import CONFIG_FILE, WEIGHTS_FILE, write_folder
 
-TAGS = ["swwae", "autoencoder", "what-where", "unpooling", "image-reconstruction"]
 
-
-class SWWAE(model.SWWAE, PyTorchModelHubMixin, library_name="swwae", license="mit", tags=TAGS,
-            paper_url="https://arxiv.org/abs/1506.02351"):
+class SWWAE(model.SWWAE, PyTorchModelHubMixin, library_name="swwae", license=LICENSE, tags=TAGS,
+            paper_url=PAPER_URL):
     """:class:`swwae.model.SWWAE` that saves to, loads from and pushes to the Hugging Face Hub."""
 
     # the Hub's save_pretrained (model card, push_to_hub=...) rather than swwae.pretrained's,
@@ -48,7 +48,11 @@ class SWWAE(model.SWWAE, PyTorchModelHubMixin, library_name="swwae", license="mi
         return hub.train(net.training)
 
     def _save_pretrained(self, save_directory: Path) -> None:
-        write_folder(self, save_directory, config=self.config)
+        write_folder(self, save_directory, config=self.config)  # README.md too: the mixin keeps it
+
+    def generate_model_card(self, *args, **kwargs) -> ModelCard:
+        """swwae's own card (``swwae.card``), where the mixin would write its generic one."""
+        return ModelCard(model_card(self))
 
     @classmethod
     def _from_pretrained(cls, *, model_id: str, revision: str | None, cache_dir, force_download: bool,

@@ -3,6 +3,8 @@
     m/config.json          the constructor's arguments (network settings, the data's image
                            shape and classes), the run config, the project version
     m/model.safetensors    the weights: tensors only, no pickle
+    m/README.md            the model card (``swwae.card``): the Hub's metadata, the network,
+                           its test metrics, how to load it
 
 This is the Hugging Face Hub's layout (``PyTorchModelHubMixin``: ``config.json`` holds the
 arguments that rebuild the model, ``model.safetensors`` its state dict), written and read
@@ -27,6 +29,7 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
+from swwae.card import CARD_FILE, RunMetrics, model_card
 from swwae.errors import CheckpointError, UserError, one_line
 from swwae.version import __version__
 
@@ -85,9 +88,11 @@ def folder_config(settings: Mapping, *, network: str, run_config: Mapping | None
             "run_config": plain(run_config) if run_config is not None else None}
 
 
-def write_folder(net: Pretrained, folder: str | Path, *, config: Mapping | None = None) -> Path:
+def write_folder(net: Pretrained, folder: str | Path, *, config: Mapping | None = None,
+                 metrics: RunMetrics | None = None) -> Path:
     """Write ``net`` into ``folder`` (created if need be; other files in it are left alone):
-    its weights, then its config.json, each atomically. ``config`` is the run config."""
+    its weights, its config.json, then its model card README.md, each atomically. ``config`` is
+    the run config; ``metrics`` the test metrics for the card (default: the run's metrics.json)."""
     from safetensors.torch import save_file
 
     folder = Path(folder)
@@ -100,6 +105,8 @@ def write_folder(net: Pretrained, folder: str | Path, *, config: Mapping | None 
     text = json.dumps(folder_config(net.settings, network=getattr(net, "arch", type(net).__name__),
                                     run_config=config), indent=2)
     write_atomically(folder / CONFIG_FILE, lambda temp: temp.write_text(text + "\n"))
+    card = model_card(net, config=config or {}, metrics=metrics)
+    write_atomically(folder / CARD_FILE, lambda temp: temp.write_text(card))
     return folder
 
 
@@ -184,10 +191,13 @@ class Pretrained:
     settings: dict
     config: dict | None = None  # the run config it was trained with, when known
 
-    def save_pretrained(self, folder: str | Path, *, config: Mapping | None = None) -> Path:
-        """Write ``folder/config.json`` and ``folder/model.safetensors``; ``config`` is the run
-        config to keep with it (default: ``self.config``, the one ``swwae.load`` gave)."""
-        return write_folder(self, folder, config=self.config if config is None else config)
+    def save_pretrained(self, folder: str | Path, *, config: Mapping | None = None,
+                        metrics: RunMetrics | None = None) -> Path:
+        """Write ``folder/config.json``, ``folder/model.safetensors`` and the model card
+        ``folder/README.md``; ``config`` is the run config to keep with it (default:
+        ``self.config``, the one ``swwae.load`` gave), ``metrics`` the card's test metrics
+        (default: those of the run's ``metrics.json``, when it is found)."""
+        return write_folder(self, folder, config=self.config if config is None else config, metrics=metrics)
 
     @classmethod
     def from_folder(cls, folder: str | Path, device: str | torch.device = "cpu"):

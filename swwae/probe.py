@@ -140,7 +140,7 @@ def linear_probe(train_x, train_y, val_x, val_y, test_x, test_y, grid=C_GRID, ma
     best, best_val = None, -1.0
     for C in sorted(grid):
         # one BLAS thread: these matrices are small, and threads that wait for a busy core
-        # made each fit 10x slower on a shared 2-core machine (README "Feature probes")
+        # made each fit 10x slower on a shared 2-core machine (docs/analysis.md "Feature probes")
         with threadpool_limits(limits=1, user_api="blas"):
             model = LogisticRegression(C=C, max_iter=max_iter).fit(train_x, _numpy(train_y))
         val_acc = float((model.predict(val_x) == _numpy(val_y)).mean())

@@ -1,4 +1,4 @@
-"""torch.compile (README "Performance"): every pooling mode's forward and backward compile
+"""torch.compile (docs/performance.md): every pooling mode's forward and backward compile
 whole (``fullgraph=True``: no graph break) on CPU and match eager results; so does the
 network; ``compile=true`` trains, keeps checkpoint keys, and resumes.
 

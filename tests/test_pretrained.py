@@ -1,8 +1,8 @@
 """Model folders (docs/architecture.md 4.8): ``swwae.save_pretrained`` writes config.json +
-model.safetensors, ``swwae.load`` reads them back into the same network (bit-identical
-outputs) without Lightning, Hydra, huggingface_hub or any pickle, and a bad folder is one
-error line; with the ``hub`` extra, huggingface_hub's mixin saves, loads and pushes the
-same files (the Hub itself cannot be reached here: its API is stood in for)."""
+model.safetensors (+ the model card README.md: tests/test_card.py), ``swwae.load`` reads them
+back into the same network (bit-identical outputs) without Lightning, Hydra, huggingface_hub
+or any pickle, and a bad folder is one error line; with the ``hub`` extra, huggingface_hub's
+mixin saves, loads and pushes the same files (the Hub itself cannot be reached here: its API is stood in for)."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from hydra.core.global_hydra import GlobalHydra
 
 import swwae
 from helpers.config import ROOT, compose_config
+from swwae.card import CARD_FILE
 from swwae.errors import CheckpointError
 from swwae.model import SWWAE
 from swwae.pretrained import CONFIG_FILE, WEIGHTS_FILE
@@ -79,7 +80,7 @@ def test_a_network_round_trips_through_its_folder_bit_for_bit(tmp_path, settings
     x = torch.rand(3, *net.image_shape)
     for a, b in zip(outputs(net, x), outputs(again, x), strict=True):
         assert torch.equal(a, b)
-    assert sorted(p.name for p in (tmp_path / "m").iterdir()) == [CONFIG_FILE, WEIGHTS_FILE]
+    assert sorted(p.name for p in (tmp_path / "m").iterdir()) == [CARD_FILE, CONFIG_FILE, WEIGHTS_FILE]  # + the model card
 
 
 @pytest.mark.slow

@@ -4,7 +4,7 @@
 (no ``_orig_mod.`` prefix), so the checkpoints of a compiled run are those of an eager one,
 and either kind resumes the other. Every pooling mode compiles without a graph break
 (``tests/test_compile.py``). Compiling costs time once per graph (training, evaluation, a
-smaller last batch); whether it pays depends on the machine (README "Performance").
+smaller last batch); whether it pays depends on the machine (docs/performance.md).
 """
 
 from __future__ import annotations

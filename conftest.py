@@ -1,0 +1,76 @@
+"""Every Python block of README.md and docs/*.md runs as a test (Sybil collects them: ``pytest``,
+or ``pytest README.md docs``). Each block runs alone, in a fresh namespace, in a temporary
+folder laid out as after a default run (``checkpoints/swwae_hard_mnist_sample_seed0/best.ckpt``
+is a small shipped checkpoint), so that a reader can paste any block on its own. A block whose
+first line is ``# needs: internet`` (or ``gpu``, or an optional extra: ``onnx``, ``hub``,
+``mlflow``, ``wandb``) is skipped, visibly, where that is missing. A block that starts with
+``>>>`` is a doctest: its printed output must match too. Fixtures of the test modules live in
+``tests/conftest.py``."""
+
+from __future__ import annotations
+
+import doctest
+import importlib.util
+import shutil
+from pathlib import Path
+
+import pytest
+from sybil import Sybil
+from sybil.evaluators.python import pad
+from sybil.parsers.markdown import CodeBlockParser
+
+from tests.helpers.docs import NEEDS
+
+ROOT = Path(__file__).resolve().parent
+SHIPPED_CHECKPOINT = ROOT / "tests" / "data" / "checkpoint_v0_1.ckpt"  # (4)3c-2p-(8)3c-2p-10fc, mnist_sample
+RUN = "swwae_hard_mnist_sample_seed0"
+EXTRAS = {"onnx": "onnxruntime", "hub": "huggingface_hub", "mlflow": "mlflow", "wandb": "wandb"}
+
+
+def missing(what: str) -> str | None:
+    """Why a block that needs ``what`` cannot run here, or None if it can."""
+    if what == "internet":
+        return "needs: internet (the tests run offline)"
+    if what == "gpu":
+        import torch
+
+        return None if torch.cuda.is_available() else "needs: gpu (no CUDA device here)"
+    if what in EXTRAS:
+        return None if importlib.util.find_spec(EXTRAS[what]) else f'needs: {what} (pip install -e ".[{what}]")'
+    raise ValueError(f"unknown '# needs: {what}': write internet, gpu or one of {', '.join(EXTRAS)}")
+
+
+def run_alone(example) -> None:
+    """Run one block in a fresh namespace: as a doctest if it starts with ``>>>``, else as a script."""
+    source = example.parsed
+    needs = NEEDS.match(source)
+    if needs and (reason := missing(needs["what"])):
+        pytest.skip(reason)
+    line = example.line + source.line_offset
+    if source.lstrip().startswith(">>>"):
+        test = doctest.DocTestParser().get_doctest(str(source), {}, f"{Path(example.path).name}:{line}", example.path, line)
+        runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+        report: list[str] = []
+        runner.run(test, out=report.append)
+        if runner.failures:
+            pytest.fail("".join(report), pytrace=False)
+        return
+    code = compile(pad(source, line), example.path, "exec", dont_inherit=True)
+    exec(code, {"__name__": "__docs__"})
+
+
+@pytest.fixture
+def docs_workspace(tmp_path, monkeypatch):
+    """The folder a block runs in: as after ``python train.py`` (its best checkpoint in place)."""
+    folder = tmp_path / "checkpoints" / RUN
+    folder.mkdir(parents=True)
+    shutil.copy(SHIPPED_CHECKPOINT, folder / "best.ckpt")
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+pytest_collect_file = Sybil(
+    parsers=[CodeBlockParser(language="python", evaluator=run_alone)],
+    patterns=["README.md", "docs/*.md"],
+    fixtures=["docs_workspace"],
+).pytest()

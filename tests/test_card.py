@@ -1,0 +1,143 @@
+"""Model cards (``swwae.card``): every model folder carries a README.md whose YAML metadata the
+Hub reads (library, tags, license, data set, the run's test metrics), the network in the paper's
+notation and how to load it; the text is the same with and without huggingface_hub."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+from hydra.core.global_hydra import GlobalHydra
+
+import swwae
+from helpers.config import compose_config
+from swwae.card import NO_METRICS, RunMetrics, model_card, run_metrics
+from swwae.model import SWWAE
+from swwae.training.run import train
+
+RUN = "swwae_hard_mnist_sample_seed0"
+
+# helpers
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory) -> Path:
+    """The folder of a finished quick run: its checkpoints and its metrics.json."""
+    tmp = tmp_path_factory.mktemp("run")
+    train(compose_config(tmp, ["model.widths=[4,8]"]))
+    GlobalHydra.instance().clear()
+    return tmp
+
+
+def card_of(folder: Path) -> tuple[dict, str]:
+    """(metadata, body) of the card in ``folder``."""
+    text = (folder / "README.md").read_text()
+    assert text.startswith("---\n")
+    _, block, body = text.split("---\n", 2)
+    return yaml.safe_load(block), body
+
+
+def reported(metadata: dict) -> dict[str, float]:
+    [entry] = metadata["model-index"]
+    return {m["type"]: m["value"] for result in entry["results"] for m in result["metrics"]}
+
+
+RUN_CONFIG = {"run_name": "r", "data": {"_target_": "swwae.training.data.CIFAR10DataModule"}}
+
+
+# the card of an exported run
+
+
+@pytest.mark.slow
+def test_export_writes_a_card_with_the_runs_test_metrics(run, tmp_path):
+    from scripts.export import main
+
+    best = run / "checkpoints" / RUN / "best.ckpt"
+    assert main([str(best), "--to", str(tmp_path / "m")]) == 0
+    metadata, body = card_of(tmp_path / "m")
+    assert metadata["library_name"] == "swwae" and metadata["license"] == "mit"
+    assert "swwae" in metadata["tags"] and metadata["datasets"] == ["mnist"]
+    measured = json.loads((run / "output" / "metrics.json").read_text())["metrics"]
+    assert reported(metadata) == {"accuracy": round(measured["test/acc"], 6), "mse": round(measured["test/recon_mse"], 6)}
+    assert metadata["model-index"][0]["name"] == RUN and set(metadata["metrics"]) == {"accuracy", "mse"}
+    assert "`(4)3c-2p-(8)3c-2p-10fc` in the paper's notation" in body and 'swwae.load("path/to/this/folder")' in body
+    assert f"{measured['test/acc']:.4f}" in body and "from_pretrained" in body
+
+    again = swwae.load(tmp_path / "m")  # the card is beside the weights, not in the way
+    x = torch.rand(2, 1, 28, 28)
+    assert torch.equal(again(x).recon, swwae.load(best)(x).recon)
+
+
+@pytest.mark.slow
+def test_a_checkpoint_the_metrics_do_not_report_gets_a_card_without_them(run, tmp_path):
+    from scripts.export import main
+
+    last = run / "checkpoints" / RUN / "last.ckpt"  # metrics.json reports best.ckpt's scores
+    assert main([str(last), "--to", str(tmp_path / "m")]) == 0
+    metadata, body = card_of(tmp_path / "m")
+    assert "model-index" not in metadata and "metrics" not in metadata and metadata["datasets"] == ["mnist"]
+    assert "None recorded" in body
+    assert run_metrics(swwae.load(last).config, checkpoint=last) is NO_METRICS
+    assert run_metrics(swwae.load(last).config).checkpoint.endswith("best.ckpt")  # without the check: best's
+
+
+def test_a_network_without_a_run_gets_a_card_and_still_loads(tmp_path):
+    net = SWWAE(widths=[4], num_classes=None, pool_mode="soft", beta=10.0)
+    swwae.save_pretrained(net, tmp_path / "m")
+    metadata, body = card_of(tmp_path / "m")
+    assert metadata == {"library_name": "swwae", "license": "mit", "tags": metadata["tags"]}
+    assert "soft where (soft argmax, beta = 10)" in body and "no classifier head" in body
+    assert swwae.load(tmp_path / "m").settings == net.settings
+
+
+# the same text with and without huggingface_hub
+
+
+@pytest.mark.parametrize("metrics", [RunMetrics({"test/recon_mse": 0.00301234, "test/acc": 0.974}, "/x/best.ckpt"),
+                                     NO_METRICS], ids=["with-metrics", "without"])
+@pytest.mark.parametrize("config", [RUN_CONFIG, {}], ids=["cifar10-run", "no-run-config"])
+def test_the_card_is_the_same_with_and_without_huggingface_hub(metrics, config, monkeypatch):
+    pytest.importorskip("huggingface_hub")
+    net = SWWAE(widths=[4, 8], image_shape=(3, 32, 32))
+    with_hub = model_card(net, config=config, metrics=metrics)
+    monkeypatch.setitem(sys.modules, "huggingface_hub", None)  # import huggingface_hub raises ImportError
+    without = model_card(net, config=config, metrics=metrics)
+    assert without == with_hub
+    metadata = yaml.safe_load(without.split("---\n")[1])
+    assert metadata["library_name"] == "swwae"
+    if config and metrics.values:
+        assert reported(metadata) == {"mse": 0.003012, "accuracy": 0.974} and metadata["datasets"] == ["cifar10"]
+
+
+def test_push_to_hub_sends_the_card(tmp_path, monkeypatch):
+    pytest.importorskip("huggingface_hub")
+    import huggingface_hub.hub_mixin
+
+    import swwae.hub
+
+    uploaded = tmp_path / "uploaded"
+
+    class FakeApi:  # the Hub's HTTP API, as push_to_hub calls it
+        def __init__(self, token=None):
+            pass
+
+        def create_repo(self, repo_id, private=None, exist_ok=False):
+            return type("Repo", (), {"repo_id": repo_id})()
+
+        def upload_folder(self, *, repo_id, folder_path, **kwargs):
+            import shutil
+
+            shutil.copytree(folder_path, uploaded)
+            return f"https://huggingface.co/{repo_id}/commit/0"
+
+    monkeypatch.setattr(huggingface_hub.hub_mixin, "HfApi", FakeApi)
+    net = swwae.hub.SWWAE.of(SWWAE(widths=[4, 8]))
+    net.config = RUN_CONFIG
+    net.push_to_hub("user/swwae-test")
+    metadata, body = card_of(uploaded)
+    assert metadata["library_name"] == "swwae" and metadata["datasets"] == ["cifar10"]
+    assert (uploaded / "README.md").read_text() == model_card(net)  # swwae's card, not the mixin's generic one

@@ -1,0 +1,46 @@
+"""The README's and the docs pages' relative links lead somewhere: the file exists and, for a
+``#anchor``, the page has that heading (``mkdocs build --strict`` checks the pages too, but not
+the README, which is not part of the site)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from helpers.docs import PAGES, code_blocks
+
+LINK = re.compile(r"\]\(([^)\s]+)\)")
+
+
+def slug(heading: str) -> str:
+    """A heading's anchor, as GitHub and mkdocs make it."""
+    return re.sub(r"\s+", "-", re.sub(r"[^\w\s-]", "", heading.strip().lower()))
+
+
+def anchors(page: Path) -> set[str]:
+    text = page.read_text()
+    for block in code_blocks(pages=[page]):  # a '# comment' in a code block is no heading
+        text = text.replace(block.source, "")
+    return {slug(line.lstrip("#")) for line in text.splitlines() if re.match(r"#{1,6} ", line)}
+
+
+def links(page: Path) -> list[str]:
+    text = page.read_text()
+    for block in code_blocks(pages=[page]):
+        text = text.replace(block.source, "")
+    return [t for t in LINK.findall(text) if not re.match(r"[a-z]+:", t)]
+
+
+@pytest.mark.parametrize("page", PAGES, ids=[p.name for p in PAGES])
+def test_every_relative_link_leads_to_a_file_and_heading(page):
+    broken = []
+    for target in links(page):
+        path, _, anchor = target.partition("#")
+        file = (page.parent / path).resolve() if path else page
+        if not file.exists():
+            broken.append(f"{target}: no {path}")
+        elif anchor and file.suffix == ".md" and anchor not in anchors(file):
+            broken.append(f"{target}: {file.name} has no heading #{anchor}")
+    assert not broken, f"{page.name}: " + "; ".join(broken)
