@@ -155,8 +155,8 @@ def overview() -> str:
              f"Stacked What-Where Auto-encoders: train, evaluate, probe and share them (swwae {__version__}).", "",
              "subcommands:"]
     lines += [f"  {name:<{width}}{sub.summary}" for name, sub in SUBCOMMANDS.items()]
-    lines += ["", f"{PROG} <subcommand> --help shows a subcommand's own options; python -m swwae is the same command.",
-              f"example: {PROG} train model=swwae_hard, then {PROG} runs"]
+    lines += ["", f"{PROG} <subcommand> --help shows a subcommand's own options; {PROG} --version the version;",
+              "python -m swwae is the same command.", f"example: {PROG} train model=swwae_hard, then {PROG} runs"]
     return "\n".join(lines)
 
 
