@@ -162,10 +162,16 @@ def best_text(run: Run) -> str:
     return f"{run.monitor} {run.best:.4g}"
 
 
+def note_text(run: Run, limit: int = 80) -> str:
+    """The note, each of its parts cut to ``limit`` characters (``--json`` keeps them whole)."""
+    parts = [part if len(part) <= limit else part[: limit - 3] + "..." for part in run.note.split("; ") if part]
+    return f"  ({'; '.join(parts)})" if parts else ""
+
+
 def table(rows: list[Run]) -> str:
     head = ["run", "status", "epochs", "best", "folder"]
     lines = [head] + [[run.name + (" (moved aside)" if run.previous else ""), run.status, epochs_text(run),
-                       best_text(run), run.folder + (f"  ({run.note})" if run.note else "")] for run in rows]
+                       best_text(run), run.folder + note_text(run)] for run in rows]
     widths = [max(len(line[i]) for line in lines) for i in range(len(head) - 1)]
     return "\n".join("  ".join([*(cell.ljust(w) for cell, w in zip(line, widths)), line[-1]]).rstrip()
                      for line in lines)
