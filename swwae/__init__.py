@@ -3,7 +3,9 @@
 ``swwae.load(path)`` gives back a trained network as plain torch (``swwae.model.SWWAE``).
 The folders are the layers: this package's own modules are pure torch (pooling, the paper's
 notation, the model, its loss, projections, pictures, checkpoint files); ``swwae.training``
-holds the Lightning/Hydra job around them and ``swwae.bench`` the benchmark harness.
+holds the Lightning/Hydra job around them, ``swwae.bench`` the benchmark harness and
+``swwae.commands`` the ``swwae`` command. ``import swwae`` imports no torch until a name
+that needs it is used.
 """
 
 from __future__ import annotations
@@ -11,12 +13,28 @@ from __future__ import annotations
 from pathlib import Path
 
 from swwae import _moved
-from swwae.pooling import MODES, Unpool, WhatWherePool, make_pool
 from swwae.version import __version__  # noqa: F401 - swwae.__version__
 
 _moved.install()  # swwae.module, swwae.data, ... of checkpoints written before 0.2
 
 __all__ = ["MODES", "Unpool", "WhatWherePool", "load", "make_pool", "save_pretrained"]
+
+POOLING_NAMES = ("MODES", "Unpool", "WhatWherePool", "make_pool")
+
+
+def __getattr__(name: str):
+    """``swwae.WhatWherePool`` and the other pooling names (and ``swwae.pooling``) import the
+    pooling, and so torch, when first used (PEP 562): ``import swwae``, and the ``swwae``
+    command's start, stay cheap."""
+    if name in POOLING_NAMES or name == "pooling":
+        import swwae.pooling
+
+        return swwae.pooling if name == "pooling" else getattr(swwae.pooling, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *POOLING_NAMES, "pooling"})
 
 
 def load(path: str | Path, device: str = "cpu"):

@@ -24,7 +24,8 @@ def module_name(path: Path) -> str:
 
 
 MODULES = {module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
-CORE = sorted(name for name in MODULES if not name.startswith(("swwae.training", "swwae.bench")))
+COMMANDS = sorted(name for name in MODULES if name.startswith(("swwae.commands", "swwae.__main__")))  # the top layer
+CORE = sorted(name for name in MODULES if not name.startswith(("swwae.training", "swwae.bench")) and name not in COMMANDS)
 
 
 def imports(name: str) -> list[tuple[str, list[str]]]:
@@ -83,6 +84,8 @@ def test_layers_import_only_the_layers_below_them():
             assert not above and not frameworks, f"core module {name} imports {above + frameworks}"
         if name.startswith("swwae.bench.harness"):
             assert not any(t.startswith("swwae.training") for t in targets), name
+        if name not in COMMANDS:
+            assert not any(t.startswith("swwae.commands") for t in targets), f"{name} imports the command layer"
 
 
 def test_no_import_cycles():

@@ -1,0 +1,196 @@
+"""``swwae runs [--dir checkpoints]``: the runs under a checkpoint folder, one line each.
+
+    swwae runs                          # checkpoints/ of the current folder (paths.checkpoint_dir)
+    swwae runs --dir /scratch/ckpts --json
+
+A run is a folder holding checkpoints (``<dir>/<run>/last.ckpt``, ``best.ckpt``); a folder of
+run folders (``<dir>/quick/<run>/``) lists them as ``quick/<run>``. Each run is read from its
+newest checkpoint that reads back (last.ckpt, else best.ckpt), through the project's one safe
+reader (``swwae.checkpoint_file.read_checkpoint``: weights only, checksum checked):
+
+* status: ``finished`` when it trained as far as its own run config asks (epoch + 1 >=
+  ``trainer.max_epochs``, or ``global_step`` >= ``trainer.max_steps``), ``pre-empted`` when it
+  was saved mid-epoch by a scheduler's signal (``resume=true`` continues it), ``unfinished``
+  otherwise, ``unreadable`` when no checkpoint reads back (the reason is in its note);
+* epochs done of the run's ``trainer.max_epochs``;
+* the monitored metric and its best value so far (the checkpoint callback's own state).
+
+Old runs moved aside by a fresh start (``<run>.previous-<time>``) are counted, and listed with
+``--previous``; hidden files (a run's ``.lock`` and ``.owner.json``) are not runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import re
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from swwae.checkpoint_file import read_checkpoint
+from swwae.cli import OneLineParser, one_line_errors
+from swwae.errors import CheckpointError, ConfigError
+
+CHECKPOINTS = ("last.ckpt", "best.ckpt")  # newest first
+PREEMPTED_KEY = "swwae_preempted"  # swwae.training.preemption.POSITION_KEY (a test keeps them equal)
+MOVED_ASIDE = re.compile(r"\.previous-\d{8}-\d{6}$")  # swwae.training.resume.move_old_run_aside
+DEFAULT_DIR = Path("checkpoints")  # paths.checkpoint_dir's default, relative to the current folder
+NESTING = 3  # how deep folders of run folders are searched
+
+
+@dataclass
+class Run:
+    name: str  # relative to the folder listed: "run", "quick/run"
+    folder: str
+    status: str  # finished | unfinished | pre-empted | unreadable | no checkpoint
+    epochs: int | None = None  # epochs trained to their end
+    max_epochs: int | None = None
+    monitor: str | None = None
+    best: float | None = None
+    checkpoint: str | None = None  # the file read
+    note: str = ""
+    previous: bool = False  # moved aside by a fresh start of its run name
+
+
+# helpers
+
+
+def is_moved_aside(folder: Path) -> bool:
+    return bool(MOVED_ASIDE.search(folder.name))
+
+
+def holds_checkpoints(folder: Path) -> bool:
+    return any(p.is_file() for p in folder.glob("*.ckpt"))
+
+
+def run_folders(root: Path, depth: int = NESTING) -> list[Path]:
+    """The run folders under ``root``: folders holding checkpoints; a folder without any
+    whose subfolders hold runs is a folder of runs, searched in turn; one without either is a
+    run that saved nothing yet."""
+    found = []
+    for folder in sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")):
+        below = [] if holds_checkpoints(folder) or depth <= 1 else run_folders(folder, depth - 1)
+        found += below or [folder]
+    return found
+
+
+def best_score(checkpoint: dict) -> tuple[str | None, float | None]:
+    """(monitored metric, its best value) from the state of the checkpoint callback that
+    monitors one; else the run config's ``optimized_metric`` and no value."""
+    for state in (checkpoint.get("callbacks") or {}).values():
+        if isinstance(state, dict) and state.get("monitor") and state.get("best_model_score") is not None:
+            return state["monitor"], float(state["best_model_score"])
+    return (checkpoint.get("swwae_config") or {}).get("optimized_metric"), None
+
+
+def described(name: str, folder: Path, path: Path, checkpoint: dict) -> Run:
+    """The row of a run, from the checkpoint ``path`` it was read from."""
+    trainer = (checkpoint.get("swwae_config") or {}).get("trainer") or {}
+    max_epochs, max_steps = trainer.get("max_epochs"), trainer.get("max_steps")
+    epoch, step = int(checkpoint.get("epoch", -1)), int(checkpoint.get("global_step", 0))
+    position = checkpoint.get(PREEMPTED_KEY)
+    if position:
+        status, epochs = "pre-empted", int(position["epoch"])
+        note = f"saved in epoch {epochs + 1} after {position['batches_done']} batches"
+    else:
+        epochs, note = epoch + 1, ""
+        by_steps = max_steps is not None and max_steps >= 0 and step >= max_steps
+        by_epochs = max_epochs is not None and max_epochs >= 0 and epochs >= max_epochs
+        status = "finished" if by_steps or by_epochs else "unfinished"
+    monitor, best = best_score(checkpoint)
+    best = best if best is not None and math.isfinite(best) else None  # JSON has no NaN
+    return Run(name, str(folder), status, epochs, max_epochs if max_epochs is not None and max_epochs >= 0 else None,
+               monitor, best, path.name, note)
+
+
+def read_run(name: str, folder: Path) -> Run:
+    """The row of one run folder: its newest checkpoint that reads back, and why the newer
+    ones did not."""
+    problems = []
+    for path in (folder / file for file in CHECKPOINTS):
+        if not path.is_file():
+            continue
+        try:
+            run = described(name, folder, path, read_checkpoint(path))
+        except CheckpointError as err:
+            problems.append(str(err).replace(f"checkpoint {path} ", f"{path.name} "))
+            continue
+        except (KeyError, TypeError, ValueError) as err:  # a file is data: odd values are a note, not a crash
+            problems.append(f"{path.name} holds values swwae does not write ({type(err).__name__}: {err})")
+            continue
+        run.note = "; ".join(filter(None, [*problems, run.note]))
+        return run
+    if problems:
+        return Run(name, str(folder), "unreadable", note="; ".join(problems))
+    others = sorted(p.name for p in folder.glob("*.ckpt"))
+    return Run(name, str(folder), "no checkpoint",
+               note=f"no {' or '.join(CHECKPOINTS)} (holds {', '.join(others)})" if others else "")
+
+
+def list_runs(root: Path, previous: bool = False) -> tuple[list[Run], int]:
+    """(the runs under ``root``, how many moved-aside old runs were left out)."""
+    if not root.is_dir():
+        raise ConfigError(f"{root} is not a folder of runs (--dir names the folder train.py saves checkpoints "
+                          f"into: paths.checkpoint_dir, by default checkpoints/ of the folder it ran in)")
+    rows, skipped = [], 0
+    for folder in run_folders(root):
+        aside = is_moved_aside(folder)
+        if aside and not previous:
+            skipped += 1
+            continue
+        run = read_run(folder.relative_to(root).as_posix(), folder)
+        run.previous = aside
+        rows.append(run)
+    return rows, skipped
+
+
+# the table
+
+
+def epochs_text(run: Run) -> str:
+    if run.epochs is None:
+        return "-"
+    return f"{run.epochs}/{run.max_epochs}" if run.max_epochs is not None else str(run.epochs)
+
+
+def best_text(run: Run) -> str:
+    if run.monitor is None:
+        return "-"
+    if run.best is None:
+        return f"{run.monitor} -"
+    return f"{run.monitor} {run.best:.4g}"
+
+
+def note_text(run: Run, limit: int = 80) -> str:
+    """The note, each of its parts cut to ``limit`` characters (``--json`` keeps them whole)."""
+    parts = [part if len(part) <= limit else part[: limit - 3] + "..." for part in run.note.split("; ") if part]
+    return f"  ({'; '.join(parts)})" if parts else ""
+
+
+def table(rows: list[Run]) -> str:
+    head = ["run", "status", "epochs", "best", "folder"]
+    lines = [head] + [[run.name + (" (moved aside)" if run.previous else ""), run.status, epochs_text(run),
+                       best_text(run), run.folder + note_text(run)] for run in rows]
+    widths = [max(len(line[i]) for line in lines) for i in range(len(head) - 1)]
+    return "\n".join("  ".join([*(cell.ljust(w) for cell, w in zip(line, widths)), line[-1]]).rstrip()
+                     for line in lines)
+
+
+@one_line_errors
+def main(argv=None) -> int:
+    parser = OneLineParser(prog="swwae runs", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--dir", type=Path, default=DEFAULT_DIR,
+                        help="the checkpoint folder (default: checkpoints/ of the current folder)")
+    parser.add_argument("--previous", action="store_true", help="also list the old runs moved aside")
+    parser.add_argument("--json", action="store_true", help="print the rows as JSON instead of a table")
+    args = parser.parse_args(argv)
+    rows, skipped = list_runs(args.dir, args.previous)
+    if args.json:
+        print(json.dumps({"dir": str(args.dir), "runs": [asdict(run) for run in rows], "moved_aside_left_out": skipped},
+                         indent=2))
+        return 0
+    print(table(rows) if rows else f"no runs under {args.dir}")
+    if skipped:
+        print(f"({skipped} old run{'s' if skipped > 1 else ''} moved aside by a fresh start not shown: --previous)")
+    return 0

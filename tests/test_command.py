@@ -1,0 +1,262 @@
+"""The ``swwae`` command (swwae/commands/): every subcommand reachable with its own help, the
+overview without torch, one error line for a wrong subcommand or a missing checkout, ``train``
+as ``python train.py``, and the table of ``swwae runs``."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+
+import swwae
+from helpers.cli import run_cli
+from helpers.config import QUICK, ROOT
+from swwae.checkpoint_file import with_checksum
+from swwae.commands import checkout, dispatch, runs
+from swwae.commands.dispatch import SUBCOMMANDS, main
+from swwae.training.checkpoint_io import atomic_torch_save
+
+HEAVY = ("torch", "lightning", "pytorch_lightning", "hydra", "omegaconf")
+
+
+def imported_at_startup(*args) -> set[str]:
+    """The top-level packages ``python -X importtime <args>`` imports (its stderr lists each)."""
+    result = run_cli("-X", "importtime", *args, cwd=ROOT)
+    assert result.returncode == 0, result.stderr[-2000:]
+    names = [line.split("|")[-1].strip() for line in result.stderr.splitlines() if line.startswith("import time:")]
+    return {name.split(".")[0] for name in names[1:]}  # names[0] is the header
+
+
+# the command
+
+
+def test_the_overview_lists_every_subcommand_with_one_line(capsys):
+    assert main(["--help"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("usage: swwae <subcommand>")
+    listed = [line.split()[0] for line in out.splitlines() if line.startswith("  ")]
+    assert listed == ["train", "evaluate", "export", "probe", "project", "compare", "runs", "device-check"]
+    assert list(SUBCOMMANDS) == listed
+
+
+def test_an_unknown_subcommand_is_one_error_line(capsys):
+    assert main(["evalute", "x.ckpt"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.splitlines() == [
+        "error: unknown subcommand 'evalute': did you mean 'evaluate'? choose one of train, evaluate, export, probe, "
+        "project, compare, runs, device-check (swwae --help)"]
+
+
+@pytest.mark.parametrize("name, own", [("evaluate", "--embeddings"), ("export", "--onnx"), ("probe", "--labels"),
+                                       ("project", "key=value"), ("compare", "--reference"), ("runs", "--previous"),
+                                       ("device-check", "The CUDA checks in one command")])
+def test_every_subcommand_answers_help_with_its_own_usage(capsys, name, own):
+    assert main([name, "--help"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"usage: swwae {name} ") and own in out
+
+
+def test_the_entry_point_and_python_m_swwae_are_the_dispatcher():
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+    scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
+    module, _, attribute = scripts["swwae"].partition(":")
+    assert getattr(importlib.import_module(module), attribute) is main
+    assert "from swwae.commands.dispatch import main" in (ROOT / "swwae" / "__main__.py").read_text()
+
+
+def test_without_the_checkout_a_subcommand_is_one_error_line(monkeypatch, tmp_path, capsys):
+    monkeypatch.setattr(checkout, "ROOT", tmp_path)  # a package installed without its clone
+    assert main(["train", "debug=quick"]) == 2
+    assert main(["evaluate", "x.ckpt"]) == 2
+    lines = capsys.readouterr().err.splitlines()
+    assert lines == [f"error: train.py and configs not found in {tmp_path}: this subcommand runs the checkout's own "
+                     "programs, so it needs swwae installed from a clone (pip install -e .)",
+                     f"error: scripts/evaluate.py not found in {tmp_path}: this subcommand runs the checkout's own "
+                     "programs, so it needs swwae installed from a clone (pip install -e .)"]
+
+
+def test_a_script_subcommand_is_the_script(tmp_path, capsys):
+    """``swwae export`` reports bad input as ``python scripts/export.py`` does: one line, exit 2."""
+    assert main(["export", str(tmp_path / "missing.ckpt"), "--to", str(tmp_path / "m")]) == 2
+    assert capsys.readouterr().err.splitlines() == [f"error: checkpoint {tmp_path / 'missing.ckpt'} does not exist"]
+    assert sys.argv[0] != "swwae export"  # put back
+
+
+@pytest.mark.slow
+def test_python_m_swwae_help_imports_no_torch():
+    imported = imported_at_startup("-m", "swwae", "--help")
+    assert "swwae" in imported
+    assert not imported & set(HEAVY), sorted(imported & set(HEAVY))
+
+
+@pytest.mark.slow
+def test_import_swwae_is_cheap_and_the_pooling_names_still_there():
+    assert not imported_at_startup("-c", "import swwae") & set(HEAVY)
+    code = ("import sys, swwae\n"
+            "from swwae import MODES, Unpool, WhatWherePool, make_pool\n"
+            "import swwae.benchmarking  # an old name (before 0.2): the finder of swwae._moved is installed\n"
+            "print(swwae.pooling.WhatWherePool is WhatWherePool, sys.modules['swwae.benchmarking'].__name__, "
+            "swwae.__version__)")
+    result = run_cli("-c", code, cwd=ROOT)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.split() == ["True", "swwae.bench.harness", swwae.__version__]
+
+
+def test_the_pooling_names_are_lazy_attributes():
+    assert swwae.WhatWherePool is importlib.import_module("swwae.pooling").WhatWherePool
+    assert {"MODES", "Unpool", "WhatWherePool", "make_pool", "load", "save_pretrained", "pooling"} <= set(dir(swwae))
+    with pytest.raises(AttributeError, match="no attribute 'WhatWhere'"):
+        swwae.WhatWhere  # noqa: B018
+
+
+@pytest.mark.slow
+def test_swwae_train_is_python_train_py_from_any_folder(tmp_path):
+    """Launched outside the checkout: the configs are found beside the package, ``model.arch``
+    is quoted for Hydra as train.py does, and the run lands where the overrides say."""
+    result = run_cli("-m", "swwae", "train", *QUICK, f"hydra.run.dir={tmp_path / 'run'}",
+                     f"paths.checkpoint_dir={tmp_path / 'checkpoints'}", f"paths.log_dir={tmp_path / 'logs'}",
+                     "model.arch=(8)3c-2p-10fc", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
+    assert metrics["status"] == "ok" and metrics["arch"] == "(8)3c-2p-10fc"
+    assert (tmp_path / "run" / "train.log").is_file()  # Hydra named the job "train", as for train.py
+
+    rows, _ = runs.list_runs(tmp_path / "checkpoints")
+    assert [(r.status, r.epochs, r.max_epochs, r.monitor) for r in rows] == [("finished", 1, 1, "val/recon_mse")]
+    assert rows[0].best == pytest.approx(metrics["metrics"]["val/recon_mse"])
+
+
+@pytest.mark.slow
+def test_swwae_train_multirun_and_its_errors(tmp_path):
+    sweep = run_cli("-m", "swwae", "train", "-m", *QUICK, "seed=3", f"hydra.sweep.dir={tmp_path / 'sweep'}",
+                    f"paths.checkpoint_dir={tmp_path / 'checkpoints'}", f"paths.log_dir={tmp_path / 'logs'}",
+                    cwd=tmp_path)
+    assert sweep.returncode == 0, sweep.stderr[-3000:]
+    assert (tmp_path / "sweep" / "summary.md").is_file()
+
+    bad = run_cli("-m", "swwae", "train", *QUICK, "model.arch=(8)3x-2p", f"hydra.run.dir={tmp_path / 'bad'}",
+                  cwd=tmp_path)
+    assert bad.returncode == 2
+    assert bad.stderr.strip().splitlines()[0].startswith("error: model.arch=\"(8)3x-2p\": `(8)3x` is not a layer")
+
+    help_ = run_cli("-m", "swwae", "train", "--help", cwd=tmp_path)
+    assert help_.returncode == 0 and help_.stdout.startswith("train is powered by Hydra")
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(torch.cuda.is_available(), reason="on a GPU it runs the whole device check")
+def test_device_check_runs_the_script_with_this_python(tmp_path):
+    result = run_cli("-m", "swwae", "device-check", cwd=tmp_path, env={"PATH": "/usr/bin:/bin"})  # no venv python
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.startswith("device check: no CUDA device here")
+
+
+# swwae runs
+
+
+def write_run(root: Path, name: str, *, epoch: int, max_epochs: int = 10, best: float | None = 0.25,
+              preempted: dict | None = None, files=("last.ckpt", "best.ckpt")) -> Path:
+    """A run folder as train.py leaves it: checksummed checkpoints holding what the safe
+    reader requires and what the table reads (epoch, the run config, the callback state)."""
+    folder = root / name
+    state = {"monitor": "val/recon_mse", "best_model_score": None if best is None else torch.tensor(best)}
+    checkpoint = {"epoch": epoch, "global_step": 3 * (epoch + 1), "state_dict": {"net.w": torch.zeros(2)},
+                  "hyper_parameters": {}, "callbacks": {"ModelCheckpoint{'monitor': 'val/recon_mse'}": state},
+                  "swwae_config": {"run_name": name, "optimized_metric": "val/recon_mse",
+                                   "trainer": {"max_epochs": max_epochs}}}
+    if preempted:
+        checkpoint[runs.PREEMPTED_KEY] = preempted
+    for file in files:
+        atomic_torch_save(with_checksum(dict(checkpoint)), folder / file)
+    return folder
+
+
+def truncate(path: Path) -> None:
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])  # killed mid-write, without the atomic save
+
+
+def change_its_contents(path: Path) -> None:
+    """Other weights under the checksum written with the old ones: what a flipped bit does."""
+    checkpoint = torch.load(path, weights_only=True)
+    checkpoint["state_dict"]["net.w"] += 1
+    torch.save(checkpoint, path)
+
+
+@pytest.fixture
+def checkpoints(tmp_path):
+    root = tmp_path / "checkpoints"
+    write_run(root, "done", epoch=9)
+    write_run(root, "halfway", epoch=4, best=0.5)
+    write_run(root, "stopped", epoch=2, preempted={"epoch": 2, "batches_done": 7})
+    write_run(root, "quick/nested", epoch=0, max_epochs=1)
+    broken = write_run(root, "broken", epoch=1)
+    truncate(broken / "last.ckpt")
+    change_its_contents(broken / "best.ckpt")
+    truncate(write_run(root, "fallback", epoch=5) / "last.ckpt")
+    write_run(root, "done.previous-20260101-120000", epoch=3)
+    (root / "empty").mkdir()
+    (root / ".done.lock").touch()
+    (root / ".done.owner.json").write_text("{}")
+    return root
+
+
+def test_runs_table_reads_each_run_through_the_safe_reader(checkpoints):
+    rows, skipped = runs.list_runs(checkpoints)
+    by_name = {r.name: r for r in rows}
+    assert sorted(by_name) == ["broken", "done", "empty", "fallback", "halfway", "quick/nested", "stopped"]
+    assert skipped == 1
+    assert (by_name["done"].status, by_name["done"].epochs, by_name["done"].max_epochs) == ("finished", 10, 10)
+    assert (by_name["halfway"].status, by_name["halfway"].epochs, by_name["halfway"].best) == ("unfinished", 5, 0.5)
+    assert by_name["stopped"].status == "pre-empted" and by_name["stopped"].epochs == 2
+    assert by_name["quick/nested"].status == "finished"
+    assert by_name["broken"].status == "unreadable"
+    assert by_name["broken"].note.startswith("last.ckpt is unreadable (truncated or corrupt?)")
+    assert "; best.ckpt is corrupt: its contents do not match the checksum" in by_name["broken"].note
+    assert (by_name["fallback"].status, by_name["fallback"].checkpoint) == ("unfinished", "best.ckpt")
+    assert by_name["fallback"].note.startswith("last.ckpt is unreadable")
+    assert by_name["empty"].status == "no checkpoint"
+
+
+def test_runs_prints_a_table_and_json(checkpoints, capsys):
+    assert main(["runs", "--dir", str(checkpoints)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split() == ["run", "status", "epochs", "best", "folder"]
+    assert lines[1].split()[:5] == ["broken", "unreadable", "-", "-", str(checkpoints / "broken")]
+    done = next(line for line in lines if line.startswith("done "))
+    assert done.split()[:5] == ["done", "finished", "10/10", "val/recon_mse", "0.25"]
+    assert lines[-1] == "(1 old run moved aside by a fresh start not shown: --previous)"
+
+    assert main(["runs", "--dir", str(checkpoints), "--json", "--previous"]) == 0
+    listed = json.loads(capsys.readouterr().out)
+    aside = [r for r in listed["runs"] if r["previous"]]
+    assert [r["name"] for r in aside] == ["done.previous-20260101-120000"] and listed["moved_aside_left_out"] == 0
+    assert next(r for r in listed["runs"] if r["name"] == "stopped")["status"] == "pre-empted"
+
+
+def test_runs_of_a_missing_folder_is_one_error_line(tmp_path, capsys):
+    assert main(["runs", "--dir", str(tmp_path / "nowhere")]) == 2
+    assert capsys.readouterr().err.startswith(f"error: {tmp_path / 'nowhere'} is not a folder of runs")
+
+
+def test_runs_knows_the_names_the_job_writes(tmp_path):
+    """The pre-emption mark and the moved-aside folder name are the job's own."""
+    from swwae.training.preemption import POSITION_KEY
+    from swwae.training.resume import move_old_run_aside
+
+    assert runs.PREEMPTED_KEY == POSITION_KEY
+    folder = write_run(tmp_path, "run", epoch=0)
+    move_old_run_aside(folder)
+    (aside,) = tmp_path.iterdir()
+    assert runs.is_moved_aside(aside) and not runs.is_moved_aside(folder)
+    paths = yaml.safe_load((ROOT / "configs" / "paths" / "default.yaml").read_text())
+    assert runs.DEFAULT_DIR == Path(paths["checkpoint_dir"])
+
+
+def test_dispatch_finds_the_checkout_beside_the_package():
+    assert checkout.ROOT == ROOT and dispatch.checkout_file("train.py") == ROOT / "train.py"
