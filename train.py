@@ -15,6 +15,12 @@ Thin Hydra entry point; the job is ``swwae.training.run.train``.
   sweep's ``summary.md`` and then makes the sweep exit with status 1.
 """
 
+# ruff: noqa: E402
+# (the imports below come after set_passive_wait(), which must run before torch loads)
+from swwae.threads import set_passive_wait
+
+set_passive_wait()  # first, before torch loads: OpenMP threads sleep while they wait (swwae.threads)
+
 import logging
 import math
 import sys

@@ -13,6 +13,12 @@ and gives the same outputs bit for bit: checked here on random images. The ONNX 
 
 from __future__ import annotations
 
+# ruff: noqa: E402
+# (the imports below come after set_passive_wait(), which must run before torch loads)
+from swwae.threads import set_passive_wait
+
+set_passive_wait()  # first, before torch loads: OpenMP threads sleep while they wait (swwae.threads)
+
 from pathlib import Path
 
 import torch

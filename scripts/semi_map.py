@@ -14,6 +14,12 @@ failed (the rest is reported), 2 for bad input.
 
 from __future__ import annotations
 
+# ruff: noqa: E402
+# (the imports below come after set_passive_wait(), which must run before torch loads)
+from swwae.threads import set_passive_wait
+
+set_passive_wait()  # first, before torch loads: OpenMP threads sleep while they wait (swwae.threads)
+
 import statistics
 import warnings
 from dataclasses import dataclass
