@@ -25,6 +25,7 @@ from swwae.errors import ConfigError, DiskError, Interrupted, NonFiniteError, Pr
 from swwae.training.building import build, build_loggers, build_trainer, choices
 from swwae.training.callbacks import BatchSeed, LogRunConfig, SaveRunConfig
 from swwae.training.compiling import compile_network
+from swwae.training.devices import check_devices
 from swwae.training.finished import report_finished
 from swwae.training.folders import check_writable
 from swwae.training.host_memory import keep_freed_memory
@@ -58,6 +59,7 @@ def check_settings(cfg: DictConfig) -> None:
     check_seed(cfg.get("seed"))
     resume_mode(cfg)
     check_length(cfg.trainer)
+    check_devices(cfg.trainer)  # a GPU asked for and not there: one line, before the data
     check_extras(cfg)  # a tracker whose optional package is missing: one line, before the data
 
 
