@@ -28,6 +28,7 @@ from swwae.cli import one_line_errors, script_parser
 from swwae.errors import ConfigError, ExportError
 from swwae.export import check_onnx, example_images, export_onnx, onnx_signature
 from swwae.pretrained import CONFIG_FILE, WEIGHTS_FILE
+from swwae.progress import progress
 
 ONNX_TOLERANCE = 1e-5
 
@@ -83,11 +84,12 @@ def main(argv=None) -> int:
     if args.to is None and args.onnx is None:
         raise ConfigError("nothing to do: name --to FOLDER, --onnx FILE, or both")
     net = swwae.load(args.model)
-    print(f"read {args.model}: {described(net)}")
-    if args.to is not None:
-        print(export_folder(net, args.to), flush=True)
-    if args.onnx is not None:
-        print(export_onnx_file(net, args.onnx), flush=True)
+    print(f"read {args.model}: {described(net)}", flush=True)
+    steps = [(f"model folder {args.to}/", export_folder, args.to)] if args.to is not None else []
+    if args.onnx is not None:  # the slow one (torch's dynamo exporter, then onnxruntime)
+        steps.append((f"ONNX file {args.onnx}", export_onnx_file, args.onnx))
+    for _, export, path in progress(steps, "export", name=lambda step: step[0]):
+        print(export(net, path), flush=True)
     return 0
 
 

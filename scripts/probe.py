@@ -30,6 +30,7 @@ import swwae
 from swwae.cli import one_line_errors, script_parser
 from swwae.errors import ConfigError
 from swwae.probe import random_like
+from swwae.progress import progress
 from swwae.training.probing import check_same_split, encoder_key, load_data, parse_labels, probe_model, subsets_for
 
 # helpers
@@ -67,15 +68,19 @@ def run(checkpoints: list[Path], labels: list[int | None], seed: int = 0, k: int
     check_same_split({path: net.config for path, net in nets.items()})
     data = load_data(next(iter(nets.values())).config, data_root)
     subsets = subsets_for(data, labels, seed)
-    rows = []
+    steps = []  # (row name, network or None for the pixels, checkpoint or None): one probe each
     if controls:
-        rows.append(probe_model("pixels", data, subsets, k=k, shifts=shifts))
+        steps.append(("pixels", None, None))
         for key in dict.fromkeys(encoder_key(net) for net in nets.values()):
             net = random_like(next(n for n in nets.values() if encoder_key(n) == key), seed=seed)
-            rows.append(probe_model(f"random weights {key}", data, subsets, net, k, stages, shifts))
+            steps.append((f"random weights {key}", net, None))
     for path, net in nets.items():
-        name = str(net.config.get("run_name") or Path(path).parent.name)
-        rows.append(probe_model(name, data, subsets, net, k, stages, shifts) | {"checkpoint": path})
+        steps.append((str(net.config.get("run_name") or Path(path).parent.name), net, path))
+    rows = []
+    for name, net, path in progress(steps, "probe", name=lambda step: step[0]):
+        row = probe_model(name, data, subsets, k=k, shifts=shifts) if net is None else \
+            probe_model(name, data, subsets, net, k, stages, shifts)
+        rows.append(row if path is None else row | {"checkpoint": path})
     return {"data": data.name, "seed": seed, "k": k, "features": stages, "labels": list(subsets),
             "shifts": list(shifts), "train_images": int((data.train_y >= 0).sum()), "rows": rows}
 

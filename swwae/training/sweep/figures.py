@@ -13,6 +13,7 @@ import textwrap
 from pathlib import Path
 
 from swwae.errors import ConfigError
+from swwae.progress import progress
 from swwae.training.sweep.jobs import Group, Summary, as_number
 from swwae.training.sweep.tables import header
 
@@ -125,7 +126,7 @@ def reconstruction_figure(summary: Summary, out, num_images: int = 6, split: str
     from swwae.images import reconstruction_panels
 
     cells, images = {}, {}
-    for group in summary.groups:
+    for group in progress(summary.groups, "reconstructions", name=lambda g: g.label):
         ckpt = next((c for c in (j.checkpoint() for j in group.ok) if c is not None and c.is_file()), None)
         if ckpt is None:
             continue
