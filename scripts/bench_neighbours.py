@@ -1,6 +1,6 @@
 """The default run's epoch time on a quiet machine and beside busy neighbours, by OpenMP wait policy.
 
-    python scripts/bench_neighbours.py [--repeats 3] [--epochs 3] [--train-batches 8] [--neighbours 2] [overrides ...]
+    python scripts/bench_neighbours.py [--repeats 2] [--epochs 3] [--train-batches 6] [--neighbours 2] [overrides ...]
     python scripts/bench_neighbours.py --variants unset PASSIVE threads=1
 
 torch's OpenMP threads spin while they wait for work (``OMP_WAIT_POLICY`` unset: OpenMP's
@@ -98,9 +98,9 @@ def child(epochs: int, overrides: list[str]) -> int:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--repeats", type=int, default=3, help="rounds of every variant, quiet and busy")
+    parser.add_argument("--repeats", type=int, default=2, help="rounds of every variant, quiet and busy")
     parser.add_argument("--epochs", type=int, default=3, help="epochs per measured run (the first is warm-up)")
-    parser.add_argument("--train-batches", type=int, default=8,
+    parser.add_argument("--train-batches", type=int, default=6,
                         help="training batches an epoch (trainer.limit_train_batches; the default run has 32; 0: all)")
     parser.add_argument("--neighbours", type=int, default=2, help="busy processes beside the run")
     parser.add_argument("--busy", choices=("spin", "matmul"), default="spin",
