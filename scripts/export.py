@@ -26,8 +26,8 @@ import torch
 import swwae
 from swwae.cli import one_line_errors, script_parser
 from swwae.errors import ConfigError, ExportError
-from swwae.export import check_onnx, example_images, export_onnx, onnx_signature
-from swwae.pretrained import CONFIG_FILE, WEIGHTS_FILE
+from swwae.export import check_onnx, check_onnx_target, example_images, export_onnx, onnx_signature
+from swwae.pretrained import CONFIG_FILE, WEIGHTS_FILE, check_folder_target
 from swwae.progress import progress
 
 ONNX_TOLERANCE = 1e-5
@@ -84,6 +84,10 @@ def main(argv=None) -> int:
     if args.to is None and args.onnx is None:
         raise ConfigError("nothing to do: name --to FOLDER, --onnx FILE, or both")
     net = swwae.load(args.model)
+    if args.to is not None:  # bad targets: one error line before any step starts
+        check_folder_target(args.to)
+    if args.onnx is not None:
+        check_onnx_target(args.onnx)
     print(f"read {args.model}: {described(net)}", flush=True)
     steps = [(f"model folder {args.to}/", export_folder, args.to)] if args.to is not None else []
     if args.onnx is not None:  # the slow one (torch's dynamo exporter, then onnxruntime)
