@@ -7,6 +7,8 @@ Thin Hydra entry point; the job is ``swwae.training.run.train``.
 * Ctrl-C: one line saying where the run stopped, which checkpoint is kept and the command
   that continues it; exit status 130 (a sweep stops there). SIGTERM or SIGUSR1 (a scheduler
   pre-empting the job): a resumable checkpoint is saved first; exit status 128 + the signal.
+* CPU threads: ``OMP_NUM_THREADS=N``; waiting OpenMP threads sleep (``OMP_WAIT_POLICY=PASSIVE``,
+  set before torch loads unless the user set it: ``swwae.threads``).
 * ``resume=true`` on a run that has finished: its metrics again, exit status 0.
 * A job of a multirun (``-m``): any exception is caught, the job folder gets a
   ``metrics.json`` with ``"status": "failed"`` and the one-line error (a traceback, if any,
@@ -14,6 +16,12 @@ Thin Hydra entry point; the job is ``swwae.training.run.train``.
   The ``SweepSummary`` callback (``configs/hydra/default.yaml``) lists the failure in the
   sweep's ``summary.md`` and then makes the sweep exit with status 1.
 """
+
+# ruff: noqa: E402
+# (the imports below come after set_passive_wait(), which must run before torch loads)
+from swwae.threads import set_passive_wait
+
+set_passive_wait()  # first, before torch loads: OpenMP threads sleep while they wait (swwae.threads)
 
 import logging
 import math

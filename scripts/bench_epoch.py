@@ -24,6 +24,12 @@ Target (docs/architecture.md 5): Lightning + data pipeline <= 1.10x the hand-wri
 
 from __future__ import annotations
 
+# ruff: noqa: E402
+# (the imports below come after set_passive_wait(), which must run before torch loads)
+from swwae.threads import set_passive_wait
+
+set_passive_wait()  # first, before torch loads: OpenMP threads sleep while they wait (swwae.threads)
+
 import argparse
 import tempfile
 from pathlib import Path

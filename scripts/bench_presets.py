@@ -27,6 +27,12 @@ fresh process, and reports its peak resident memory against the images' uint8 si
 
 from __future__ import annotations
 
+# ruff: noqa: E402
+# (the imports below come after set_passive_wait(), which must run before torch loads)
+from swwae.threads import set_passive_wait
+
+set_passive_wait()  # first, before torch loads: OpenMP threads sleep while they wait (swwae.threads)
+
 import argparse
 import os
 import subprocess

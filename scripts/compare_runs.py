@@ -16,6 +16,12 @@ when a job of the sweep failed (the summary is written anyway), or 2 for a bad f
 
 from __future__ import annotations
 
+# ruff: noqa: E402
+# (the imports below come after set_passive_wait(), which must run before torch loads)
+from swwae.threads import set_passive_wait
+
+set_passive_wait()  # first, before torch loads: OpenMP threads sleep while they wait (swwae.threads)
+
 import argparse
 import warnings
 from pathlib import Path

@@ -19,6 +19,12 @@ LOGDIR (default: ``<checkpoint>_<split>_embeddings/`` beside the checkpoint); ``
 
 from __future__ import annotations
 
+# ruff: noqa: E402
+# (the imports below come after set_passive_wait(), which must run before torch loads)
+from swwae.threads import set_passive_wait
+
+set_passive_wait()  # first, before torch loads: OpenMP threads sleep while they wait (swwae.threads)
+
 import json
 import warnings
 from pathlib import Path

@@ -14,6 +14,12 @@ and gives the same outputs bit for bit: checked here on random images. The ONNX 
 
 from __future__ import annotations
 
+# ruff: noqa: E402
+# (the imports below come after set_passive_wait(), which must run before torch loads)
+from swwae.threads import set_passive_wait
+
+set_passive_wait()  # first, before torch loads: OpenMP threads sleep while they wait (swwae.threads)
+
 from pathlib import Path
 
 import torch
@@ -22,8 +28,9 @@ import swwae
 from swwae.card import run_metrics
 from swwae.cli import one_line_errors, script_parser
 from swwae.errors import ConfigError, ExportError
-from swwae.export import check_onnx, example_images, export_onnx, onnx_signature
-from swwae.pretrained import CONFIG_FILE, WEIGHTS_FILE
+from swwae.export import check_onnx, check_onnx_target, example_images, export_onnx, onnx_signature
+from swwae.pretrained import CONFIG_FILE, WEIGHTS_FILE, check_folder_target
+from swwae.progress import progress
 
 ONNX_TOLERANCE = 1e-5
 
@@ -80,11 +87,16 @@ def main(argv=None) -> int:
     if args.to is None and args.onnx is None:
         raise ConfigError("nothing to do: name --to FOLDER, --onnx FILE, or both")
     net = swwae.load(args.model)
-    print(f"read {args.model}: {described(net)}")
-    if args.to is not None:
-        print(export_folder(net, args.to, args.model), flush=True)
+    if args.to is not None:  # bad targets: one error line before any step starts
+        check_folder_target(args.to)
     if args.onnx is not None:
-        print(export_onnx_file(net, args.onnx), flush=True)
+        check_onnx_target(args.onnx)
+    print(f"read {args.model}: {described(net)}", flush=True)
+    steps = [(f"model folder {args.to}/", lambda: export_folder(net, args.to, args.model))] if args.to else []
+    if args.onnx is not None:  # the slow one (torch's dynamo exporter, then onnxruntime)
+        steps.append((f"ONNX file {args.onnx}", lambda: export_onnx_file(net, args.onnx)))
+    for _, export in progress(steps, "export", name=lambda step: step[0]):
+        print(export(), flush=True)
     return 0
 
 

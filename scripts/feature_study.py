@@ -13,9 +13,14 @@ sweep failed (the rest is reported), 2 for bad input.
 
 from __future__ import annotations
 
+# ruff: noqa: E402
+# (the imports below come after set_passive_wait(), which must run before torch loads)
+from swwae.threads import set_passive_wait
+
+set_passive_wait()  # first, before torch loads: OpenMP threads sleep while they wait (swwae.threads)
+
 import json
 import statistics
-import sys
 import warnings
 from pathlib import Path
 
@@ -23,6 +28,7 @@ import swwae
 from swwae.cli import one_line_errors, script_parser
 from swwae.errors import ConfigError
 from swwae.probe import random_like
+from swwae.progress import progress
 from swwae.training.sweep.figures import save_figure
 from swwae.training.probing import check_same_split, encoder_key, load_data, parse_labels, probe_model, subsets_for
 from swwae.training.sweep.jobs import collect
@@ -62,10 +68,9 @@ def probe_sweep(sweep_dir: Path, labels, seed: int, k: int, shifts) -> dict:
     subsets = subsets_for(data, labels, seed)
     rows = [probe_model("pixels", data, subsets, k=k, shifts=shifts) | {"group": "pixels", "seed": None}]
     randoms = {}
-    for job in jobs:
+    for job in progress(jobs, "feature study: probing", name=lambda job: str(job.record.get("run_name"))):
         net = nets[str(job.checkpoint())]
         group, job_seed = label[id(job)], int(job.seed)
-        print(f"probing {job.record.get('run_name')}", file=sys.stderr, flush=True)
         row = probe_model(str(job.record.get("run_name")), data, subsets, net, k, shifts=shifts)
         trains_recon = float(net.config.get("model", {}).get("lambda_rec", 1.0)) > 0  # else its decoder is untrained
         rows.append(row | {"group": group, "seed": job_seed,

@@ -15,6 +15,12 @@ images. The checkpoints must share their data set and split.
 
 from __future__ import annotations
 
+# ruff: noqa: E402
+# (the imports below come after set_passive_wait(), which must run before torch loads)
+from swwae.threads import set_passive_wait
+
+set_passive_wait()  # first, before torch loads: OpenMP threads sleep while they wait (swwae.threads)
+
 import json
 import time
 import warnings
@@ -24,6 +30,7 @@ import swwae
 from swwae.cli import one_line_errors, script_parser
 from swwae.errors import ConfigError
 from swwae.probe import random_like
+from swwae.progress import progress
 from swwae.training.probing import check_same_split, encoder_key, load_data, parse_labels, probe_model, subsets_for
 
 # helpers
@@ -62,15 +69,19 @@ def run(checkpoints: list[Path], labels: list[int | None], seed: int = 0, k: int
     first = next(iter(nets))
     data = load_data(nets[first].config, data_root, source=first)
     subsets = subsets_for(data, labels, seed)
-    rows = []
+    steps = []  # (row name, network or None for the pixels, checkpoint or None): one probe each
     if controls:
-        rows.append(probe_model("pixels", data, subsets, k=k, shifts=shifts))
+        steps.append(("pixels", None, None))
         for key in dict.fromkeys(encoder_key(net) for net in nets.values()):
             net = random_like(next(n for n in nets.values() if encoder_key(n) == key), seed=seed)
-            rows.append(probe_model(f"random weights {key}", data, subsets, net, k, stages, shifts))
+            steps.append((f"random weights {key}", net, None))
     for path, net in nets.items():
-        name = str(net.config.get("run_name") or Path(path).parent.name)
-        rows.append(probe_model(name, data, subsets, net, k, stages, shifts) | {"checkpoint": path})
+        steps.append((str(net.config.get("run_name") or Path(path).parent.name), net, path))
+    rows = []
+    for name, net, path in progress(steps, "probe", name=lambda step: step[0]):
+        row = probe_model(name, data, subsets, k=k, shifts=shifts) if net is None else \
+            probe_model(name, data, subsets, net, k, stages, shifts)
+        rows.append(row if path is None else row | {"checkpoint": path})
     return {"data": data.name, "seed": seed, "k": k, "features": stages, "labels": list(subsets),
             "shifts": list(shifts), "train_images": int((data.train_y >= 0).sum()), "rows": rows}
 

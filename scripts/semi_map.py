@@ -14,6 +14,12 @@ failed (the rest is reported), 2 for bad input.
 
 from __future__ import annotations
 
+# ruff: noqa: E402
+# (the imports below come after set_passive_wait(), which must run before torch loads)
+from swwae.threads import set_passive_wait
+
+set_passive_wait()  # first, before torch loads: OpenMP threads sleep while they wait (swwae.threads)
+
 import statistics
 import warnings
 from dataclasses import dataclass
@@ -23,6 +29,7 @@ from omegaconf import OmegaConf
 
 from swwae.cli import one_line_errors, script_parser
 from swwae.errors import ConfigError
+from swwae.progress import progress
 from swwae.training.sweep.figures import save_figure
 from swwae.training.probing import load_data
 from swwae.training.sweep.jobs import collect
@@ -53,7 +60,7 @@ def read_runs(sweep_dirs) -> tuple[dict, list[str], int]:
     """{(model, Cell, seed): test error %}, the failed jobs, and the training split's size
     (read from the first job's data config)."""
     runs, failed, first = {}, [], None
-    for folder in sweep_dirs:
+    for folder in progress(sweep_dirs, "semi map: reading", name=str):
         summary = collect(folder)
         failed += [f"{folder}/{j.folder.name}" for j in summary.failed]
         for job in (j for j in summary.jobs if j.ok):

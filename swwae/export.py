@@ -71,10 +71,9 @@ class InferenceGraph(nn.Module):
 # exporting
 
 
-def export_onnx(net: SWWAE, path: str | Path, *, opset: int | None = None) -> Path:
-    """Write ``net``'s inference graph to ``path`` (one file, weights inside; written to a
-    temporary file first, so a failed export leaves an older file whole). ``ExportError``
-    (one line) when onnxscript is missing or the exporter fails."""
+def check_onnx_target(path: str | Path) -> Path:
+    """``ExportError`` (one line) when an ONNX file cannot be written to ``path``: onnxscript
+    missing, or a folder there. Cheap, so ``scripts/export.py`` asks it before any work."""
     try:
         import onnxscript  # noqa: F401 - torch's dynamo exporter needs it
     except ImportError:
@@ -82,6 +81,14 @@ def export_onnx(net: SWWAE, path: str | Path, *, opset: int | None = None) -> Pa
     path = Path(path)
     if path.is_dir():
         raise ExportError(f"{path} is a folder: name the .onnx file to write")
+    return path
+
+
+def export_onnx(net: SWWAE, path: str | Path, *, opset: int | None = None) -> Path:
+    """Write ``net``'s inference graph to ``path`` (one file, weights inside; written to a
+    temporary file first, so a failed export leaves an older file whole). ``ExportError``
+    (one line) when onnxscript is missing or the exporter fails."""
+    path = check_onnx_target(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     temp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     graph = InferenceGraph(net)

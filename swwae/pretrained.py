@@ -88,6 +88,14 @@ def folder_config(settings: Mapping, *, network: str, run_config: Mapping | None
             "run_config": plain(run_config) if run_config is not None else None}
 
 
+def check_folder_target(folder: str | Path) -> Path:
+    """``CheckpointError`` (one line) when a model folder cannot be written at ``folder`` (a file is there)."""
+    folder = Path(folder)
+    if folder.exists() and not folder.is_dir():
+        raise CheckpointError(f"{folder} is a file: a model folder needs a folder of its own")
+    return folder
+
+
 def write_folder(net: Pretrained, folder: str | Path, *, config: Mapping | None = None,
                  metrics: RunMetrics | None = None) -> Path:
     """Write ``net`` into ``folder`` (created if need be; other files in it are left alone):
@@ -95,9 +103,7 @@ def write_folder(net: Pretrained, folder: str | Path, *, config: Mapping | None 
     the run config; ``metrics`` the test metrics for the card (default: the run's metrics.json)."""
     from safetensors.torch import save_file
 
-    folder = Path(folder)
-    if folder.exists() and not folder.is_dir():
-        raise CheckpointError(f"{folder} is a file: a model folder needs a folder of its own")
+    folder = check_folder_target(folder)
     folder.mkdir(parents=True, exist_ok=True)
     state = {name: t.detach().cpu().contiguous() for name, t in net.state_dict().items()}
     metadata = {"format": "pt", CHECKSUM_KEY: weights_checksum(state)}

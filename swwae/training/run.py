@@ -27,6 +27,7 @@ from swwae.training.building import build, build_loggers, build_trainer, choices
 from swwae.training.callbacks import BatchSeed, LogRunConfig, SaveRunConfig
 from swwae.training.checkpoints import check_fits_model
 from swwae.training.compiling import compile_network
+from swwae.training.devices import check_devices
 from swwae.training.finished import report_finished
 from swwae.training.folders import check_writable
 from swwae.training.host_memory import keep_freed_memory
@@ -61,6 +62,7 @@ def check_settings(cfg: DictConfig) -> None:
     check_seed(cfg.get("seed"))
     resume_mode(cfg.get("resume", "auto"))
     check_length(cfg.trainer)
+    check_devices(cfg.trainer)  # a GPU asked for and not there: one line, before the data
     check_extras(cfg)  # a tracker whose optional package is missing: one line, before the data
 
 

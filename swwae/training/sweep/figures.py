@@ -13,9 +13,11 @@ import textwrap
 from pathlib import Path
 
 from swwae.errors import ConfigError
+from swwae.progress import progress
 from swwae.training.sweep.jobs import Group, Summary, as_number
 from swwae.training.sweep.tables import header
 
+ROW_NAMES = ("input", "reconstruction", "where dropped")  # swwae.images.panel_rows' "reconstructions"
 
 
 def save_figure(fig, out) -> Path:
@@ -26,6 +28,7 @@ def save_figure(fig, out) -> Path:
     fig.savefig(out, dpi=110)
     plt.close(fig)
     return Path(out)
+
 
 def numeric_axis(summary: Summary) -> str | None:
     """A varying override with numeric values (pool size, number of labels, beta) that
@@ -65,7 +68,7 @@ def plot(summary: Summary, out: Path, references: dict[str, dict[float, float]] 
             for y, group in zip(ys, summary.groups):
                 mean, std = group.stat(metric)
                 if math.isfinite(mean):
-                    ax.barh(y, mean, xerr=std or 0, color="C0", alpha=0.6, capsize=3)
+                    ax.barh(y, mean, xerr=std, color="C0", alpha=0.6, capsize=3)  # std None (one seed): no error bar
                     ax.plot([j.metrics.get(metric) for j in group.ok], [y] * len(group.ok), "k.", ms=4)
                 else:
                     ax.text(0, y, " all failed", va="center", color="C3")
@@ -81,8 +84,11 @@ def plot(summary: Summary, out: Path, references: dict[str, dict[float, float]] 
                 groups = sorted(groups, key=lambda g: as_number(g.keys[x_key]))
                 xs = [as_number(g.keys[x_key]) for g in groups]
                 stats = [g.stat(metric) for g in groups]
-                ax.errorbar(xs, [m for m, _ in stats], yerr=[s or 0 for _, s in stats], marker="o", capsize=3,
-                            label=name, color=f"C{i}")
+                ax.plot(xs, [m for m, _ in stats], marker="o", label=name, color=f"C{i}")
+                spread = [(x, m, s) for x, (m, s) in zip(xs, stats) if s is not None]
+                if spread:  # error bars only where there are seeds to spread (one seed: std None, its dot alone)
+                    sx, sm, ss = zip(*spread)
+                    ax.errorbar(sx, sm, yerr=ss, fmt="none", capsize=3, color=f"C{i}")
                 for x, g in zip(xs, groups):
                     ax.plot([x] * len(g.ok), [j.metrics.get(metric) for j in g.ok], ".", color=f"C{i}", alpha=0.4)
             if metric.endswith("/error_pct"):
@@ -107,7 +113,8 @@ def plot(summary: Summary, out: Path, references: dict[str, dict[float, float]] 
 
 def reconstruction_figure(summary: Summary, out, num_images: int = 6, split: str = "test") -> Path:
     """One picture, one panel per config (its first finished seed, best checkpoint): rows
-    input | reconstruction | reconstruction with the where dropped, on the same images.
+    input | reconstruction | reconstruction with the where dropped, on the same images
+    (drawn by ``draw_reconstructions``).
     With a numeric override (pool size), configs are laid out as a grid over it."""
     import matplotlib
 
@@ -119,7 +126,7 @@ def reconstruction_figure(summary: Summary, out, num_images: int = 6, split: str
     from swwae.training.registry import data_of_run
 
     cells, images = {}, {}
-    for group in summary.groups:
+    for group in progress(summary.groups, "reconstructions", name=lambda g: g.label):
         ckpt = next((c for c in (j.checkpoint() for j in group.ok) if c is not None and c.is_file()), None)
         if ckpt is None:
             continue
@@ -140,18 +147,44 @@ def reconstruction_figure(summary: Summary, out, num_images: int = 6, split: str
         xs = sorted({g.keys[x_key] for g in summary.groups}, key=as_number)
         by = {(" ".join(f"{k}={v}" for k, v in g.keys.items() if k != x_key), g.keys[x_key]): g.label for g in summary.groups}
         rows = [[by.get((name, x)) for x in xs] for name in names]
+    return draw_reconstructions(cells, rows, out)
+
+
+def draw_reconstructions(cells: dict, rows: list[list[str | None]], out, row_names=ROW_NAMES) -> Path:
+    """The figure of ``reconstruction_figure``: ``cells`` (config label -> its (3, H, W) grid of
+    ``row_names`` rows, one pixel per pixel) laid out as ``rows`` (labels, None for no config);
+    each panel titled by its config, each row of images named on the left of the figure."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from swwae.images import PAD
+
     some = next(iter(cells.values()))
-    aspect = some.shape[1] / some.shape[2]
-    width = 3.2 * len(rows[0])
-    fig, axes = plt.subplots(len(rows), len(rows[0]), figsize=(width, len(rows) * 3.2 * aspect + 0.6), squeeze=False)
+    height, width = some.shape[1:]
+    tile = (height - PAD) / len(row_names) - PAD  # labelled_figure's rows: PAD, a tile, PAD, a tile...
+    centres = [PAD + r * (tile + PAD) + tile / 2 for r in range(len(row_names))]
+    cols = len(rows[0])
+    panel_w = 3.2
+    fig, axes = plt.subplots(len(rows), cols, squeeze=False,
+                             figsize=(panel_w * cols + 1.3, len(rows) * (panel_w * height / width + 0.45) + 0.5))
     for r, row in enumerate(rows):
         for c, label in enumerate(row):
             ax = axes[r][c]
-            ax.axis("off")
+            ax.set_xticks([])
+            ax.set_yticks([])
+            for spine in ax.spines.values():
+                spine.set_visible(False)
             if label in cells:
                 ax.imshow(cells[label].permute(1, 2, 0).numpy(), interpolation="nearest")
-                ax.set_title(label, fontsize=7)
+                ax.set_title(textwrap.fill(label, 44), fontsize=8)
+                if c == 0:
+                    ax.set_yticks(centres, row_names, fontsize=8)
+                    ax.tick_params(axis="y", length=0)
             elif label:
-                ax.text(0.5, 0.5, f"{label}\n(no checkpoint)", ha="center", va="center", fontsize=7)
-    fig.suptitle("rows: input | reconstruction | reconstruction with the where dropped", fontsize=8)
+                ax.text(0.5, 0.5, f"{textwrap.fill(label, 44)}\n(no checkpoint)", ha="center", va="center",
+                        fontsize=8, transform=ax.transAxes)
+    fig.suptitle(textwrap.fill("the same test images through each config's best checkpoint (first seed)",
+                               int(14 * (panel_w * cols + 1.3))), fontsize=9)
     return save_figure(fig, out)

@@ -1,0 +1,91 @@
+"""A device asked for and not there: one line naming what was asked and what the machine has
+(``swwae.training.devices``), exit 2 before any data is read."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from omegaconf import OmegaConf
+
+from helpers.cli import last_error_line, train_cli
+from swwae.errors import ConfigError
+from swwae.training import devices
+from swwae.training.devices import check_devices
+
+
+@pytest.fixture
+def gpus(monkeypatch):
+    """``gpus(n)``: torch sees n CUDA GPUs (0: none, as on a CPU machine)."""
+
+    def have(n: int):
+        monkeypatch.setattr(torch.cuda, "is_available", lambda: n > 0)
+        monkeypatch.setattr(torch.cuda, "device_count", lambda: n)
+
+    return have
+
+
+def trainer(**settings):
+    return OmegaConf.create(settings)  # the job passes cfg.trainer, a DictConfig
+
+
+def error_of(cfg) -> str:
+    with pytest.raises(ConfigError) as err:
+        check_devices(cfg)
+    return str(err.value)
+
+
+def test_a_gpu_asked_for_on_a_machine_without_one_names_both(gpus):
+    gpus(0)
+    for accelerator in ("gpu", "cuda", "GPU"):
+        line = error_of(trainer(accelerator=accelerator, devices=1))
+        assert "asks for a CUDA GPU" in line and "has none" in line and "trainer=default" in line
+
+
+def test_more_gpus_than_there_are_names_both_counts(gpus):
+    gpus(1)
+    line = error_of(trainer(accelerator="gpu", devices=4))
+    assert "trainer.devices=4 asks for 4 CUDA GPUs, and this machine has 1" in line
+    assert "trainer.devices=1" in line
+    gpus(2)
+    assert "asks for 3 CUDA GPUs, and this machine has 2" in error_of(trainer(accelerator="cuda", devices="3"))
+
+
+def test_gpu_indices_that_are_not_there_are_named(gpus):
+    gpus(2)
+    assert "names GPU 2" in error_of(trainer(accelerator="gpu", devices=[0, 2]))
+    assert "names GPU 3" in error_of(trainer(accelerator="gpu", devices="1,3"))
+    check_devices(trainer(accelerator="gpu", devices=[0, 1]))
+    check_devices(trainer(accelerator="gpu", devices="0,1"))
+
+
+def test_what_the_machine_has_passes(gpus):
+    gpus(2)
+    for n in (1, 2, -1, "auto", "2"):
+        check_devices(trainer(accelerator="gpu", devices=n))
+    gpus(0)
+    check_devices(trainer(accelerator="cpu", devices=1))
+    check_devices(trainer(accelerator="cpu", devices=4))  # several CPU processes: Lightning's to run
+    check_devices(trainer(accelerator="auto", devices=2))  # trainer=ddp: auto takes what there is
+    check_devices(trainer())  # no accelerator named: auto
+
+
+def test_mps_off_macos_says_what_there_is_instead(gpus, monkeypatch):
+    monkeypatch.setattr(devices, "mps_available", lambda: False)
+    gpus(0)
+    line = error_of(trainer(accelerator="mps", devices=1))
+    assert "asks for Apple's MPS GPU, and this machine has none" in line and "trainer=default" in line
+    gpus(1)
+    assert "trainer=gpu (this machine has 1 CUDA GPU)" in error_of(trainer(accelerator="mps"))
+    monkeypatch.setattr(devices, "mps_available", lambda: True)
+    check_devices(trainer(accelerator="mps", devices=1))
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the machine has a GPU: trainer=gpu is there")
+def test_train_on_a_gpu_without_one_is_one_line_before_the_data(tmp_path):
+    result = train_cli(tmp_path, "trainer=gpu", "data=mnist", f"data.root={tmp_path / 'nowhere'}",
+                       "data.download=false")
+    assert result.returncode == 2, result.stderr
+    line = last_error_line(result)
+    assert line.startswith("error: trainer.accelerator=gpu asks for a CUDA GPU, and this machine has none"), line
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr  # the data (missing here) is never read
