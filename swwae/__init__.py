@@ -18,26 +18,14 @@ from swwae.version import __version__  # noqa: F401 - swwae.__version__
 _moved.install()  # swwae.module, swwae.data, ... of checkpoints written before 0.2
 
 __all__ = ["MODES", "Unpool", "WhatWherePool", "load", "make_pool", "save_pretrained"]
-POOLING = ("MODES", "Unpool", "WhatWherePool", "make_pool")
-
-
-def __getattr__(name: str):
-    """``swwae.WhatWherePool`` and the other pooling names, imported when first used: importing
-    ``swwae`` itself loads no torch, so ``swwae.threads`` can set OpenMP's settings before torch
-    loads (they are read once, when its OpenMP runtime starts)."""
-    if name in POOLING:
-        from swwae import pooling
-
-        return getattr(pooling, name)
-    raise AttributeError(f"module 'swwae' has no attribute {name!r}")
-
 POOLING_NAMES = ("MODES", "Unpool", "WhatWherePool", "make_pool")
 
 
 def __getattr__(name: str):
     """``swwae.WhatWherePool`` and the other pooling names (and ``swwae.pooling``) import the
     pooling, and so torch, when first used (PEP 562): ``import swwae``, and the ``swwae``
-    command's start, stay cheap."""
+    command's start, stay cheap, and ``swwae.threads`` can set OpenMP's settings before torch
+    loads (they are read once, when its OpenMP runtime starts)."""
     if name in POOLING_NAMES or name == "pooling":
         import swwae.pooling
 
