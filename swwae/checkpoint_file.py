@@ -28,6 +28,7 @@ from swwae.model import SWWAE
 from swwae.pretrained import check_shapes, meta_shapes
 
 CHECKSUM_KEY = "swwae_checksum"
+POSITION_KEY = "swwae_preempted"  # in a checkpoint saved mid-epoch: {"epoch": e, "batches_done": k}
 REQUIRED_KEYS = ("state_dict", "hyper_parameters", "swwae_config")
 
 # helpers

@@ -16,7 +16,7 @@ import yaml
 import swwae
 from helpers.cli import run_cli
 from helpers.config import QUICK, ROOT
-from swwae.checkpoint_file import with_checksum
+from swwae.checkpoint_file import POSITION_KEY, with_checksum
 from swwae.commands import checkout, dispatch, runs
 from swwae.commands.dispatch import SUBCOMMANDS, main
 from swwae.training.checkpoint_io import atomic_torch_save
@@ -171,7 +171,7 @@ def write_run(root: Path, name: str, *, epoch: int, max_epochs: int = 10, best: 
                   "swwae_config": {"run_name": name, "optimized_metric": "val/recon_mse",
                                    "trainer": {"max_epochs": max_epochs}}}
     if preempted:
-        checkpoint[runs.PREEMPTED_KEY] = preempted
+        checkpoint[POSITION_KEY] = preempted
     for file in files:
         atomic_torch_save(with_checksum(dict(checkpoint)), folder / file)
     return folder
@@ -245,15 +245,16 @@ def test_runs_of_a_missing_folder_is_one_error_line(tmp_path, capsys):
 
 
 def test_runs_knows_the_names_the_job_writes(tmp_path):
-    """The pre-emption mark and the moved-aside folder name are the job's own."""
-    from swwae.training.preemption import POSITION_KEY
-    from swwae.training.resume import move_old_run_aside
+    """The moved-aside folder names are the job's own, a second one in the same second too."""
+    from swwae.training.runs.folder import RunFolder
 
-    assert runs.PREEMPTED_KEY == POSITION_KEY
     folder = write_run(tmp_path, "run", epoch=0)
-    move_old_run_aside(folder)
-    (aside,) = tmp_path.iterdir()
-    assert runs.is_moved_aside(aside) and not runs.is_moved_aside(folder)
+    RunFolder(tmp_path, "run", {}).move_aside()
+    write_run(tmp_path, "run", epoch=0)
+    RunFolder(tmp_path, "run", {}).move_aside()
+    asides = sorted(tmp_path.iterdir())
+    assert len(asides) == 2 and all(runs.is_moved_aside(aside) for aside in asides)
+    assert not runs.is_moved_aside(folder)
     paths = yaml.safe_load((ROOT / "configs" / "paths" / "default.yaml").read_text())
     assert runs.DEFAULT_DIR == Path(paths["checkpoint_dir"])
 

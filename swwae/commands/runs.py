@@ -28,13 +28,12 @@ import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from swwae.checkpoint_file import read_checkpoint
+from swwae.checkpoint_file import POSITION_KEY, read_checkpoint
 from swwae.cli import OneLineParser, one_line_errors
 from swwae.errors import CheckpointError, ConfigError
 
 CHECKPOINTS = ("last.ckpt", "best.ckpt")  # newest first
-PREEMPTED_KEY = "swwae_preempted"  # swwae.training.preemption.POSITION_KEY (a test keeps them equal)
-MOVED_ASIDE = re.compile(r"\.previous-\d{8}-\d{6}$")  # swwae.training.resume.move_old_run_aside
+MOVED_ASIDE = re.compile(r"\.previous-\d{8}-\d{6}(-\d+)?$")  # RunFolder.move_aside (a test keeps them equal)
 DEFAULT_DIR = Path("checkpoints")  # paths.checkpoint_dir's default, relative to the current folder
 NESTING = 3  # how deep folders of run folders are searched
 
@@ -89,7 +88,7 @@ def described(name: str, folder: Path, path: Path, checkpoint: dict) -> Run:
     trainer = (checkpoint.get("swwae_config") or {}).get("trainer") or {}
     max_epochs, max_steps = trainer.get("max_epochs"), trainer.get("max_steps")
     epoch, step = int(checkpoint.get("epoch", -1)), int(checkpoint.get("global_step", 0))
-    position = checkpoint.get(PREEMPTED_KEY)
+    position = checkpoint.get(POSITION_KEY)
     if position:
         status, epochs = "pre-empted", int(position["epoch"])
         note = f"saved in epoch {epochs + 1} after {position['batches_done']} batches"

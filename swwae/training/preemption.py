@@ -26,7 +26,7 @@ from pathlib import Path
 import lightning as L
 from lightning.fabric.plugins.environments import SLURMEnvironment
 
-from swwae.training.runs.folder import POSITION_KEY
+from swwae.checkpoint_file import POSITION_KEY
 
 log = logging.getLogger(__name__)
 

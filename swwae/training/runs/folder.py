@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from contextlib import AbstractContextManager
 from pathlib import Path
 
-from swwae.checkpoint_file import read_checkpoint
+from swwae.checkpoint_file import POSITION_KEY, read_checkpoint
 from swwae.errors import CheckpointError
 from swwae.training.checkpoint_io import remove_stale_temp_files
 from swwae.training.folders import write_failed
@@ -32,7 +32,6 @@ from swwae.training.runs.names import check_run_name
 
 log = logging.getLogger(__name__)
 
-POSITION_KEY = "swwae_preempted"  # in a checkpoint saved mid-epoch: {"epoch": e, "batches_done": k}
 DERIVED_MODEL_KEYS = ("image_shape", "num_classes", "pixel_mean")  # from the data, not the model config
 
 # helpers
