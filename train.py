@@ -23,9 +23,12 @@ from swwae.threads import set_passive_wait
 
 set_passive_wait()  # first, before torch loads: OpenMP threads sleep while they wait (swwae.threads)
 
+import contextlib
 import logging
 import math
+import shutil
 import sys
+from pathlib import Path
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
@@ -33,7 +36,7 @@ from hydra.types import RunMode
 from omegaconf import DictConfig
 
 from swwae.errors import Interrupted, UserError, one_line
-from swwae.training.run import set_torch_defaults, train
+from swwae.training.checks import check_config
 from swwae.training.sweep import write_failed_job
 
 log = logging.getLogger("train")
@@ -56,11 +59,32 @@ def sweep_job_failed(cfg: DictConfig, err: Exception) -> float:
     return math.nan
 
 
+def tidy_output_folder(cfg: DictConfig, rejected: bool) -> None:
+    """No litter: a rejected single run leaves no output folder (it holds only Hydra's copy of
+    the config and an empty log), and a run whose log stayed empty leaves no empty train.log."""
+    folder = Path(HydraConfig.get().runtime.output_dir)
+    log_file = folder / "train.log"
+    with contextlib.suppress(OSError):
+        if log_file.is_file() and log_file.stat().st_size == 0:
+            log_file.unlink()
+    if not rejected or any(p.name != ".hydra" for p in folder.iterdir()):
+        return
+    shutil.rmtree(folder, ignore_errors=True)
+    for parent in folder.parents:  # outputs/<run>/ and outputs/, when nothing else is in them
+        if parent == Path.cwd() or not parent.is_dir() or any(parent.iterdir()):
+            break
+        parent.rmdir()
+
+
 @hydra.main(config_path="configs", config_name="train", version_base="1.3")
 def main(cfg: DictConfig) -> float:
-    set_torch_defaults()
     multirun = HydraConfig.get().mode == RunMode.MULTIRUN
+    rejected = False
     try:
+        check_config(cfg)  # plain Python: bad input answers before torch and Lightning load
+        from swwae.training.run import set_torch_defaults, train
+
+        set_torch_defaults()
         return train(cfg)
     except KeyboardInterrupt as err:  # Ctrl-C: where it stopped, what is kept, how to continue
         print(err if isinstance(err, Interrupted) else "interrupted before training started: nothing was saved",
@@ -75,8 +99,12 @@ def main(cfg: DictConfig) -> float:
             print(f"error: {err}", file=sys.stderr)
             if callable(getattr(err, "caret", None)):  # a bad model.arch: point at the token
                 print(err.caret(indent=len("error: ")), file=sys.stderr)
+            rejected = not getattr(err, "during_training", False)
             sys.exit(2)
         raise
+    finally:
+        if not multirun:
+            tidy_output_folder(cfg, rejected)
 
 
 def quote_layer_strings(argv: list[str]) -> list[str]:

@@ -21,10 +21,11 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from swwae.arch import Arch, Stage, check_fits, parse, shorthand
+from swwae.arch import Stage, check_fits
 from swwae.errors import ConfigError
-from swwae.pooling import MODES, Pool, Unpool, make_pool
+from swwae.pooling import Pool, Unpool, make_pool
 from swwae.pretrained import Pretrained, plain
+from swwae.settings import check_network, network_spec, trains_classifier  # noqa: F401 - trains_classifier: swwae.model's too
 
 NONLINEARITIES = {"relu": nn.ReLU, "leaky_relu": nn.LeakyReLU, "elu": nn.ELU, "gelu": nn.GELU, "tanh": nn.Tanh}
 
@@ -166,8 +167,8 @@ class SWWAE(nn.Module, Pretrained):
         arguments = locals()  # first: the constructor's arguments only, for config.json
         super().__init__()
         self.settings = plain({name: arguments[name] for name in (*DATA_ARGS, *NET_ARGS)})
-        _check_config(kernel_size, pool_mode, beta, nonlinearity, dropout, image_shape)
-        spec = self._spec(arch, widths, kernel_size, pool_size, num_classes)
+        check_network(kernel_size, pool_mode, beta, nonlinearity, dropout, image_shape)
+        spec = network_spec(arch, widths, kernel_size, pool_size, num_classes)
         check_fits(spec, image_shape, pool_stride, pool_padding, ceil=pool_mode == "wavelet")
         self.image_shape, self.pool_mode, self.arch = tuple(image_shape), pool_mode, str(spec)
         layers = dict(activation=NONLINEARITIES[nonlinearity], batch_norm=batch_norm)
@@ -207,21 +208,6 @@ class SWWAE(nn.Module, Pretrained):
         means = [pixel_mean] * self.image_shape[0] if isinstance(pixel_mean, (int, float)) else list(pixel_mean)
         with torch.no_grad():
             output.bias.copy_(torch.tensor([logit(m) for m in means]))
-
-    @staticmethod
-    def _spec(arch, widths, kernel_size, pool_size, num_classes) -> Arch:
-        if arch is None:
-            widths = list(widths or [])
-            if not widths or any(not isinstance(w, int) or isinstance(w, bool) or w < 1 for w in widths):
-                raise ConfigError(f"model.widths must be a non-empty list of positive ints, got {widths}")
-            if not isinstance(pool_size, int) or isinstance(pool_size, bool) or pool_size < 1:
-                raise ConfigError(f"model.pool_size must be a positive int (PxP pools), got {pool_size}")
-            return parse(shorthand(widths, kernel_size, pool_size, num_classes))
-        spec = parse(arch)
-        if spec.classes and num_classes and spec.classes != num_classes:
-            raise ConfigError(f'model.arch="{arch}" ends with a classifier over {spec.classes} classes, but the '
-                              f"data have {num_classes}: write {num_classes}fc")
-        return spec
 
     def encode(self, x: Tensor, stages: int | None = None):
         """Image -> (whats, wheres, pre-pool sizes), one entry per stage (the first
@@ -268,31 +254,6 @@ class SWWAE(nn.Module, Pretrained):
         except ValueError as err:
             raise ConfigError(f"model stage {i + 1} of {len(self.pools)} on {self.image_shape} images: {err}") from None
         return tuple(x.shape[1:])
-
-
-def trains_classifier(settings: Mapping) -> bool:
-    """Whether a flat model config trains a classifier head: ``lambda_nll > 0`` and, when the
-    network is written out (``arch``), an ``Nfc`` token in it. The one place this is decided:
-    the network gets a head by it, the checkpoint monitor picks ``val/acc`` by it."""
-    if not float(settings.get("lambda_nll", 0) or 0) > 0:
-        return False
-    return settings.get("arch") is None or parse(settings["arch"]).classes is not None
-
-
-def _check_config(kernel_size, pool_mode, beta, nonlinearity, dropout, image_shape):
-    """Reject values that cannot work, each with one line that says what to change."""
-    if not isinstance(kernel_size, int) or kernel_size < 1 or kernel_size % 2 == 0:
-        raise ConfigError(f"model.kernel_size must be a positive odd int (same-size convs), got {kernel_size}")
-    if pool_mode not in MODES:
-        raise ConfigError(f"model.pool_mode={pool_mode!r} is unknown; choose one of {', '.join(MODES)}")
-    if not (isinstance(beta, (int, float)) and math.isfinite(beta) and beta > 0):
-        raise ConfigError(f"model.beta must be a finite number > 0 (the soft argmax temperature), got {beta}")
-    if nonlinearity not in NONLINEARITIES:
-        raise ConfigError(f"model.nonlinearity={nonlinearity!r} is unknown; choose one of {', '.join(NONLINEARITIES)}")
-    if not 0 <= dropout < 1:
-        raise ConfigError(f"model.dropout must be in [0, 1), got {dropout}")
-    if len(image_shape) != 3:
-        raise ConfigError(f"image_shape must be (channels, height, width), got {image_shape}")
 
 
 DATA_ARGS = ("image_shape", "num_classes", "pixel_mean")  # from the data, not from the model config

@@ -11,7 +11,7 @@ import pytest
 from helpers.config import CONFIG_DIR
 from swwae.model import NONLINEARITIES
 from swwae.pooling import MODES
-from swwae.training.module import SCHEDULERS
+from swwae.settings import SCHEDULERS
 from swwae.training.runs.decision import RESUME_MODES
 
 # an option list at the start of a comment: `# a | b | c` (then anything after `:` or `(`)

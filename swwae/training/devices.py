@@ -12,8 +12,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-import torch
-
 from swwae.errors import ConfigError
 
 CUDA = ("gpu", "cuda")
@@ -21,10 +19,14 @@ EVERY = (-1, "-1", "auto", None)  # Lightning's "every device there is"
 
 
 def cuda_count() -> int:
+    import torch  # only when a GPU is asked for: a CPU run's checks load no torch
+
     return torch.cuda.device_count() if torch.cuda.is_available() else 0
 
 
 def mps_available() -> bool:
+    import torch
+
     mps = getattr(torch.backends, "mps", None)
     return bool(mps is not None and mps.is_available())
 

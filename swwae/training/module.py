@@ -12,13 +12,11 @@ from torch import nn
 from torchmetrics import MeanSquaredError
 from torchmetrics.classification import MulticlassAccuracy
 
-from swwae.arch import parse
 from swwae.errors import ConfigError, NonFiniteError
 from swwae.loss import WEIGHTS, swwae_loss
 from swwae.model import NET_ARGS, SWWAE, SWWAEOutput, without_dropout
+from swwae.settings import check_training
 from swwae.training.nonfinite import LossWatch
-
-SCHEDULERS = ("none", "cosine")
 
 
 class SWWAEModule(L.LightningModule):
@@ -50,20 +48,7 @@ class SWWAEModule(L.LightningModule):
         if unknown:
             raise ConfigError(f"model.{unknown[0]} is not a model setting; the network takes "
                               f"{', '.join(NET_ARGS)}")
-        if min(lambda_rec, lambda_m, lambda_nll) < 0 or lambda_rec + lambda_m + lambda_nll == 0:
-            raise ConfigError("model.lambda_rec, lambda_m and lambda_nll must be >= 0 and not all 0")
-        if not nll_warmup_epochs >= 0:
-            raise ConfigError(f"model.nll_warmup_epochs must be >= 0, got {nll_warmup_epochs}")
-        if not input_noise >= 0:
-            raise ConfigError(f"model.input_noise must be >= 0, got {input_noise}")
-        if not lr > 0:
-            raise ConfigError(f"model.lr must be > 0, got {lr}")
-        if scheduler not in SCHEDULERS:
-            raise ConfigError(f"model.scheduler={scheduler!r} is unknown; choose one of {', '.join(SCHEDULERS)}")
-        arch = net.get("arch")
-        if arch is not None and parse(arch).classes and lambda_nll == 0:
-            raise ConfigError(f'model.arch="{arch}" ends with a classifier that model.lambda_nll=0 never trains: '
-                              f"drop its fc token, or set model.lambda_nll > 0")
+        check_training(lambda_rec, lambda_m, lambda_nll, input_noise, nll_warmup_epochs, lr, scheduler, net.get("arch"))
         self.net = SWWAE.from_settings(dict(net, lambda_nll=lambda_nll), image_shape, num_classes, pixel_mean)
         self.num_stages = len(self.net.encoders)
         self.metrics = nn.ModuleDict({stage: self._metrics() for stage in ("val", "test")})

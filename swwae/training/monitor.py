@@ -21,7 +21,7 @@ from __future__ import annotations
 from omegaconf import DictConfig, OmegaConf
 
 from swwae.errors import ConfigError
-from swwae.model import trains_classifier
+from swwae.settings import trains_classifier
 
 
 def has_classifier(model: DictConfig) -> bool:

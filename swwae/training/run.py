@@ -27,7 +27,7 @@ from swwae.training.building import build, build_loggers, build_trainer, choices
 from swwae.training.callbacks import BatchSeed, LogRunConfig, SaveRunConfig
 from swwae.training.checkpoints import check_fits_model
 from swwae.training.compiling import compile_network
-from swwae.training.devices import check_devices
+from swwae.training.checks import check_config
 from swwae.training.finished import report_finished
 from swwae.training.folders import check_writable
 from swwae.training.host_memory import keep_freed_memory
@@ -37,32 +37,14 @@ from swwae.training.preemption import Preemption, PreemptionSaved
 from swwae.training.reporting import evaluate_best, log_final, monitored_value, run_summary, shown
 from swwae.training.runs.decision import Decision, resume_mode
 from swwae.training.runs.folder import RunFolder, batches, describe, mid_epoch_position
-from swwae.training.runs.names import check_run_name
 
 log = logging.getLogger(__name__)
 
 # checks before anything runs
 
 
-def check_seed(seed) -> None:
-    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**32):
-        raise ConfigError(f"seed must be an integer in 0..{2**32 - 1} (or null), got {seed!r}")
-
-
-def check_length(trainer_cfg: DictConfig) -> None:
-    """A run that trains nothing would test an untrained model and report it as a result."""
-    for key in ("max_epochs", "max_steps"):
-        if trainer_cfg.get(key) == 0:
-            raise ConfigError(f"trainer.{key}=0 trains nothing: give it at least 1 (to evaluate a checkpoint "
-                              f"without training, use python scripts/evaluate.py <checkpoint>)")
-
-
 def check_settings(cfg: DictConfig) -> None:
-    check_run_name(cfg.get("run_name"))
-    check_seed(cfg.get("seed"))
-    resume_mode(cfg.get("resume", "auto"))
-    check_length(cfg.trainer)
-    check_devices(cfg.trainer)  # a GPU asked for and not there: one line, before the data
+    check_config(cfg)  # plain Python: train.py runs it before Lightning loads; here for train() called alone
     check_extras(cfg)  # a tracker whose optional package is missing: one line, before the data
 
 
@@ -219,7 +201,9 @@ def fit_and_test(cfg: DictConfig, folder: RunFolder, trainer: L.Trainer, module,
         best = trainer.checkpoint_callback.best_model_path if trainer.checkpoint_callback else ""
         return evaluate_best(trainer, module, datamodule, cfg, best), best or None
     except (NonFiniteError, DiskError) as err:  # one line for train.py, saying what is left to resume from
-        raise type(err)(f"{err}; {folder.kept()}") from None
+        stopped = type(err)(f"{err}; {folder.kept()}")
+        stopped.during_training = True  # not a rejected input: train.py keeps the run's output folder
+        raise stopped from None
     except PreemptionSaved:
         raise Preempted(preempted_line(folder, preemption), preemption.received) from None
     except (KeyboardInterrupt, SystemExit):  # Lightning turns Ctrl-C into sys.exit(1)

@@ -19,7 +19,6 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import lightning
-import numpy as np
 import torch
 from torch import Tensor
 from torch.utils.data import DataLoader
@@ -29,9 +28,9 @@ from swwae.training.data.batching import UNLABELLED, LabelledBatchSampler, batch
 from swwae.splits import (AUGMENT, LABELS, SPLIT, UNLABELLED_POOL, balanced_subset, derive_seed, generator,
                                         stratified_split)
 from swwae.errors import ConfigError
+from swwae.settings import check_data, check_int, labelled_per_batch
 
 OFFLINE_HINT = "data=mnist_sample (bundled, works offline)"
-LABELLED_SHARE = 4  # labelled_per_batch=null: batch_size // 4 labelled samples in every batch
 
 
 class Splits(NamedTuple):
@@ -44,12 +43,6 @@ class Splits(NamedTuple):
     val_y: Tensor
     test_x: Tensor
     test_y: Tensor
-
-
-def check_int(name: str, value, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
-        raise ConfigError(f"data.{name}={value!r} must be an integer >= {minimum}")
-    return int(value)
 
 
 class InMemoryDataModule(lightning.LightningDataModule):
@@ -75,21 +68,13 @@ class InMemoryDataModule(lightning.LightningDataModule):
         super().__init__()
         # the split is a property of the dataset, fixed by split_seed: runs with different
         # (training) seeds are then compared on the same test images
-        self.split_seed = check_int("split_seed", split_seed, 0)
-        self.batch_size = check_int("batch_size", batch_size, 1)
-        self.num_labels = None if num_labels is None else check_int("num_labels", num_labels, 1)
-        if self.num_labels is not None and self.num_labels < self.num_classes:
-            raise ConfigError(f"data.num_labels={self.num_labels} is fewer than the {self.num_classes} classes of "
-                              f"{self.name}: every class needs at least one labelled sample")
-        self.labelled_per_batch = None if labelled_per_batch is None else check_int(
-            "labelled_per_batch", labelled_per_batch, 1)
-        if self.num_labels is not None:
-            self.labelled_per_batch = self._check_labelled_per_batch(
-                self.num_labels, f"data.num_labels={self.num_labels} labelled samples")
-        self.seed = check_int("seed", seed, 0)
-        self.num_workers = check_int("num_workers", num_workers, 0)
+        values = check_data(self.name, self.num_classes, batch_size, num_labels, seed, num_workers, split_seed,
+                            labelled_per_batch, num_unlabelled)
+        self.split_seed, self.batch_size, self.num_labels = values["split_seed"], values["batch_size"], values["num_labels"]
+        self.labelled_per_batch, self.seed, self.num_workers = (values["labelled_per_batch"], values["seed"],
+                                                                values["num_workers"])
+        self.num_unlabelled = values["num_unlabelled"]
         self.augment = bool(augment)
-        self.num_unlabelled = None if num_unlabelled is None else check_int("num_unlabelled", num_unlabelled, 1)
         self.train_x = self.train_y = self.val_x = self.val_y = self.test_x = self.test_y = None
         self.labelled = None  # indices of the labelled training samples, when some labels are hidden
         self.resume_position: tuple[int, int] | None = None  # set by resume_at: a pre-empted epoch to finish
@@ -100,19 +85,6 @@ class InMemoryDataModule(lightning.LightningDataModule):
     def load(self) -> Splits:
         """Read the data and split it into train/val/test (all labels kept)."""
         raise NotImplementedError
-
-    def _check_labelled_per_batch(self, labels: int, what: str) -> int:
-        """``labelled_per_batch`` (its default: a quarter of the batch, at most ``labels``),
-        or a one-line error when it cannot work."""
-        k = self.labelled_per_batch
-        if k is None:
-            return max(1, min(self.batch_size // LABELLED_SHARE, labels))
-        if k >= self.batch_size:
-            raise ConfigError(f"data.labelled_per_batch={k} leaves no room for unlabelled samples "
-                              f"in batches of data.batch_size={self.batch_size}: make it smaller than the batch")
-        if k > labels:
-            raise ConfigError(f"data.labelled_per_batch={k} is more than the {what}: a batch would repeat labels")
-        return k
 
     def setup(self, stage: str | None = None) -> None:
         if self.train_x is not None:
@@ -134,8 +106,8 @@ class InMemoryDataModule(lightning.LightningDataModule):
             train_x, train_y = self._fewer_unlabelled(train_x, train_y)
         if bool((train_y < 0).any()):  # semi-supervised: labelled samples in every batch
             self.labelled = torch.nonzero(train_y >= 0).flatten()
-            self.labelled_per_batch = self._check_labelled_per_batch(
-                len(self.labelled), f"{len(self.labelled)} labelled training samples of {self.name}")
+            self.labelled_per_batch = labelled_per_batch(self.labelled_per_batch, self.batch_size, len(self.labelled),
+                                                         f"{len(self.labelled)} labelled training samples of {self.name}")
         self.train_x, self.train_y = train_x, train_y
         self.val_x, self.val_y = splits.val_x, splits.val_y
         self.test_x, self.test_y = splits.test_x, splits.test_y

@@ -17,7 +17,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from swwae.training.data.base import Splits, check_int
+from swwae.settings import check_int
+from swwae.training.data.base import Splits
 from swwae.training.data.batching import UNLABELLED
 from swwae.training.data.torchvision_sets import TorchvisionDataModule
 from swwae.errors import ConfigError
