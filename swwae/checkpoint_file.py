@@ -61,6 +61,16 @@ def content_checksum(checkpoint: Mapping) -> str:
     return digest.hexdigest()
 
 
+def file_sha256(path) -> str:
+    """SHA-256 of a file's bytes, as ``sha256sum`` prints it: what ``metrics.json`` records of
+    the checkpoint it reports."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
 def with_checksum(checkpoint: dict) -> dict:
     """``checkpoint`` with its content checksum added (in place, and returned)."""
     checkpoint[CHECKSUM_KEY] = content_checksum(checkpoint)

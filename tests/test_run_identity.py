@@ -106,3 +106,19 @@ def test_a_lock_that_cannot_be_taken_for_another_reason_is_one_line(tmp_path):
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert last_error_line(result) == (f"error: cannot lock checkpoints/.{RUN}.lock for the run {RUN}: Too many levels "
                                        "of symbolic links")
+
+
+def test_a_sweep_reader_leaves_out_a_checkpoint_that_no_longer_holds_the_measured_weights(tmp_path):
+    from swwae.checkpoint_file import file_sha256
+    from swwae.training.sweep.jobs import read_job
+
+    best = tmp_path / "checkpoints" / "run" / "best.ckpt"
+    best.parent.mkdir(parents=True)
+    best.write_bytes(b"the weights that were measured")
+    job = tmp_path / "sweep" / "0_run"
+    job.mkdir(parents=True)
+    (job / "metrics.json").write_text(json.dumps({"status": "ok", "metrics": {"test/acc": 0.9}, "checkpoint": str(best),
+                                                  "checkpoint_sha256": file_sha256(best)}))
+    assert read_job(job).checkpoint() == best
+    best.write_bytes(b"another run's weights")  # e.g. a later run of the same name with resume=false
+    assert read_job(job).checkpoint() is None

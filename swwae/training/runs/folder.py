@@ -10,7 +10,6 @@ that a reader can tell that the weights are the ones measured.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import math
@@ -20,7 +19,7 @@ from collections.abc import Mapping
 from contextlib import AbstractContextManager
 from pathlib import Path
 
-from swwae.checkpoint_file import POSITION_KEY, read_checkpoint
+from swwae.checkpoint_file import POSITION_KEY, file_sha256, read_checkpoint
 from swwae.errors import CheckpointError
 from swwae.training.checkpoint_io import remove_stale_temp_files
 from swwae.training.folders import write_failed
@@ -70,14 +69,6 @@ def section_defaults(config: Mapping) -> dict[str, dict]:
 def identity_of(config: Mapping) -> dict:
     """The identity (``swwae.training.runs.identity``) of a resolved run config."""
     return run_identity(config, section_defaults(config), class_name)
-
-
-def file_sha256(path: Path) -> str:
-    digest_ = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest_.update(block)
-    return digest_.hexdigest()
 
 
 def batches(count: int) -> str:

@@ -9,6 +9,7 @@ of that record live side by side. No plotting, no Hydra callback here.
 from __future__ import annotations
 
 import json
+import logging
 import math
 import statistics
 from dataclasses import dataclass, field
@@ -16,9 +17,11 @@ from pathlib import Path
 
 import yaml
 
+from swwae.checkpoint_file import file_sha256
 from swwae.errors import ConfigError
 
 SEED_KEYS = ("seed", "+seed", "++seed")
+log = logging.getLogger(__name__)
 
 # helpers
 
@@ -91,10 +94,16 @@ class Job:
         return self.record.get("seed", next((self.overrides[k] for k in SEED_KEYS if k in self.overrides), None))
 
     def checkpoint(self, name: str = "best.ckpt") -> Path | None:
-        """checkpoints/<run_name>/<name> of this job: from metrics.json when it says so, else
-        from the job's saved config (``paths.checkpoint_dir``, relative to the launch folder)."""
+        """checkpoints/<run_name>/<name> of this job: from metrics.json when it says so (and
+        only while the file still holds the bytes it measured, where it names their SHA-256),
+        else from the job's saved config (``paths.checkpoint_dir``, relative to the launch folder)."""
         if self.record.get("checkpoint"):
-            return Path(self.record["checkpoint"])
+            path = Path(self.record["checkpoint"])
+            measured = self.record.get("checkpoint_sha256")
+            if measured and name == path.name and path.is_file() and file_sha256(path) != measured:
+                log.warning("%s no longer holds the weights %s measured: left out", path, self.folder / "metrics.json")
+                return None
+            return path
         from omegaconf import OmegaConf
 
         try:
