@@ -62,18 +62,19 @@ def sweep_job_failed(cfg: DictConfig, err: Exception) -> float:
 def tidy_output_folder(cfg: DictConfig, rejected: bool) -> None:
     """No litter: a rejected single run leaves no output folder (it holds only Hydra's copy of
     the config and an empty log), and a run whose log stayed empty leaves no empty train.log."""
-    folder = Path(HydraConfig.get().runtime.output_dir)
+    folder = Path(HydraConfig.get().runtime.output_dir).absolute()
     log_file = folder / "train.log"
     with contextlib.suppress(OSError):
         if log_file.is_file() and log_file.stat().st_size == 0:
             log_file.unlink()
-    if not rejected or any(p.name != ".hydra" for p in folder.iterdir()):
-        return
-    shutil.rmtree(folder, ignore_errors=True)
-    for parent in folder.parents:  # outputs/<run>/ and outputs/, when nothing else is in them
-        if parent == Path.cwd() or not parent.is_dir() or any(parent.iterdir()):
-            break
-        parent.rmdir()
+        if not rejected or any(p.name != ".hydra" for p in folder.iterdir()):
+            return
+        shutil.rmtree(folder)
+        launch = Path.cwd()
+        for parent in folder.parents:  # outputs/<run>/ and outputs/ inside the launch folder, if empty
+            if launch not in parent.parents or any(parent.iterdir()):
+                break
+            parent.rmdir()
 
 
 @hydra.main(config_path="configs", config_name="train", version_base="1.3")

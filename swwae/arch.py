@@ -111,12 +111,14 @@ def check_fits(spec: Arch, image_shape, stride: int | None = None, padding: int 
     """ConfigError (one line, naming the stage and the sizes) where a conv kernel or a pooling
     window is larger than the maps it meets, before any layer is built. Maps keep their size
     through the (same-size) convs and shrink at each pooling, as the floor of the pooled size
-    (``ceil``: the wavelet's, which pads odd sizes)."""
+    (``ceil``: the wavelet's, which pads odd sizes). A same-size conv pads its map, so its
+    kernel may reach one cell past it (a 3x3 conv on 2x2 maps, as VGG's last stage has), no
+    more: a 3x3 kernel on 1x1 maps is a 1x1 conv with 8 weights that never see a pixel."""
     height, width = int(image_shape[-2]), int(image_shape[-1])
     stages = len(spec.stages)
     for i, stage in enumerate(spec.stages, start=1):
         for conv in stage.convs:
-            if conv.kernel > min(height, width):
+            if conv.kernel > min(height, width) + 1:
                 raise ConfigError(f"model stage {i} of {stages}: its {conv.kernel}x{conv.kernel} conv kernel is larger "
                                   f"than the {height}x{width} maps it meets")
         pool, step = stage.pool, stride or stage.pool

@@ -232,7 +232,7 @@ def write_mnist_files(root: Path, which: int, content: bytes) -> Path:
 @pytest.mark.parametrize(
     "overrides, message",
     [
-        (["model.widths=[8,8,8,8,8]"], r"stage 5 of 5 on \(1, 28, 28\) images: .* larger than the 1x1 feature map"),
+        (["model.widths=[8,8,8,8,8]"], r"model stage 5 of 5: its 3x3 conv kernel is larger than the 1x1 maps it meets"),
         (["model=wavelet", "model.pool_size=3"], "power-of-two"),
         (["model.pool_padding=2"], "padding must be between 0 and kernel_size // 2"),
         (["seed=-1"], r"seed must be an integer in 0\.\.4294967295"),

@@ -233,7 +233,7 @@ class EpochClock(L.Callback):
 
 def run(overrides, folder: Path, hand_loop: bool = True) -> tuple[EpochClock, float]:
     """``swwae.training.run.train`` on the composed config plus an EpochClock; the clock and the wall time."""
-    cfg = compose_config(folder, overrides)
+    cfg = compose_config(folder, [*overrides, "resume=false"])  # every measurement trains from scratch
     with open_dict(cfg):
         cfg.callbacks = cfg.callbacks or {}
         cfg.callbacks.bench_clock = {"_target_": f"{__name__}.EpochClock", "hand_loop": hand_loop}  # this very class

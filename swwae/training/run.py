@@ -145,7 +145,8 @@ def start_of(cfg: DictConfig, folder: RunFolder, module) -> Decision:
         if decision.warnings:
             log.warning("resuming from %s instead", describe(path, checkpoint))
         elif decision.action == "continue":
-            log.info("resume=%s: continuing this run from %s", cfg.get("resume", "auto"), describe(path, checkpoint))
+            log.info("resume=%s: continuing this run from %s", resume_mode(cfg.get("resume", "auto")),
+                     describe(path, checkpoint))
     return decision
 
 
@@ -241,4 +242,12 @@ def set_torch_defaults() -> None:
     # on Ctrl-C train.py says what is kept and how to continue, instead of Lightning's line
     logging.getLogger("lightning.pytorch.utilities.rank_zero").addFilter(
         lambda record: "Detected KeyboardInterrupt" not in record.getMessage())
+    # Lightning's device lines and tips on stderr, plain, as when it is imported before Hydra sets
+    # up logging (train.py imports it after its checks: it would log them through Hydra's handler)
+    for name in ("lightning.pytorch", "lightning.fabric"):
+        logger = logging.getLogger(name)
+        if logger.propagate and not logger.handlers:
+            logger.addHandler(logging.StreamHandler())
+            logger.setLevel(logging.INFO)
+            logger.propagate = False
     torch.set_float32_matmul_precision("high")
