@@ -48,7 +48,9 @@ def run_alone(example) -> None:
         pytest.skip(reason)
     line = example.line + source.line_offset
     if source.lstrip().startswith(">>>"):
-        test = doctest.DocTestParser().get_doctest(str(source), {}, f"{Path(example.path).name}:{line}", example.path, line)
+        test = doctest.DocTestParser().get_doctest(
+            str(source), {}, f"{Path(example.path).name}:{line}", example.path, line
+        )
         runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
         report: list[str] = []
         runner.run(test, out=report.append)

@@ -88,8 +88,10 @@ def main(cfg: DictConfig) -> float:
         set_torch_defaults()
         return train(cfg)
     except KeyboardInterrupt as err:  # Ctrl-C: where it stopped, what is kept, how to continue
-        print(err if isinstance(err, Interrupted) else "interrupted before training started: nothing was saved",
-              file=sys.stderr)
+        print(
+            err if isinstance(err, Interrupted) else "interrupted before training started: nothing was saved",
+            file=sys.stderr,
+        )
         if multirun:
             print("(the sweep stops here; repeat the sweep command to continue every job)", file=sys.stderr)
         sys.exit(getattr(err, "exit_status", 130))
@@ -115,8 +117,13 @@ def quote_layer_strings(argv: list[str]) -> list[str]:
     quoted = []
     for arg in argv:
         key, sep, value = arg.partition("=")
-        if sep and key.lstrip("+~") == "model.arch" and value[:1] not in ("'", '"') and "(" in value \
-                and "," not in value:
+        if (
+            sep
+            and key.lstrip("+~") == "model.arch"
+            and value[:1] not in ("'", '"')
+            and "(" in value
+            and "," not in value
+        ):
             arg = f"{key}='{value}'"
         quoted.append(arg)
     return quoted

@@ -36,8 +36,8 @@ from pathlib import Path
 
 import torch
 
-from swwae.bench.harness import median, paired_ratio, set_threads
 from swwae.bench.epoch_clock import limit_batches, run
+from swwae.bench.harness import median, paired_ratio, set_threads
 from swwae.training.run import set_torch_defaults
 
 TARGET = 1.10
@@ -45,10 +45,16 @@ TARGET = 1.10
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--epochs", type=int, default=4, help="epochs of the run (each one paired with a hand-written epoch)")
+    parser.add_argument(
+        "--epochs", type=int, default=4, help="epochs of the run (each one paired with a hand-written epoch)"
+    )
     parser.add_argument("--batch", type=int, default=None, help="data.batch_size (default: the config's)")
-    parser.add_argument("--train-size", type=int, default=None,
-                        help="training samples per epoch (a limit_train_batches), default: the whole split")
+    parser.add_argument(
+        "--train-size",
+        type=int,
+        default=None,
+        help="training samples per epoch (a limit_train_batches), default: the whole split",
+    )
     parser.add_argument("--skip", type=int, default=1, help="first epochs left out of the medians (warm-up)")
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's own choice)")
     parser.add_argument("overrides", nargs="*", help="Hydra overrides, as for train.py")
@@ -65,29 +71,43 @@ def main(argv=None) -> int:
     skip = min(args.skip, len(clock.lightning) - 1)
     lit, hand = clock.lightning[skip:], clock.hand[skip:]
     train_size = clock.train_size
-    print(f"one epoch through train.py's code path ({' '.join(args.overrides) or 'default config'}) vs a "
-          f"hand-written loop; {train_size} training images, batch {clock.twin.data.batch_size}; torch {torch.__version__}, "
-          f"threads: {torch.get_num_threads()}; {len(lit)} epochs each, interleaved (+{skip} warm-up)\n")
+    print(
+        f"one epoch through train.py's code path ({' '.join(args.overrides) or 'default config'}) vs a "
+        f"hand-written loop; {train_size} training images, batch {clock.twin.data.batch_size}; "
+        f"torch {torch.__version__}, "
+        f"threads: {torch.get_num_threads()}; {len(lit)} epochs each, interleaved (+{skip} warm-up)\n"
+    )
     print("| part of an epoch | Lightning median s | hand loop median s | ratio | target |")
     print("|---|---|---|---|---|")
     for part in ("train", "val", "images", "checkpoints", "after validation"):
         a = median([r[part] for r in lit])
         b = median([r[part] for r in hand]) if part in hand[0] else None
-        note = {"val": " (without images)", "after validation": " (checkpoint saves, logging, scheduler)",
-                "checkpoints": " (inside after validation)"}.get(part, "")
-        print(f"| {part}{note} | {a:.3f} | {'' if b is None else f'{b:.3f}'} | "
-              f"{'' if b is None else f'{a / b:.3f}x'} | |")
+        note = {
+            "val": " (without images)",
+            "after validation": " (checkpoint saves, logging, scheduler)",
+            "checkpoints": " (inside after validation)",
+        }.get(part, "")
+        print(
+            f"| {part}{note} | {a:.3f} | {'' if b is None else f'{b:.3f}'} | {'' if b is None else f'{a / b:.3f}x'} | |"
+        )
     epoch_l, epoch_h = median([r["epoch"] for r in lit]), median([r["epoch"] for r in hand])
     ratio, paired = epoch_l / epoch_h, paired_ratio([r["epoch"] for r in lit], [r["epoch"] for r in hand])
-    print(f"| **whole epoch** | **{epoch_l:.3f}** | **{epoch_h:.3f}** | **{ratio:.3f}x** "
-          f"(paired {paired:.3f}x) | <= {TARGET}x |")
+    print(
+        f"| **whole epoch** | **{epoch_l:.3f}** | **{epoch_h:.3f}** | **{ratio:.3f}x** "
+        f"(paired {paired:.3f}x) | <= {TARGET}x |"
+    )
     images = median([r["images"] for r in lit])
     print(f"\nreconstruction images: {images * 1e3:.0f} ms an epoch, {images / epoch_l:.1%} of it")
-    print(f"throughput: {train_size / epoch_l:.0f} training images/s over whole epochs (Lightning), "
-          f"{train_size / epoch_h:.0f} (hand loop); training part alone "
-          f"{train_size / median([r['train'] for r in lit]):.0f} vs {train_size / median([r['train'] for r in hand]):.0f}")
+    print(
+        f"throughput: {train_size / epoch_l:.0f} training images/s over whole epochs (Lightning), "
+        f"{train_size / epoch_h:.0f} (hand loop); training part alone "
+        f"{train_size / median([r['train'] for r in lit]):.0f} vs {train_size / median([r['train'] for r in hand]):.0f}"
+    )
     outside = wall - sum(r["epoch"] for r in clock.lightning) - sum(r["epoch"] for r in clock.hand)
-    print(f"whole run {wall:.1f} s; outside its {len(clock.lightning)} epochs (setup, sanity check, teardown): {outside:.1f} s")
+    print(
+        f"whole run {wall:.1f} s; outside its {len(clock.lightning)} epochs (setup, sanity check, teardown): "
+        f"{outside:.1f} s"
+    )
     print("\ntarget met" if max(ratio, paired) <= TARGET else "\ntarget missed (see the ratio above)")
     return 0
 

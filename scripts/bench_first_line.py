@@ -24,7 +24,12 @@ ROOT = Path(__file__).resolve().parents[1]
 REFERENCE = "import torch"
 COMMANDS = {
     REFERENCE: [sys.executable, "-c", "import torch"],
-    "train.py model=swwae_soft model.beta=0": [sys.executable, str(ROOT / "train.py"), "model=swwae_soft", "model.beta=0"],
+    "train.py model=swwae_soft model.beta=0": [
+        sys.executable,
+        str(ROOT / "train.py"),
+        "model=swwae_soft",
+        "model.beta=0",
+    ],
     "train.py model.kernel_size=41": [sys.executable, str(ROOT / "train.py"), "model.kernel_size=41"],
     "train.py run_name=../x": [sys.executable, str(ROOT / "train.py"), "run_name=../x"],
     "train.py --help": [sys.executable, str(ROOT / "train.py"), "--help"],
@@ -46,7 +51,7 @@ def main(argv=None) -> int:
     times: dict[str, list[float]] = {name: [] for name in names}
     with tempfile.TemporaryDirectory() as folder:
         for repeat in range(args.repeats):
-            order = names[repeat % len(names):] + names[:repeat % len(names)]
+            order = names[repeat % len(names) :] + names[: repeat % len(names)]
             for name in order:
                 times[name].append(seconds(COMMANDS[name], folder))
             print(f"repeat {repeat + 1}/{args.repeats} done", file=sys.stderr, flush=True)

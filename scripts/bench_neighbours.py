@@ -37,8 +37,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 MARK = "bench_neighbours:"
 SPIN = "import time\nend = time.monotonic() + {seconds}\nwhile time.monotonic() < end:\n    pass\n"
-MATMUL = ("import time, torch\nend = time.monotonic() + {seconds}\na = torch.randn(256, 256)\n"
-          "while time.monotonic() < end:\n    a = torch.tanh(a @ a)\n")
+MATMUL = (
+    "import time, torch\nend = time.monotonic() + {seconds}\na = torch.randn(256, 256)\n"
+    "while time.monotonic() < end:\n    a = torch.tanh(a @ a)\n"
+)
 
 
 def child_env(variant: str) -> dict[str, str]:
@@ -58,7 +60,7 @@ def measure(variant: str, epochs: int, overrides: list[str], timeout: float) -> 
     done = subprocess.run(cmd, env=child_env(variant), capture_output=True, text=True, timeout=timeout, cwd=ROOT)
     for line in done.stdout.splitlines():
         if line.startswith(MARK):
-            return json.loads(line[len(MARK):])["epoch_s"]
+            return json.loads(line[len(MARK) :])["epoch_s"]
     raise RuntimeError(f"the {variant} child failed (exit {done.returncode}): {done.stderr.strip()[-2000:]}")
 
 
@@ -91,8 +93,9 @@ def child(epochs: int, overrides: list[str]) -> int:
     with tempfile.TemporaryDirectory(prefix="bench_neighbours_") as tmp:
         clock, wall = run([f"trainer.max_epochs={epochs}", "test=false", *overrides], Path(tmp), hand_loop=False)
     epochs_s = [r["epoch"] for r in clock.lightning]
-    print(MARK + json.dumps({"epoch_s": statistics.median(epochs_s[1:] or epochs_s), "epochs": epochs_s,
-                             "wall_s": wall}))
+    print(
+        MARK + json.dumps({"epoch_s": statistics.median(epochs_s[1:] or epochs_s), "epochs": epochs_s, "wall_s": wall})
+    )
     return 0
 
 
@@ -100,13 +103,25 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeats", type=int, default=2, help="rounds of every variant, quiet and busy")
     parser.add_argument("--epochs", type=int, default=3, help="epochs per measured run (the first is warm-up)")
-    parser.add_argument("--train-batches", type=int, default=6,
-                        help="training batches an epoch (trainer.limit_train_batches; the default run has 32; 0: all)")
+    parser.add_argument(
+        "--train-batches",
+        type=int,
+        default=6,
+        help="training batches an epoch (trainer.limit_train_batches; the default run has 32; 0: all)",
+    )
     parser.add_argument("--neighbours", type=int, default=2, help="busy processes beside the run")
-    parser.add_argument("--busy", choices=("spin", "matmul"), default="spin",
-                        help="what a neighbour runs: a Python busy loop, or a torch matmul loop")
-    parser.add_argument("--variants", nargs="+", default=["unset", "PASSIVE"],
-                        help="unset, an OMP_WAIT_POLICY value, or threads=N (the first is the baseline)")
+    parser.add_argument(
+        "--busy",
+        choices=("spin", "matmul"),
+        default="spin",
+        help="what a neighbour runs: a Python busy loop, or a torch matmul loop",
+    )
+    parser.add_argument(
+        "--variants",
+        nargs="+",
+        default=["unset", "PASSIVE"],
+        help="unset, an OMP_WAIT_POLICY value, or threads=N (the first is the baseline)",
+    )
     parser.add_argument("--timeout", type=float, default=300, help="seconds before a measured run is given up")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("overrides", nargs="*", help="Hydra overrides, as for train.py")
@@ -128,16 +143,21 @@ def main(argv=None) -> int:
                 for variant in order:
                     s = measure(variant, args.epochs, args.overrides, args.timeout)
                     seconds[condition, variant].append(s)
-                    print(f"repeat {repeat + 1}, {condition}, {variant}: {s:.2f} s an epoch", file=sys.stderr,
-                          flush=True)
+                    print(
+                        f"repeat {repeat + 1}, {condition}, {variant}: {s:.2f} s an epoch", file=sys.stderr, flush=True
+                    )
 
     base = args.variants[0]
-    print(f"\nepoch time of the default run{' (' + ' '.join(args.overrides) + ')' if args.overrides else ''}: "
-          f"median over {args.repeats} repeats of each run's median epoch ({args.epochs} epochs, the first left "
-          f"out), quiet and beside {args.neighbours} busy processes ({args.busy}); {os.cpu_count()} cores, "
-          f"load average at the start {load:.1f}; {time.perf_counter() - started:.0f} s in all\n")
-    print(f"| variant | quiet s | beside {args.neighbours} busy s | slowdown busy/quiet | "
-          f"quiet vs {base} | busy vs {base} |")
+    print(
+        f"\nepoch time of the default run{' (' + ' '.join(args.overrides) + ')' if args.overrides else ''}: "
+        f"median over {args.repeats} repeats of each run's median epoch ({args.epochs} epochs, the first left "
+        f"out), quiet and beside {args.neighbours} busy processes ({args.busy}); {os.cpu_count()} cores, "
+        f"load average at the start {load:.1f}; {time.perf_counter() - started:.0f} s in all\n"
+    )
+    print(
+        f"| variant | quiet s | beside {args.neighbours} busy s | slowdown busy/quiet | "
+        f"quiet vs {base} | busy vs {base} |"
+    )
     print("|---|---|---|---|---|---|")
     for v in args.variants:
         q, b = (statistics.median(seconds[c, v]) for c in conditions)

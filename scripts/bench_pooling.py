@@ -34,8 +34,8 @@ import torch
 from torch import nn
 
 from swwae.bench.harness import interleave, peak_memory, set_threads
-from swwae.training.host_memory import keep_freed_memory
 from swwae.pooling import Unpool, WhatWherePool
+from swwae.training.host_memory import keep_freed_memory
 
 CASES = ["2x2s2", "3x3s2"]  # kernel x kernel, stride
 TARGETS = {"hard": 1.0, "soft": 2.0}
@@ -89,26 +89,42 @@ def main(argv=None) -> int:
     parser.add_argument("--size", type=int, default=28)
     parser.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1, ... (default: cpu)")
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's own choice)")
-    parser.add_argument("--cases", nargs="+", type=parse_case, default=[parse_case(c) for c in CASES],
-                        help="pooling geometries, KxKsS (default: 2x2s2 3x3s2)")
-    parser.add_argument("--keep-freed-memory", action=argparse.BooleanOptionalAction, default=True,
-                        help="glibc keeps freed memory for the next step, as train.py has it (default: yes)")
+    parser.add_argument(
+        "--cases",
+        nargs="+",
+        type=parse_case,
+        default=[parse_case(c) for c in CASES],
+        help="pooling geometries, KxKsS (default: 2x2s2 3x3s2)",
+    )
+    parser.add_argument(
+        "--keep-freed-memory",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="glibc keeps freed memory for the next step, as train.py has it (default: yes)",
+    )
     args = parser.parse_args(argv)
     kept = args.keep_freed_memory and keep_freed_memory()
     set_threads(args.threads)
     device = torch.device(args.device)
     torch.manual_seed(0)
     x = torch.randn(args.batch, args.channels, args.size, args.size, device=device)
-    print(f"input {tuple(x.shape)} float32 on {device}, torch {torch.__version__}, "
-          f"{torch.get_num_threads()} threads, {args.repeats} interleaved repeats, "
-          f"{'glibc keeps freed memory' if kept else 'glibc default (hands freed memory back)'}\n")
-    print("| case | variant | median ms | ratio to native | best-round ratio | target "
-          "| peak MiB | memory ratio | target |")
+    print(
+        f"input {tuple(x.shape)} float32 on {device}, torch {torch.__version__}, "
+        f"{torch.get_num_threads()} threads, {args.repeats} interleaved repeats, "
+        f"{'glibc keeps freed memory' if kept else 'glibc default (hands freed memory back)'}\n"
+    )
+    print(
+        "| case | variant | median ms | ratio to native | best-round ratio | target "
+        "| peak MiB | memory ratio | target |"
+    )
     print("|---|---|---|---|---|---|---|---|---|")
     failed = False
     for case in args.cases:
-        steps = {"native": native_step(**case), "hard": swwae_step(**case, mode="hard"),
-                 "soft": swwae_step(**case, mode="soft")}
+        steps = {
+            "native": native_step(**case),
+            "hard": swwae_step(**case, mode="hard"),
+            "soft": swwae_step(**case, mode="soft"),
+        }
         calls = {name: functools.partial(backward, step, x) for name, step in steps.items()}
         times = interleave(calls, args.repeats, warmup=3, device=device)
         medians = {name: times.median(name) for name in steps}
@@ -121,8 +137,10 @@ def main(argv=None) -> int:
             mem_ratio = memory[name] / memory["native"]
             if (target is not None and ratios[name] > target) or (mem_target is not None and mem_ratio > mem_target):
                 failed = True
-            print(f"| {label} | {name} | {medians[name] * 1e3:.2f} | {ratios[name]:.2f}x | {best[name]:.2f}x "
-                  f"| {_target(target)} | {memory[name] / 2**20:.1f} | {mem_ratio:.2f}x | {_target(mem_target)} |")
+            print(
+                f"| {label} | {name} | {medians[name] * 1e3:.2f} | {ratios[name]:.2f}x | {best[name]:.2f}x "
+                f"| {_target(target)} | {memory[name] / 2**20:.1f} | {mem_ratio:.2f}x | {_target(mem_target)} |"
+            )
     print("\nall targets met" if not failed else "\nsome targets missed (see ratios above)")
     return 0
 

@@ -50,15 +50,21 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from swwae.bench.harness import median, peak_memory, set_threads, timed
 from swwae.bench.steps import PRECISIONS, training_step
-from swwae.training.host_memory import keep_freed_memory
 from swwae.loss import loss_weights, swwae_loss
 from swwae.model import SWWAE
+from swwae.training.host_memory import keep_freed_memory
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 PRESETS = sorted(p.stem for p in (CONFIGS / "experiment" / "paper").glob("*.yaml"))
 # training images of one epoch (the training split after validation is held out)
-EPOCH_IMAGES = {"mnist_sample": 4_000, "mnist": 55_000, "svhn": 68_257, "cifar10": 45_000, "cifar100": 45_000,
-                "stl10": 900 + 100_000}
+EPOCH_IMAGES = {
+    "mnist_sample": 4_000,
+    "mnist": 55_000,
+    "svhn": 68_257,
+    "cifar10": 45_000,
+    "cifar100": 45_000,
+    "stl10": 900 + 100_000,
+}
 
 
 def preset_config(preset: str):
@@ -79,10 +85,15 @@ def measure(preset: str, batch: int | None, steps: int, device: torch.device, pr
     net = SWWAE.from_settings(model_cfg, data_cls.image_shape, data_cls.num_classes).to(device).train()
     x = torch.rand(batch, *data_cls.image_shape, device=device)
     y = torch.randint(0, data_cls.num_classes, (batch,), device=device)
-    y[batch // 4:] = -1  # a semi-supervised batch: a quarter labelled
+    y[batch // 4 :] = -1  # a semi-supervised batch: a quarter labelled
     weights = loss_weights(model_cfg)
-    step = training_step(lambda: swwae_loss(net(x), x, y, **weights)["loss"], net.parameters(), lr=1e-3,
-                         device=device, precision=precision)
+    step = training_step(
+        lambda: swwae_loss(net(x), x, y, **weights)["loss"],
+        net.parameters(),
+        lr=1e-3,
+        device=device,
+        precision=precision,
+    )
 
     for _ in range(1 if device.type == "cpu" else 3):  # warm-up (on a GPU: cuDNN's choice of kernels too)
         step()
@@ -90,9 +101,19 @@ def measure(preset: str, batch: int | None, steps: int, device: torch.device, pr
     with FlopCounterMode(display=False) as flops:
         step()
     epoch = EPOCH_IMAGES[data_name]
-    return {"preset": preset, "data": data_name, "arch": net.arch, "params": sum(p.numel() for p in net.parameters()), "batch": batch, "s_per_image": seconds / batch, "epoch_images": epoch,
-        "s_per_epoch": seconds / batch * epoch, "flops_per_image": flops.get_total_flops() / batch,
-        "peak_mib": peak_memory(step, device) / 2**20, "epochs": cfg.trainer.max_epochs}
+    return {
+        "preset": preset,
+        "data": data_name,
+        "arch": net.arch,
+        "params": sum(p.numel() for p in net.parameters()),
+        "batch": batch,
+        "s_per_image": seconds / batch,
+        "epoch_images": epoch,
+        "s_per_epoch": seconds / batch * epoch,
+        "flops_per_image": flops.get_total_flops() / batch,
+        "peak_mib": peak_memory(step, device) / 2**20,
+        "epochs": cfg.trainer.max_epochs,
+    }
 
 
 def stl10_rss(images: int) -> tuple[float, float, float]:
@@ -131,42 +152,58 @@ def hours(seconds: float) -> str:
 def print_cpu_table(args, threads: int) -> None:
     """Measured on the CPU at a reduced batch; the GPU columns estimated from the FLOPs."""
     batch = args.batch or 32
-    print(f"{threads} CPU threads, batch {batch}, median of {args.steps} training steps"
-          f"{'' if args.precision == '32-true' else f' in {args.precision}'}; "
-          f"GPU estimate at {args.gpu_tflops:g} TFLOP/s sustained\n")
-    print("| preset | data | parameters | GFLOP/image (step) | CPU s/image | CPU per epoch | peak MiB (step) "
-          "| GPU per epoch (est.) | epochs | GPU per run (est.) |")
+    print(
+        f"{threads} CPU threads, batch {batch}, median of {args.steps} training steps"
+        f"{'' if args.precision == '32-true' else f' in {args.precision}'}; "
+        f"GPU estimate at {args.gpu_tflops:g} TFLOP/s sustained\n"
+    )
+    print(
+        "| preset | data | parameters | GFLOP/image (step) | CPU s/image | CPU per epoch | peak MiB (step) "
+        "| GPU per epoch (est.) | epochs | GPU per run (est.) |"
+    )
     print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for preset in args.presets:
         r = measure(preset, batch, args.steps, torch.device("cpu"), args.precision)
         gpu_epoch = r["flops_per_image"] * r["epoch_images"] / (args.gpu_tflops * 1e12)
-        print(f"| {r['preset']} | {r['data']} | {r['params'] / 1e6:.2f} M | {r['flops_per_image'] / 1e9:.3f} "
-              f"| {r['s_per_image'] * 1e3:.1f} ms | {hours(r['s_per_epoch'])} | {r['peak_mib']:.0f} "
-              f"| {hours(gpu_epoch)} | {r['epochs']} | {hours(gpu_epoch * r['epochs'])} |")
+        print(
+            f"| {r['preset']} | {r['data']} | {r['params'] / 1e6:.2f} M | {r['flops_per_image'] / 1e9:.3f} "
+            f"| {r['s_per_image'] * 1e3:.1f} ms | {hours(r['s_per_epoch'])} | {r['peak_mib']:.0f} "
+            f"| {hours(gpu_epoch)} | {r['epochs']} | {hours(gpu_epoch * r['epochs'])} |"
+        )
 
 
 def print_measured_table(args, device: torch.device) -> None:
     """Every figure measured on the GPU, at the presets' own batch sizes unless told."""
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else str(device)
     batch = f"batch {args.batch}" if args.batch else "each preset's batch size"
-    print(f"measured on {name} ({device}), {args.precision}, median of {args.steps} training steps at {batch}, "
-          f"torch {torch.__version__}; data loading not counted\n")
-    print("| preset | data | parameters | batch | GFLOP/image (step) | GPU ms/image | GPU per epoch (measured) "
-          "| peak MiB (step) | epochs | GPU per run (measured) | TFLOP/s achieved |")
+    print(
+        f"measured on {name} ({device}), {args.precision}, median of {args.steps} training steps at {batch}, "
+        f"torch {torch.__version__}; data loading not counted\n"
+    )
+    print(
+        "| preset | data | parameters | batch | GFLOP/image (step) | GPU ms/image | GPU per epoch (measured) "
+        "| peak MiB (step) | epochs | GPU per run (measured) | TFLOP/s achieved |"
+    )
     print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for preset in args.presets:
         r = measure(preset, args.batch, args.steps, device, args.precision)
-        print(f"| {r['preset']} | {r['data']} | {r['params'] / 1e6:.2f} M | {r['batch']} "
-              f"| {r['flops_per_image'] / 1e9:.3f} | {r['s_per_image'] * 1e3:.3f} | {hours(r['s_per_epoch'])} "
-              f"| {r['peak_mib']:.0f} | {r['epochs']} | {hours(r['s_per_epoch'] * r['epochs'])} "
-              f"| {r['flops_per_image'] / r['s_per_image'] / 1e12:.1f} |")
+        print(
+            f"| {r['preset']} | {r['data']} | {r['params'] / 1e6:.2f} M | {r['batch']} "
+            f"| {r['flops_per_image'] / 1e9:.3f} | {r['s_per_image'] * 1e3:.3f} | {hours(r['s_per_epoch'])} "
+            f"| {r['peak_mib']:.0f} | {r['epochs']} | {hours(r['s_per_epoch'] * r['epochs'])} "
+            f"| {r['flops_per_image'] / r['s_per_image'] / 1e12:.1f} |"
+        )
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--presets", nargs="+", choices=PRESETS, default=PRESETS)
-    parser.add_argument("--batch", type=int, default=None,
-                        help="images per measured step (default: 32 on the CPU, a reduced size; the preset's on a GPU)")
+    parser.add_argument(
+        "--batch",
+        type=int,
+        default=None,
+        help="images per measured step (default: 32 on the CPU, a reduced size; the preset's on a GPU)",
+    )
     parser.add_argument("--steps", type=int, default=5, help="measured steps (the median is kept)")
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--device", default="cpu", help="cpu (GPU figures estimated), or cuda (measured there)")
@@ -183,9 +220,11 @@ def main(argv=None) -> int:
         print_measured_table(args, device)
     if args.stl10_rss:
         rss, before, payload = stl10_rss(args.stl10_rss)
-        print(f"\nSTL-10 loader, {args.stl10_rss:,} unlabelled images ({payload:.2f} GiB as uint8; float32 would "
-              f"need {4 * payload:.1f} GiB): peak RSS {rss:.2f} GiB, {rss - before:.2f} GiB above the "
-              f"{before:.2f} GiB of the process before loading ({(rss - before) / payload:.2f}x the images)")
+        print(
+            f"\nSTL-10 loader, {args.stl10_rss:,} unlabelled images ({payload:.2f} GiB as uint8; float32 would "
+            f"need {4 * payload:.1f} GiB): peak RSS {rss:.2f} GiB, {rss - before:.2f} GiB above the "
+            f"{before:.2f} GiB of the process before loading ({(rss - before) / payload:.2f}x the images)"
+        )
     return 0
 
 

@@ -31,8 +31,8 @@ from pathlib import Path
 
 import torch
 
-from swwae.bench.harness import median, set_threads
 from swwae.bench.epoch_clock import limit_batches, run
+from swwae.bench.harness import median, set_threads
 from swwae.training.run import set_torch_defaults
 
 
@@ -52,20 +52,24 @@ def measure(points, args) -> dict:
     results = {p: {"epoch": [], "train": [], "images": []} for p in points}
     for _ in range(args.repeats):
         for size, width in points:
-            overrides = [f"trainer.max_epochs={args.epochs}", "test=false", f"model.widths=[{width},{2 * width}]",
-                         f"data.batch_size={args.batch}", *args.overrides]
+            overrides = [
+                f"trainer.max_epochs={args.epochs}",
+                "test=false",
+                f"model.widths=[{width},{2 * width}]",
+                f"data.batch_size={args.batch}",
+                *args.overrides,
+            ]
             if size is not None:
                 overrides.append(f"++trainer.limit_train_batches={limit_batches(size, args.batch)}")
             with tempfile.TemporaryDirectory(prefix="bench_scaling_") as tmp:
                 clock, _ = run(overrides, Path(tmp), hand_loop=False)
-            kept = clock.lightning[min(1, len(clock.lightning) - 1):]  # the first epoch warms up
+            kept = clock.lightning[min(1, len(clock.lightning) - 1) :]  # the first epoch warms up
             results[(size, width)]["n"] = clock.train_size
             for key in ("epoch", "train", "images"):
                 results[(size, width)][key] += [r[key] for r in kept]
             print(".", end="", flush=True, file=sys.stderr)
     print(file=sys.stderr)
-    return {p: {"n": r["n"], **{k: median(r[k]) for k in ("epoch", "train", "images")}}
-            for p, r in results.items()}
+    return {p: {"n": r["n"], **{k: median(r[k]) for k in ("epoch", "train", "images")}} for p, r in results.items()}
 
 
 def main(argv=None) -> int:
@@ -89,34 +93,49 @@ def main(argv=None) -> int:
     points = list(dict.fromkeys(data_points + width_points))
     r = measure(points, args)
 
-    print(f"epoch time of train.py's code path ({' '.join(args.overrides) or 'default config'}), batch {args.batch}; "
-          f"torch {torch.__version__}, threads: {torch.get_num_threads()}; median of {args.repeats} run(s) x "
-          f"{max(1, args.epochs - 1)} epoch(s) a point\n")
+    print(
+        f"epoch time of train.py's code path ({' '.join(args.overrides) or 'default config'}), batch {args.batch}; "
+        f"torch {torch.__version__}, threads: {torch.get_num_threads()}; median of {args.repeats} run(s) x "
+        f"{max(1, args.epochs - 1)} epoch(s) a point\n"
+    )
     print(f"data (widths [{base_width}, {2 * base_width}]):\n")
-    print("| training images | epoch s | training part s | per 1k images (training) | "
-          "ratio to previous: images | epoch | training part |")
+    print(
+        "| training images | epoch s | training part s | per 1k images (training) | "
+        "ratio to previous: images | epoch | training part |"
+    )
     print("|---|---|---|---|---|---|---|")
     prev = None
     for p in data_points:
         q = r[p]
         cells = ["", "", ""]
         if prev is not None:
-            cells = [f"{q['n'] / prev['n']:.2f}", f"{q['epoch'] / prev['epoch']:.2f}", f"{q['train'] / prev['train']:.2f}"]
-        print(f"| {q['n']} | {q['epoch']:.2f} | {q['train']:.2f} | {q['train'] / q['n'] * 1e3:.2f} | "
-              + " | ".join(cells) + " |")
+            cells = [
+                f"{q['n'] / prev['n']:.2f}",
+                f"{q['epoch'] / prev['epoch']:.2f}",
+                f"{q['train'] / prev['train']:.2f}",
+            ]
+        print(
+            f"| {q['n']} | {q['epoch']:.2f} | {q['train']:.2f} | {q['train'] / q['n'] * 1e3:.2f} | "
+            + " | ".join(cells)
+            + " |"
+        )
         prev = q
     if len(data_points) >= 2:
         ns = [r[p]["n"] for p in data_points]
         a, b, r2 = fit_line(ns, [r[p]["epoch"] for p in data_points])
         at, bt, r2t = fit_line(ns, [r[p]["train"] for p in data_points])
-        print(f"\nlinear fit, epoch: t = {a:.2f} s + {b * 1e3:.2f} ms x images (R^2 = {r2:.4f}); "
-              f"training part: t = {at:.2f} s + {bt * 1e3:.2f} ms x images (R^2 = {r2t:.4f})")
+        print(
+            f"\nlinear fit, epoch: t = {a:.2f} s + {b * 1e3:.2f} ms x images (R^2 = {r2:.4f}); "
+            f"training part: t = {at:.2f} s + {bt * 1e3:.2f} ms x images (R^2 = {r2t:.4f})"
+        )
         worst = max(abs(r[p]["epoch"] - a - b * r[p]["n"]) / r[p]["epoch"] for p in data_points)
         print(f"largest deviation of a point from the line: {worst:.1%}")
 
     print(f"\nwidth ({full} training images):\n")
-    print("| widths | parameters | epoch s | training part s | images/s (training) | ratio to widths "
-          f"[{base_width}, {2 * base_width}] |")
+    print(
+        "| widths | parameters | epoch s | training part s | images/s (training) | ratio to widths "
+        f"[{base_width}, {2 * base_width}] |"
+    )
     print("|---|---|---|---|---|---|")
     from swwae.model import SWWAE
 
@@ -125,14 +144,18 @@ def main(argv=None) -> int:
         q = r[p]
         params = sum(t.numel() for t in SWWAE(widths=[p[1], 2 * p[1]]).parameters())
         ratio = f"{q['epoch'] / base['epoch']:.2f}" if base else ""
-        print(f"| [{p[1]}, {2 * p[1]}] | {params:,} | {q['epoch']:.2f} | {q['train']:.2f} | "
-              f"{q['n'] / q['train']:.0f} | {ratio} |")
+        print(
+            f"| [{p[1]}, {2 * p[1]}] | {params:,} | {q['epoch']:.2f} | {q['train']:.2f} | "
+            f"{q['n'] / q['train']:.0f} | {ratio} |"
+        )
 
     if base:
-        print(f"\ndefault run (widths [{base_width}, {2 * base_width}], {base['n']} training images): "
-              f"{base['n'] / base['epoch']:.0f} training images/s over whole epochs (validation, images and "
-              f"checkpoints included), {base['n'] / base['train']:.0f} in the training part; reconstruction "
-              f"images {base['images'] * 1e3:.0f} ms an epoch ({base['images'] / base['epoch']:.1%})")
+        print(
+            f"\ndefault run (widths [{base_width}, {2 * base_width}], {base['n']} training images): "
+            f"{base['n'] / base['epoch']:.0f} training images/s over whole epochs (validation, images and "
+            f"checkpoints included), {base['n'] / base['train']:.0f} in the training part; reconstruction "
+            f"images {base['images'] * 1e3:.0f} ms an epoch ({base['images'] / base['epoch']:.1%})"
+        )
     return 0
 
 

@@ -144,11 +144,14 @@ def bench_loss_checks(args, device) -> list[str]:
     x = torch.rand(args.batch, *SHAPES["mnist"], device=device)
     y = torch.randint(0, 10, (args.batch,), device=device)
     checks = {"watched": watched(), "read every step": reads_back_every_step}
-    steps = {name: make_step(make_net("hard", SHAPES["mnist"], args.widths).to(device), x, y, args.precision, check)
-             for name, check in checks.items()}
+    steps = {
+        name: make_step(make_net("hard", SHAPES["mnist"], args.widths).to(device), x, y, args.precision, check)
+        for name, check in checks.items()
+    }
     times = interleave(steps, args.repeats, warmup=args.warmup, device=device)
-    return [f"| {name} | {times.median(name) * 1e3:.2f} | {times.paired_ratio(name, 'watched'):.3f}x |"
-            for name in steps]
+    return [
+        f"| {name} | {times.median(name) * 1e3:.2f} | {times.paired_ratio(name, 'watched'):.3f}x |" for name in steps
+    ]
 
 
 def bench_shape(name: str, args, device) -> tuple[list[str], bool]:
@@ -156,8 +159,9 @@ def bench_shape(name: str, args, device) -> tuple[list[str], bool]:
     torch.manual_seed(1)
     x = torch.rand(args.batch, *image_shape, device=device)
     y = torch.randint(0, 10, (args.batch,), device=device)
-    steps = {v: make_step(make_net(v, image_shape, args.widths).to(device), x, y, args.precision)
-             for v in args.variants}
+    steps = {
+        v: make_step(make_net(v, image_shape, args.widths).to(device), x, y, args.precision) for v in args.variants
+    }
     times = interleave(steps, args.repeats, warmup=args.warmup, device=device)
     # ratio of the medians, and the median of the ratios of steps run back to back (robust to drifts)
     paired = {v: times.paired_ratio(v, "native") for v in steps}
@@ -169,10 +173,12 @@ def bench_shape(name: str, args, device) -> tuple[list[str], bool]:
         target, mem_target = TARGETS.get(v), MEMORY_TARGETS.get(v)
         ok &= (target is None or min(ratio, paired[v]) <= target) and (mem_target is None or mem_ratio <= mem_target)
         spread = times.quartiles(v)
-        rows.append(f"| {label} | {v} | {times.median(v) * 1e3:.1f} | {spread[0] * 1e3:.0f}-{spread[2] * 1e3:.0f} | "
-                    f"{ratio:.2f}x | {paired[v]:.2f}x | {'' if target is None else f'<= {target}x'} | "
-                    f"{memory[v] / 2**20:.1f} | {mem_ratio:.2f}x | {'' if mem_target is None else f'<= {mem_target}x'} | "
-                    f"{times.median_faults(v):.0f} |")
+        rows.append(
+            f"| {label} | {v} | {times.median(v) * 1e3:.1f} | {spread[0] * 1e3:.0f}-{spread[2] * 1e3:.0f} | "
+            f"{ratio:.2f}x | {paired[v]:.2f}x | {'' if target is None else f'<= {target}x'} | "
+            f"{memory[v] / 2**20:.1f} | {mem_ratio:.2f}x | {'' if mem_target is None else f'<= {mem_target}x'} | "
+            f"{times.median_faults(v):.0f} |"
+        )
     return rows, ok
 
 
@@ -194,9 +200,11 @@ def bench_compile(name: str, args, device) -> list[str]:
         compiled = make_step(net, x, y)
         compile_s, _ = timed(compiled, device)  # forward and backward graphs compile on the first step
         times = interleave({"eager": eager, "compiled": compiled}, args.repeats, warmup=args.warmup, device=device)
-        rows.append(f"| {label} | {v} | {args.compile} | {compile_s:.1f} | {times.median('eager') * 1e3:.1f} | "
-                    f"{times.median('compiled') * 1e3:.1f} | {times.ratio_of_medians('compiled', 'eager'):.2f}x | "
-                    f"{times.paired_ratio('compiled', 'eager'):.2f}x |")
+        rows.append(
+            f"| {label} | {v} | {args.compile} | {compile_s:.1f} | {times.median('eager') * 1e3:.1f} | "
+            f"{times.median('compiled') * 1e3:.1f} | {times.ratio_of_medians('compiled', 'eager'):.2f}x | "
+            f"{times.paired_ratio('compiled', 'eager'):.2f}x |"
+        )
     return rows
 
 
@@ -209,34 +217,55 @@ def main(argv=None) -> int:
     parser.add_argument("--shapes", nargs="+", choices=sorted(SHAPES), default=["mnist", "cifar10"])
     parser.add_argument("--variants", nargs="+", choices=VARIANTS, default=list(VARIANTS))
     parser.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1, ... (default: cpu)")
-    parser.add_argument("--precision", choices=PRECISIONS, default="32-true",
-                        help="as trainer.precision: autocast for the mixed ones (default: 32-true)")
-    parser.add_argument("--loss-checks", action="store_true",
-                        help="also time the loss watch against reading the loss back every step")
+    parser.add_argument(
+        "--precision",
+        choices=PRECISIONS,
+        default="32-true",
+        help="as trainer.precision: autocast for the mixed ones (default: 32-true)",
+    )
+    parser.add_argument(
+        "--loss-checks", action="store_true", help="also time the loss watch against reading the loss back every step"
+    )
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's own choice)")
-    parser.add_argument("--keep-freed-memory", action=argparse.BooleanOptionalAction, default=True,
-                        help="glibc keeps freed memory for the next step, as train.py has it (default: yes)")
-    parser.add_argument("--compile", nargs="?", const="inductor", default=None, metavar="BACKEND",
-                        help="compiled vs eager steps instead (backend: inductor unless named)")
+    parser.add_argument(
+        "--keep-freed-memory",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="glibc keeps freed memory for the next step, as train.py has it (default: yes)",
+    )
+    parser.add_argument(
+        "--compile",
+        nargs="?",
+        const="inductor",
+        default=None,
+        metavar="BACKEND",
+        help="compiled vs eager steps instead (backend: inductor unless named)",
+    )
     args = parser.parse_args(argv)
     set_threads(args.threads)
     kept = args.keep_freed_memory and keep_freed_memory()
     if "native" not in args.variants:
         args.variants = ["native", *args.variants]
     device = torch.device(args.device)
-    print(f"training step (forward, backward, Adam step), batch {args.batch}, widths {args.widths}, on {device}"
-          f"{'' if args.precision == '32-true' else f' in {args.precision}'}, "
-          f"torch {torch.__version__}, threads: {torch.get_num_threads()}, {args.repeats} interleaved repeats"
-          f"{', glibc keeps freed memory' if kept else ', glibc default (hands freed memory back)'}\n")
+    print(
+        f"training step (forward, backward, Adam step), batch {args.batch}, widths {args.widths}, on {device}"
+        f"{'' if args.precision == '32-true' else f' in {args.precision}'}, "
+        f"torch {torch.__version__}, threads: {torch.get_num_threads()}, {args.repeats} interleaved repeats"
+        f"{', glibc keeps freed memory' if kept else ', glibc default (hands freed memory back)'}\n"
+    )
     if args.compile:
-        print("| shapes | variant | backend | compile s (first step) | eager ms | compiled ms | ratio of medians | "
-              "paired ratio |")
+        print(
+            "| shapes | variant | backend | compile s (first step) | eager ms | compiled ms | ratio of medians | "
+            "paired ratio |"
+        )
         print("|---|---|---|---|---|---|---|---|")
         for name in args.shapes:
             print("\n".join(bench_compile(name, args, device)), flush=True)
         return 0
-    print("| shapes | variant | median ms | IQR ms | ratio of medians | paired ratio | target | peak MiB | "
-          "memory ratio | target | page faults a step |")
+    print(
+        "| shapes | variant | median ms | IQR ms | ratio of medians | paired ratio | target | peak MiB | "
+        "memory ratio | target | page faults a step |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     all_ok = True
     for name in args.shapes:

@@ -46,12 +46,24 @@ def reference(text: str) -> tuple[str, dict[float, float]]:
 def main(argv=None) -> int:
     parser = script_parser(__doc__)
     parser.add_argument("sweep_dir", type=Path)
-    parser.add_argument("--recon", nargs="?", const="", default=None, metavar="PNG",
-                        help="also write a reconstruction figure (default: <sweep dir>/reconstructions.png)")
+    parser.add_argument(
+        "--recon",
+        nargs="?",
+        const="",
+        default=None,
+        metavar="PNG",
+        help="also write a reconstruction figure (default: <sweep dir>/reconstructions.png)",
+    )
     parser.add_argument("--num-images", type=int, default=6)
     parser.add_argument("--split", choices=["val", "test"], default="test")
-    parser.add_argument("--reference", type=reference, action="append", default=[], metavar="LABEL=x:y,...",
-                        help="published error %% over the numeric axis, drawn dashed (repeatable)")
+    parser.add_argument(
+        "--reference",
+        type=reference,
+        action="append",
+        default=[],
+        metavar="LABEL=x:y,...",
+        help="published error %% over the numeric axis, drawn dashed (repeatable)",
+    )
     warnings.filterwarnings("ignore")
     args = parser.parse_args(argv)
     summary = write_summary(args.sweep_dir, references=dict(args.reference))

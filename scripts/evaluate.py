@@ -41,15 +41,27 @@ from swwae.training.registry import data_of_run
 EMBEDDED_IMAGES = 1000
 
 
-def evaluate(checkpoint: Path, split: str = "test", out: Path | None = None, num_images: int = 8,
-             data_root: str | None = None, embeddings: Path | bool = False) -> dict[str, float]:
+def evaluate(
+    checkpoint: Path,
+    split: str = "test",
+    out: Path | None = None,
+    num_images: int = 8,
+    data_root: str | None = None,
+    embeddings: Path | bool = False,
+) -> dict[str, float]:
     """Test (or validation) metrics of ``checkpoint``, its reconstruction PNG and, with
     ``embeddings`` (True: the default folder, or a folder), its projector files."""
     module, config = load_model(checkpoint)
     datamodule = data_of_run(config, str(checkpoint), data_root)
     datamodule.setup("test")
-    trainer = L.Trainer(accelerator="cpu", devices=1, logger=False, enable_checkpointing=False,
-                        enable_model_summary=False, enable_progress_bar=False)
+    trainer = L.Trainer(
+        accelerator="cpu",
+        devices=1,
+        logger=False,
+        enable_checkpointing=False,
+        enable_model_summary=False,
+        enable_progress_bar=False,
+    )
     loader = datamodule.test_dataloader() if split == "test" else datamodule.val_dataloader()
     run = trainer.test if split == "test" else trainer.validate
     (results,) = run(module, dataloaders=loader, verbose=False)
@@ -63,8 +75,12 @@ def evaluate(checkpoint: Path, split: str = "test", out: Path | None = None, num
     if embeddings:
         folder = checkpoint.with_name(f"{checkpoint.stem}_{split}_embeddings") if embeddings is True else embeddings
         with SummaryWriter(str(folder)) as writer:
-            points = write_embedding(writer, module.net, datamodule.images(split, EMBEDDED_IMAGES),
-                                     getattr(datamodule, f"{split}_y")[:EMBEDDED_IMAGES])
+            points = write_embedding(
+                writer,
+                module.net,
+                datamodule.images(split, EMBEDDED_IMAGES),
+                getattr(datamodule, f"{split}_y")[:EMBEDDED_IMAGES],
+            )
         result |= {"embeddings": str(folder), "embedded_images": points}
     return result
 
@@ -77,8 +93,15 @@ def main(argv=None) -> int:
     parser.add_argument("--out", type=Path, default=None, help="PNG path (default: beside the checkpoint)")
     parser.add_argument("--num-images", type=int, default=8)
     parser.add_argument("--data-root", default=None, help="where the dataset lives, if not where training read it")
-    parser.add_argument("--embeddings", type=Path, nargs="?", const=True, default=False, metavar="LOGDIR",
-                        help="the top whats for TensorBoard's projector (default LOGDIR: beside the checkpoint)")
+    parser.add_argument(
+        "--embeddings",
+        type=Path,
+        nargs="?",
+        const=True,
+        default=False,
+        metavar="LOGDIR",
+        help="the top whats for TensorBoard's projector (default LOGDIR: beside the checkpoint)",
+    )
     warnings.filterwarnings("ignore")
     args = parser.parse_args(argv)
     result = evaluate(args.checkpoint, args.split, args.out, args.num_images, args.data_root, args.embeddings)

@@ -44,8 +44,10 @@ def size(path: Path) -> str:
 def described(net) -> str:
     classes = f"{net.classifier[-1].out_features} classes" if net.classifier is not None else "no classifier"
     parameters = sum(p.numel() for p in net.parameters())
-    return (f"{net.arch}, pool_mode={net.pool_mode}, {'x'.join(map(str, net.image_shape))} images, {classes}, "
-            f"{parameters:,} parameters")
+    return (
+        f"{net.arch}, pool_mode={net.pool_mode}, {'x'.join(map(str, net.image_shape))} images, {classes}, "
+        f"{parameters:,} parameters"
+    )
 
 
 def export_folder(net, folder: Path, source: Path) -> str:
@@ -58,8 +60,10 @@ def export_folder(net, folder: Path, source: Path) -> str:
         same = torch.equal(net(images).recon, again(images).recon)
     if not same:
         raise ExportError(f"{folder} does not load back to the same network (outputs differ)")
-    return (f"wrote {folder}/ ({CONFIG_FILE}, {WEIGHTS_FILE}: {size(folder / WEIGHTS_FILE)}); "
-            f'swwae.load("{folder}/") gives the same outputs, bit for bit')
+    return (
+        f"wrote {folder}/ ({CONFIG_FILE}, {WEIGHTS_FILE}: {size(folder / WEIGHTS_FILE)}); "
+        f'swwae.load("{folder}/") gives the same outputs, bit for bit'
+    )
 
 
 def export_onnx_file(net, path: Path) -> str:
@@ -71,8 +75,10 @@ def export_onnx_file(net, path: Path) -> str:
         return line + '; not run: onnxruntime is not installed (pip install -e ".[onnx]")'
     worst = max(differences.values())
     if not worst <= ONNX_TOLERANCE:
-        raise ExportError(f"{path}: onnxruntime's outputs differ from PyTorch's by up to {worst:.2g} "
-                          f"(tolerance {ONNX_TOLERANCE:g}): " + ", ".join(f"{k} {v:.2g}" for k, v in differences.items()))
+        raise ExportError(
+            f"{path}: onnxruntime's outputs differ from PyTorch's by up to {worst:.2g} "
+            f"(tolerance {ONNX_TOLERANCE:g}): " + ", ".join(f"{k} {v:.2g}" for k, v in differences.items())
+        )
     return line + f"; onnxruntime matches PyTorch to {worst:.1e} (3 images; relative above 1)"
 
 
@@ -80,8 +86,13 @@ def export_onnx_file(net, path: Path) -> str:
 def main(argv=None) -> int:
     parser = script_parser(__doc__)
     parser.add_argument("model", type=Path, help="a checkpoint (.ckpt) written by train.py, or a model folder")
-    parser.add_argument("--to", type=Path, default=None, metavar="FOLDER",
-                        help="write the model folder (config.json + model.safetensors) here")
+    parser.add_argument(
+        "--to",
+        type=Path,
+        default=None,
+        metavar="FOLDER",
+        help="write the model folder (config.json + model.safetensors) here",
+    )
     parser.add_argument("--onnx", type=Path, default=None, metavar="FILE", help="write the ONNX file here")
     args = parser.parse_args(argv)
     if args.to is None and args.onnx is None:

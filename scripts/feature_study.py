@@ -29,8 +29,8 @@ from swwae.cli import one_line_errors, script_parser
 from swwae.errors import ConfigError
 from swwae.probe import random_like
 from swwae.progress import progress
-from swwae.training.sweep.figures import save_figure
 from swwae.training.probing import check_same_split, encoder_key, load_data, parse_labels, probe_model, subsets_for
+from swwae.training.sweep.figures import save_figure
 from swwae.training.sweep.jobs import collect
 
 # helpers
@@ -73,16 +73,32 @@ def probe_sweep(sweep_dir: Path, labels, seed: int, k: int, shifts) -> dict:
         group, job_seed = label[id(job)], int(job.seed)
         row = probe_model(str(job.record.get("run_name")), data, subsets, net, k, shifts=shifts)
         trains_recon = float(net.config.get("model", {}).get("lambda_rec", 1.0)) > 0  # else its decoder is untrained
-        rows.append(row | {"group": group, "seed": job_seed,
-                           "test/recon_mse": job.metrics.get("test/recon_mse") if trains_recon else None,
-                           "test/acc": job.metrics.get("test/acc"), "encoder": encoder_key(net)})
+        rows.append(
+            row
+            | {
+                "group": group,
+                "seed": job_seed,
+                "test/recon_mse": job.metrics.get("test/recon_mse") if trains_recon else None,
+                "test/acc": job.metrics.get("test/acc"),
+                "encoder": encoder_key(net),
+            }
+        )
         key = (encoder_key(net), job_seed)
         if net.classifier is None and key not in randoms:  # the supervised arm's encoder is hard's
-            randoms[key] = probe_model(f"random {key[0]} seed{job_seed}", data, subsets, random_like(net, seed=job_seed),
-                                       k, shifts=shifts) | {"group": f"random weights ({group})", "seed": job_seed}
+            randoms[key] = probe_model(
+                f"random {key[0]} seed{job_seed}", data, subsets, random_like(net, seed=job_seed), k, shifts=shifts
+            ) | {"group": f"random weights ({group})", "seed": job_seed}
     rows.extend(randoms.values())
-    return {"sweep": str(sweep_dir), "data": data.name, "labels": list(subsets), "seed": seed, "k": k,
-            "shifts": list(shifts), "failed": [str(j.folder.name) for j in summary.failed], "rows": rows}
+    return {
+        "sweep": str(sweep_dir),
+        "data": data.name,
+        "labels": list(subsets),
+        "seed": seed,
+        "k": k,
+        "shifts": list(shifts),
+        "failed": [str(j.folder.name) for j in summary.failed],
+        "rows": rows,
+    }
 
 
 def groups(result: dict) -> dict[str, list[dict]]:
@@ -99,15 +115,23 @@ def groups(result: dict) -> dict[str, list[dict]]:
 
 def markdown(result: dict, px: int = 2) -> str:
     labels = result["labels"]
-    head = ["features", "seeds", *(f"linear {n}" for n in labels), *(f"k-NN {n}" for n in labels),
-            f"top-what change, {px} px shift", "test recon MSE"]
+    head = [
+        "features",
+        "seeds",
+        *(f"linear {n}" for n in labels),
+        *(f"k-NN {n}" for n in labels),
+        f"top-what change, {px} px shift",
+        "test recon MSE",
+    ]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for name, rows in groups(result).items():
         seeds = len(rows) if rows[0]["seed"] is not None else "-"
-        values = [*(cell([r["linear"][n] for r in rows], 100) for n in labels),
-                  *(cell([r["knn"][n] for r in rows], 100) for n in labels),
-                  cell([top_change(r, px) for r in rows], digits=3),
-                  cell([r.get("test/recon_mse") for r in rows], digits=4)]
+        values = [
+            *(cell([r["linear"][n] for r in rows], 100) for n in labels),
+            *(cell([r["knn"][n] for r in rows], 100) for n in labels),
+            cell([top_change(r, px) for r in rows], digits=3),
+            cell([r.get("test/recon_mse") for r in rows], digits=4),
+        ]
         lines.append(f"| {name} | {seeds} | " + " | ".join(values) + " |")
     return "\n".join(lines) + "\n"
 
@@ -129,8 +153,16 @@ def figure(result: dict, out: Path, px: int = 2) -> Path:
         for ax, value in [(axes[0], lambda r: 100 * r["linear"][few]), (axes[2], lambda r: top_change(r, px))]:
             means = [mean_std([value(r) for r in table.get(n, [])])[0] for n in names]
             stds = [mean_std([value(r) for r in table.get(n, [])])[1] or 0 for n in names]
-            ax.bar([i + 0.4 * offset - 0.2 for i in x], means, 0.4, yerr=stds, capsize=2,
-                   label="trained" if not suffix else "random weights", color=f"C{offset}", **style)
+            ax.bar(
+                [i + 0.4 * offset - 0.2 for i in x],
+                means,
+                0.4,
+                yerr=stds,
+                capsize=2,
+                label="trained" if not suffix else "random weights",
+                color=f"C{offset}",
+                **style,
+            )
     pixels = table["pixels"][0]
     axes[0].axhline(100 * pixels["linear"][few], color="k", ls="--", lw=1, label="raw pixels")
     axes[0].set(ylabel=f"linear probe accuracy %, {few} labels", title="frozen top what, linear probe")
@@ -144,10 +176,19 @@ def figure(result: dict, out: Path, px: int = 2) -> Path:
         rows = [r for r in table[name] if r.get("test/recon_mse")]
         if not rows:  # a model that does not train its decoder (the supervised reference)
             continue
-        axes[1].scatter([r["test/recon_mse"] for r in rows], [100 * r["linear"][few] for r in rows],
-                        color=f"C{i % 10}", marker="os^D"[i // 10 % 4], label=name)
-    axes[1].set(xscale="log", xlabel="test reconstruction MSE (log)", ylabel=f"linear probe accuracy %, {few} labels",
-                title="reconstruction vs feature quality, per seed")
+        axes[1].scatter(
+            [r["test/recon_mse"] for r in rows],
+            [100 * r["linear"][few] for r in rows],
+            color=f"C{i % 10}",
+            marker="os^D"[i // 10 % 4],
+            label=name,
+        )
+    axes[1].set(
+        xscale="log",
+        xlabel="test reconstruction MSE (log)",
+        ylabel=f"linear probe accuracy %, {few} labels",
+        title="reconstruction vs feature quality, per seed",
+    )
     axes[1].xaxis.set_major_locator(matplotlib.ticker.LogLocator(subs=(1.0, 2.0, 5.0)))
     axes[1].xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
     axes[1].xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}"))
@@ -159,7 +200,9 @@ def figure(result: dict, out: Path, px: int = 2) -> Path:
 def main(argv=None) -> int:
     parser = script_parser(__doc__)
     parser.add_argument("sweep_dir", type=Path)
-    parser.add_argument("--out", type=Path, default=None, help="prefix of the .md/.png/.json (default: <sweep>/features)")
+    parser.add_argument(
+        "--out", type=Path, default=None, help="prefix of the .md/.png/.json (default: <sweep>/features)"
+    )
     parser.add_argument("--labels", nargs="+", default=["100", "1000", "all"])
     parser.add_argument("--seed", type=int, default=0, help="draws the labelled subsets")
     parser.add_argument("--k", type=int, default=20)

@@ -37,15 +37,26 @@ from swwae.training.probing import check_same_split, encoder_key, load_data, par
 
 
 def table(rows: list[dict], labels: list[str], shifts) -> str:
-    head = ["model", "dim", *(f"linear {n}" for n in labels), *(f"k-NN {n}" for n in labels),
-            *(f"shift {s}px" for s in shifts)]
+    head = [
+        "model",
+        "dim",
+        *(f"linear {n}" for n in labels),
+        *(f"k-NN {n}" for n in labels),
+        *(f"shift {s}px" for s in shifts),
+    ]
     lines = [head]
     for row in rows:
         inv = row.get("invariance", {})
         top = list(inv.values())[-1] if inv else {}  # pixels, stage_1, ..., the top stage last
-        lines.append([row["name"], str(row["dim"]), *(f"{100 * row['linear'][n]:.1f}" for n in labels),
-                      *(f"{100 * row['knn'][n]:.1f}" for n in labels), *(f"{top[s]:.3f}" if s in top else "-"
-                                                                          for s in shifts)])
+        lines.append(
+            [
+                row["name"],
+                str(row["dim"]),
+                *(f"{100 * row['linear'][n]:.1f}" for n in labels),
+                *(f"{100 * row['knn'][n]:.1f}" for n in labels),
+                *(f"{top[s]:.3f}" if s in top else "-" for s in shifts),
+            ]
+        )
     widths = [max(len(line[i]) for line in lines) for i in range(len(head))]
     fmt = lambda line: "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(line, widths)))  # noqa: E731
     return "\n".join([fmt(lines[0]), fmt(["-" * w for w in widths]), *map(fmt, lines[1:])])
@@ -57,13 +68,23 @@ def invariance_table(rows: list[dict], shifts) -> str:
         for code, values in row.get("invariance", {}).items():
             if code == "pixels" and row["name"] != "pixels":
                 continue  # the same for every model: the pixels row has it
-            lines.append(f"  {row['name']:<{max(len(r['name']) for r in rows)}}  {code:<8} "
-                         + "  ".join(f"{s}px {values[s]:.3f}" for s in shifts))
+            lines.append(
+                f"  {row['name']:<{max(len(r['name']) for r in rows)}}  {code:<8} "
+                + "  ".join(f"{s}px {values[s]:.3f}" for s in shifts)
+            )
     return "\n".join(lines)
 
 
-def run(checkpoints: list[Path], labels: list[int | None], seed: int = 0, k: int = 20, stages: str = "top",
-        shifts=(1, 2, 3), controls: bool = True, data_root: str | None = None) -> dict:
+def run(
+    checkpoints: list[Path],
+    labels: list[int | None],
+    seed: int = 0,
+    k: int = 20,
+    stages: str = "top",
+    shifts=(1, 2, 3),
+    controls: bool = True,
+    data_root: str | None = None,
+) -> dict:
     nets = {str(path): swwae.load(path) for path in checkpoints}
     check_same_split({path: net.config for path, net in nets.items()})
     first = next(iter(nets))
@@ -79,11 +100,22 @@ def run(checkpoints: list[Path], labels: list[int | None], seed: int = 0, k: int
         steps.append((str(net.config.get("run_name") or Path(path).parent.name), net, path))
     rows = []
     for name, net, path in progress(steps, "probe", name=lambda step: step[0]):
-        row = probe_model(name, data, subsets, k=k, shifts=shifts) if net is None else \
-            probe_model(name, data, subsets, net, k, stages, shifts)
+        row = (
+            probe_model(name, data, subsets, k=k, shifts=shifts)
+            if net is None
+            else probe_model(name, data, subsets, net, k, stages, shifts)
+        )
         rows.append(row if path is None else row | {"checkpoint": path})
-    return {"data": data.name, "seed": seed, "k": k, "features": stages, "labels": list(subsets),
-            "shifts": list(shifts), "train_images": int((data.train_y >= 0).sum()), "rows": rows}
+    return {
+        "data": data.name,
+        "seed": seed,
+        "k": k,
+        "features": stages,
+        "labels": list(subsets),
+        "shifts": list(shifts),
+        "train_images": int((data.train_y >= 0).sum()),
+        "rows": rows,
+    }
 
 
 @one_line_errors
@@ -93,8 +125,12 @@ def main(argv=None) -> int:
     parser.add_argument("--labels", nargs="+", default=["100", "1000", "all"], help="labelled training images (or all)")
     parser.add_argument("--seed", type=int, default=0, help="draws the labelled subsets and the random weights")
     parser.add_argument("--k", type=int, default=20, help="neighbours of the k-NN probe")
-    parser.add_argument("--features", choices=["top", "all"], default="top",
-                        help="top: the top what, flattened; all: every stage's what, pooled to 2x2")
+    parser.add_argument(
+        "--features",
+        choices=["top", "all"],
+        default="top",
+        help="top: the top what, flattened; all: every stage's what, pooled to 2x2",
+    )
     parser.add_argument("--shifts", type=int, nargs="+", default=[1, 2, 3], help="pixels, for the invariance")
     parser.add_argument("--no-controls", action="store_true", help="skip the pixel and random-weights rows")
     parser.add_argument("--json", type=Path, default=None, help="also write the results here")
@@ -104,11 +140,21 @@ def main(argv=None) -> int:
     if args.k < 1 or args.seed < 0 or any(s < 0 for s in args.shifts):
         raise ConfigError("--k must be >= 1, --seed and --shifts >= 0")
     started = time.perf_counter()
-    result = run(args.checkpoints, parse_labels(args.labels), args.seed, args.k, args.features, args.shifts,
-                 not args.no_controls, args.data_root)
-    print(f"{result['data']}: probes trained on N of its {result['train_images']} training images (seed "
-          f"{result['seed']}), regularisation picked on val, accuracy % on test; "
-          f"k-NN k={result['k']}; features: {result['features']} what")
+    result = run(
+        args.checkpoints,
+        parse_labels(args.labels),
+        args.seed,
+        args.k,
+        args.features,
+        args.shifts,
+        not args.no_controls,
+        args.data_root,
+    )
+    print(
+        f"{result['data']}: probes trained on N of its {result['train_images']} training images (seed "
+        f"{result['seed']}), regularisation picked on val, accuracy % on test; "
+        f"k-NN k={result['k']}; features: {result['features']} what"
+    )
     print(table(result["rows"], result["labels"], result["shifts"]))
     print(invariance_table(result["rows"], result["shifts"]))
     print(f"({time.perf_counter() - started:.0f} s)")

@@ -39,11 +39,15 @@ from swwae.training.checkpoints import load_model
 from swwae.training.registry import data_of_run
 
 OPTIONS = {"stage": int, "top": int, "images": int, "split": str, "distinct": str, "zoom": int, "out": Path}
-HELP = {"stage": "1..number of stages (default: the top one)", "top": "how many activations (default 16)",
-        "images": "how many images of the split to search (default 500)", "split": "val | test (default val)",
-        "distinct": "true | false: false allows several picks from one channel (default true)",
-        "zoom": "pixel magnification of the PNG (default: an image 84 pixels wide at least; 3 for MNIST)",
-        "out": "PNG path (default: beside the checkpoint)"}
+HELP = {
+    "stage": "1..number of stages (default: the top one)",
+    "top": "how many activations (default 16)",
+    "images": "how many images of the split to search (default 500)",
+    "split": "val | test (default val)",
+    "distinct": "true | false: false allows several picks from one channel (default true)",
+    "zoom": "pixel magnification of the PNG (default: an image 84 pixels wide at least; 3 for MNIST)",
+    "out": "PNG path (default: beside the checkpoint)",
+}
 
 
 def parser() -> argparse.ArgumentParser:
@@ -85,27 +89,42 @@ def parse(argv: list[str]) -> tuple[Path, dict]:
     return args.checkpoint, options
 
 
-def run(checkpoint: Path, stage: int | None = None, top: int = 16, images: int = 500, split: str = "val",
-        distinct: str = "true", zoom: int | None = None, out: Path | None = None) -> Path:
+def run(
+    checkpoint: Path,
+    stage: int | None = None,
+    top: int = 16,
+    images: int = 500,
+    split: str = "val",
+    distinct: str = "true",
+    zoom: int | None = None,
+    out: Path | None = None,
+) -> Path:
     module, config = load_model(checkpoint)
     net = module.net
     stage = len(net.encoders) if stage is None else stage
     check_stage(net, stage)  # before loading any data
     if net.pool_mode not in WHERE_MODES:
-        print(f"note: pool_mode={net.pool_mode} keeps no where: unpooling runs without switches "
-              "(where-free upsampling), so nothing localises the projections", file=sys.stderr)
+        print(
+            f"note: pool_mode={net.pool_mode} keeps no where: unpooling runs without switches "
+            "(where-free upsampling), so nothing localises the projections",
+            file=sys.stderr,
+        )
     datamodule = data_of_run(config, str(checkpoint))
     datamodule.setup("test")
     x = datamodule.images(split, images)
     picks = strongest(net, x, stage, top=top, distinct_channels=distinct.lower() == "true")
     projections = project(net, x[picks.image], picks, stage)
     out = out or checkpoint.with_name(f"{checkpoint.stem}_projection_stage{stage}.png")
-    title = (f"{config.get('run_name', checkpoint.parent.name)}: the {len(picks)} strongest activations of stage "
-             f"{stage} ({net.pool_mode} pooling)\nchannels, left to right: {', '.join(map(str, picks.channel.tolist()))}")
+    title = (
+        f"{config.get('run_name', checkpoint.parent.name)}: the {len(picks)} strongest activations of stage "
+        f"{stage} ({net.pool_mode} pooling)\nchannels, left to right: {', '.join(map(str, picks.channel.tolist()))}"
+    )
     figure = projection_figure(x[picks.image], projections, nrow=min(len(picks), 8), scale=zoom, title=title)
     save_png(figure, out)
-    print(f"{out}: {len(picks)} strongest activations of stage {stage} ({net.pool_mode} pooling), "
-          f"channels {picks.channel.tolist()}")
+    print(
+        f"{out}: {len(picks)} strongest activations of stage {stage} ({net.pool_mode} pooling), "
+        f"channels {picks.channel.tolist()}"
+    )
     return out
 
 

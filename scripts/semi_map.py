@@ -30,8 +30,8 @@ from omegaconf import OmegaConf
 from swwae.cli import one_line_errors, script_parser
 from swwae.errors import ConfigError
 from swwae.progress import progress
-from swwae.training.sweep.figures import save_figure
 from swwae.training.probing import load_data
+from swwae.training.sweep.figures import save_figure
 from swwae.training.sweep.jobs import collect
 
 TWIN = "classifier_only"
@@ -73,14 +73,22 @@ def read_runs(sweep_dirs) -> tuple[dict, list[str], int]:
             first = first or job.folder
     if not runs:
         raise ConfigError(f"no finished semi-supervised job in {', '.join(map(str, sweep_dirs))}")
-    config = OmegaConf.to_container(OmegaConf.load(first / ".hydra" / "config.yaml").data, resolve=True)  # data.seed: ${seed}
-    return runs, failed, len(load_data({"data": config}, source=str(first / ".hydra" / "config.yaml")).train_y)  # the training split, every image
+    config = OmegaConf.to_container(
+        OmegaConf.load(first / ".hydra" / "config.yaml").data, resolve=True
+    )  # data.seed: ${seed}
+    return (
+        runs,
+        failed,
+        len(load_data({"data": config}, source=str(first / ".hydra" / "config.yaml")).train_y),
+    )  # the training split, every image
 
 
 def pairs(runs: dict, model: str) -> dict[Cell, dict]:
     """Per cell: the model's errors, the twin's, and the paired gains (twin - model), by seed."""
     table = {}
-    for (name, cell, seed), error in sorted(runs.items(), key=lambda kv: (kv[0][1].labels, kv[0][1].pool or 1e9, kv[0][2])):
+    for (name, cell, seed), error in sorted(
+        runs.items(), key=lambda kv: (kv[0][1].labels, kv[0][1].pool or 1e9, kv[0][2])
+    ):
         if name != model:
             continue
         twin_cell = cell if (TWIN, cell, seed) in runs else Cell(cell.labels, None)
@@ -101,13 +109,17 @@ def pool_text(cell: Cell, train_size: int | None) -> str:
 
 
 def markdown(table: dict, model: str, train_size: int | None) -> str:
-    lines = [f"| labels | unlabelled | {model} error % | {TWIN} error % | gain, paired (points) | per seed | twin |",
-             "|---:|---:|---:|---:|---:|---|---|"]
+    lines = [
+        f"| labels | unlabelled | {model} error % | {TWIN} error % | gain, paired (points) | per seed | twin |",
+        "|---:|---:|---:|---:|---:|---|---|",
+    ]
     for cell, e in table.items():
         per_seed = ", ".join(f"{g:+.1f}" for g in e["gain"]) or "-"
         twin = "same cell" if e["twin_cell"] == cell else f"full pool ({pool_text(e['twin_cell'], train_size)})"
-        lines.append(f"| {cell.labels} | {pool_text(cell, train_size)} | {fmt(e['model'])} | {fmt(e['twin'])} | "
-                     f"{fmt(e['gain'], sign=True)} | {per_seed} | {twin} |")
+        lines.append(
+            f"| {cell.labels} | {pool_text(cell, train_size)} | {fmt(e['model'])} | {fmt(e['twin'])} | "
+            f"{fmt(e['gain'], sign=True)} | {per_seed} | {twin} |"
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -118,9 +130,10 @@ def figure(table: dict, model: str, out: Path, train_size: int | None) -> Path:
     import matplotlib.pyplot as plt
 
     full = train_size or 4000
-    axes_cells = {"labels (every unlabelled image)": [c for c in table if c.pool is None],
-                  "unlabelled images (100 labels)": sorted([c for c in table if c.labels == 100],
-                                                           key=lambda c: c.pool or full)}
+    axes_cells = {
+        "labels (every unlabelled image)": [c for c in table if c.pool is None],
+        "unlabelled images (100 labels)": sorted([c for c in table if c.labels == 100], key=lambda c: c.pool or full),
+    }
     fig, axes = plt.subplots(2, 2, figsize=(11, 7), sharex="col")
     for col, (xlabel, cells) in enumerate(axes_cells.items()):
         xs = [c.labels if col == 0 else (c.pool or full - c.labels) for c in cells]
@@ -128,11 +141,19 @@ def figure(table: dict, model: str, out: Path, train_size: int | None) -> Path:
             ax = axes[row][col]
             for i, (key, name) in enumerate(series):
                 stats = [mean_std(table[c][key]) if table[c][key] else (float("nan"), None) for c in cells]
-                ax.errorbar(xs, [m for m, _ in stats], yerr=[s or 0 for _, s in stats], marker="o", capsize=3,
-                            label=name, color=f"C{i if row == 0 else 2}")
+                ax.errorbar(
+                    xs,
+                    [m for m, _ in stats],
+                    yerr=[s or 0 for _, s in stats],
+                    marker="o",
+                    capsize=3,
+                    label=name,
+                    color=f"C{i if row == 0 else 2}",
+                )
                 for x, c in zip(xs, cells):
-                    ax.scatter([x] * len(table[c][key]), table[c][key], s=10, color=f"C{i if row == 0 else 2}",
-                               alpha=0.5)
+                    ax.scatter(
+                        [x] * len(table[c][key]), table[c][key], s=10, color=f"C{i if row == 0 else 2}", alpha=0.5
+                    )
             if row == 1:
                 ax.axhline(0, color="k", lw=0.8)
             ax.set_xscale("log")

@@ -86,6 +86,8 @@ def save_pretrained(net, folder: str | Path, *, config: dict | None = None, metr
     from swwae.pretrained import Pretrained
 
     if not isinstance(net, Pretrained):
-        raise TypeError(f"save_pretrained takes a swwae network (swwae.model.SWWAE), not {type(net).__name__}"
-                        + ("; pass its .net" if isinstance(getattr(net, "net", None), Pretrained) else ""))
+        raise TypeError(
+            f"save_pretrained takes a swwae network (swwae.model.SWWAE), not {type(net).__name__}"
+            + ("; pass its .net" if isinstance(getattr(net, "net", None), Pretrained) else "")
+        )
     return net.save_pretrained(folder, config=config, metrics=metrics)

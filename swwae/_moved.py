@@ -15,9 +15,21 @@ import sys
 
 MOVED = {
     "swwae.data.splits": "swwae.splits",  # before "swwae.data": the first match wins
-    **{f"swwae.{name}": f"swwae.training.{name}" for name in
-       ("module", "monitor", "run", "callbacks", "loggers", "checkpoints", "checkpoint_io", "host_memory", "data",
-        "sweep")},
+    **{
+        f"swwae.{name}": f"swwae.training.{name}"
+        for name in (
+            "module",
+            "monitor",
+            "run",
+            "callbacks",
+            "loggers",
+            "checkpoints",
+            "checkpoint_io",
+            "host_memory",
+            "data",
+            "sweep",
+        )
+    },
     "swwae.benchmarking": "swwae.bench.harness",
     "swwae.epoch_clock": "swwae.bench.epoch_clock",
 }
@@ -27,7 +39,7 @@ def new_name(name: str) -> str | None:
     """The module's current dotted path, or None if ``name`` did not move."""
     for old, new in MOVED.items():
         if name == old or name.startswith(old + "."):
-            return new + name[len(old):]
+            return new + name[len(old) :]
     return None
 
 

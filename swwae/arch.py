@@ -47,8 +47,11 @@ class Arch:
     classes: int | None  # N of the Nfc token; None without a classifier
 
     def __str__(self) -> str:
-        tokens = [tok for stage in self.stages for tok in
-                  [*(f"({c.channels}){c.kernel}c" for c in stage.convs), f"{stage.pool}p"]]
+        tokens = [
+            tok
+            for stage in self.stages
+            for tok in [*(f"({c.channels}){c.kernel}c" for c in stage.convs), f"{stage.pool}p"]
+        ]
         return "-".join(tokens + ([f"{self.classes}fc"] if self.classes else []))
 
 
@@ -119,12 +122,16 @@ def check_fits(spec: Arch, image_shape, stride: int | None = None, padding: int 
     for i, stage in enumerate(spec.stages, start=1):
         for conv in stage.convs:
             if conv.kernel > min(height, width) + 1:
-                raise ConfigError(f"model stage {i} of {stages}: its {conv.kernel}x{conv.kernel} conv kernel is larger "
-                                  f"than the {height}x{width} maps it meets")
+                raise ConfigError(
+                    f"model stage {i} of {stages}: its {conv.kernel}x{conv.kernel} conv kernel is larger "
+                    f"than the {height}x{width} maps it meets"
+                )
         pool, step = stage.pool, stride or stage.pool
         if pool > min(height, width) + 2 * padding:
-            raise ConfigError(f"model stage {i} of {stages}: its {pool}x{pool} pooling window is larger than the "
-                              f"{height}x{width} maps it meets")
+            raise ConfigError(
+                f"model stage {i} of {stages}: its {pool}x{pool} pooling window is larger than the "
+                f"{height}x{width} maps it meets"
+            )
         if ceil:
             height, width = -(-height // step), -(-width // step)
         else:

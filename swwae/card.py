@@ -35,7 +35,12 @@ DATASETS = {
 # test metric -> (Hub task, Hub metric id, what the card calls it)
 REPORTED = {
     "test/acc": ("image-classification", "Image Classification", "accuracy", "test accuracy"),
-    "test/recon_mse": ("image-to-image", "Image Reconstruction", "mse", "test reconstruction MSE (per pixel, [0, 1] scale)"),
+    "test/recon_mse": (
+        "image-to-image",
+        "Image Reconstruction",
+        "mse",
+        "test reconstruction MSE (per pixel, [0, 1] scale)",
+    ),
 }
 POOLING = {
     "hard": "hard where (max-pooling switches, the gradient-of-sum trick)",
@@ -75,8 +80,11 @@ def run_metrics(run_config: Mapping | None, checkpoint: str | Path | None = None
     measured_on = summary.get("checkpoint")
     if checkpoint is not None and (measured_on is None or Path(measured_on).resolve() != Path(checkpoint).resolve()):
         return NO_METRICS
-    values = {name: float(value) for name, value in (summary.get("metrics") or {}).items()
-              if name in REPORTED and isinstance(value, (int, float)) and math.isfinite(value)}
+    values = {
+        name: float(value)
+        for name, value in (summary.get("metrics") or {}).items()
+        if name in REPORTED and isinstance(value, (int, float)) and math.isfinite(value)
+    }
     return RunMetrics(values, measured_on) if values else NO_METRICS
 
 
@@ -90,15 +98,28 @@ def dataset_of(run_config: Mapping | None) -> tuple[str, str] | None:
 def metadata(name: str, dataset: tuple[str, str] | None, metrics: RunMetrics) -> dict:
     """The YAML block's values, in the order huggingface_hub's ``ModelCardData`` writes them;
     ``model-index`` as its ``eval_results_to_model_index`` builds it, without the empty fields."""
-    data = {"datasets": [dataset[0]] if dataset else None, "library_name": "swwae", "license": LICENSE,
-            "metrics": [REPORTED[k][2] for k in metrics.values] or None, "tags": list(TAGS)}
+    data = {
+        "datasets": [dataset[0]] if dataset else None,
+        "library_name": "swwae",
+        "license": LICENSE,
+        "metrics": [REPORTED[k][2] for k in metrics.values] or None,
+        "tags": list(TAGS),
+    }
     data = {key: value for key, value in data.items() if value is not None}
     if metrics.values and dataset:
-        data["model-index"] = [{"name": name, "results": [
-            {"task": {"type": REPORTED[k][0], "name": REPORTED[k][1]},
-             "dataset": {"name": dataset[1], "type": dataset[0], "split": "test"},
-             "metrics": [{"type": REPORTED[k][2], "value": round(v, 6), "name": REPORTED[k][3]}]}
-            for k, v in metrics.values.items()]}]
+        data["model-index"] = [
+            {
+                "name": name,
+                "results": [
+                    {
+                        "task": {"type": REPORTED[k][0], "name": REPORTED[k][1]},
+                        "dataset": {"name": dataset[1], "type": dataset[0], "split": "test"},
+                        "metrics": [{"type": REPORTED[k][2], "value": round(v, 6), "name": REPORTED[k][3]}],
+                    }
+                    for k, v in metrics.values.items()
+                ],
+            }
+        ]
     return data
 
 
@@ -110,41 +131,73 @@ def metadata_yaml(name: str, dataset: tuple[str, str] | None, metrics: RunMetric
         import yaml
 
         return yaml.dump(metadata(name, dataset, metrics), sort_keys=False, allow_unicode=True).strip()
-    results = [EvalResult(task_type=REPORTED[k][0], task_name=REPORTED[k][1], dataset_type=dataset[0],
-                          dataset_name=dataset[1], dataset_split="test", metric_type=REPORTED[k][2],
-                          metric_value=round(v, 6), metric_name=REPORTED[k][3])
-               for k, v in metrics.values.items()] if dataset else []
+    results = (
+        [
+            EvalResult(
+                task_type=REPORTED[k][0],
+                task_name=REPORTED[k][1],
+                dataset_type=dataset[0],
+                dataset_name=dataset[1],
+                dataset_split="test",
+                metric_type=REPORTED[k][2],
+                metric_value=round(v, 6),
+                metric_name=REPORTED[k][3],
+            )
+            for k, v in metrics.values.items()
+        ]
+        if dataset
+        else []
+    )
     values = metadata(name, dataset, metrics)
-    card_data = ModelCardData(datasets=values.get("datasets"), library_name="swwae", license=LICENSE,
-                              metrics=values.get("metrics"), tags=list(TAGS), model_name=name if results else None,
-                              eval_results=results or None)
+    card_data = ModelCardData(
+        datasets=values.get("datasets"),
+        library_name="swwae",
+        license=LICENSE,
+        metrics=values.get("metrics"),
+        tags=list(TAGS),
+        model_name=name if results else None,
+        eval_results=results or None,
+    )
     return card_data.to_yaml()
 
 
 def pooling_of(settings: Mapping) -> str:
     return POOLING.get(settings.get("pool_mode"), str(settings.get("pool_mode"))).format(
-        beta=settings.get("beta", 100.0), wavelet=settings.get("wavelet", "haar"))
+        beta=settings.get("beta", 100.0), wavelet=settings.get("wavelet", "haar")
+    )
 
 
 def body(net, name: str, dataset: tuple[str, str] | None, metrics: RunMetrics) -> str:
     settings = net.settings
     shape = "x".join(map(str, settings.get("image_shape") or ()))
     classes = settings.get("num_classes")
-    head = f"a classifier over {classes} classes" if getattr(net, "classifier", None) is not None else "no classifier head"
-    decoder = ("Each decoder stage unpools with the where of its encoder stage" if settings.get("pool_mode") in ("hard", "soft")
-               else "The decoder stages go back up without a where (a baseline)")
+    head = (
+        f"a classifier over {classes} classes" if getattr(net, "classifier", None) is not None else "no classifier head"
+    )
+    decoder = (
+        "Each decoder stage unpools with the where of its encoder stage"
+        if settings.get("pool_mode") in ("hard", "soft")
+        else "The decoder stages go back up without a where (a baseline)"
+    )
     lines = [
-        f"# {name}", "",
+        f"# {name}",
+        "",
         f"A Stacked What-Where Auto-encoder (SWWAE; Zhao, Mathieu, Goroshin & LeCun, [arXiv 1506.02351]({PAPER_URL})),",
         f"written by swwae {__version__}: `config.json` (the network's settings and the run config) and",
-        "`model.safetensors` (the weights: tensors only, no pickle).", "",
-        "## Network", "",
+        "`model.safetensors` (the weights: tensors only, no pickle).",
+        "",
+        "## Network",
+        "",
         f"`{net.arch}` in the paper's notation: `(C)Kc` is a convolution with C maps and a KxK kernel,",
         f"`Pp` a PxP pooling that closes a stage, `Nfc` the classifier. {decoder}.",
-        f"Pooling: {pooling_of(settings)}. Images {shape}; {head}.", "",
-        "## Training data", "",
-        (dataset[1] if dataset else "Not recorded with this network.") + ".", "",
-        "## Test metrics", "",
+        f"Pooling: {pooling_of(settings)}. Images {shape}; {head}.",
+        "",
+        "## Training data",
+        "",
+        (dataset[1] if dataset else "Not recorded with this network.") + ".",
+        "",
+        "## Test metrics",
+        "",
     ]
     if metrics.values:
         lines += ["| metric | value |", "|---|---:|"]
@@ -154,14 +207,18 @@ def body(net, name: str, dataset: tuple[str, str] | None, metrics: RunMetrics) -
     else:
         lines += ["None recorded: the run's `metrics.json` was not found beside its config."]
     lines += [
-        "", "## Use it", "",
+        "",
+        "## Use it",
+        "",
         "```python",
         "import swwae",
         "",
         'net = swwae.load("path/to/this/folder")     # plain torch, eval mode; imports no Lightning, unpickles nothing',
         "out = net(images)                           # out.recon, out.logits, out.whats, out.wheres",
-        "```", "",
-        'With huggingface_hub (`pip install "swwae[hub]"`), from the Hub or a local folder:', "",
+        "```",
+        "",
+        'With huggingface_hub (`pip install "swwae[hub]"`), from the Hub or a local folder:',
+        "",
         "```python",
         "from swwae.hub import SWWAE",
         "",

@@ -91,10 +91,15 @@ def load_weights_only(path) -> object:
         if "weights only" in str(err).lower():  # a pickle of arbitrary objects: not ours
             raise CheckpointError(
                 f"checkpoint {path} holds pickled objects, not tensors and plain values: it was not written by "
-                f"swwae's train.py, and is not loaded (a pickle can run code)") from None
-        raise CheckpointError(f"checkpoint {path} is unreadable (truncated or corrupt?): {one_line(err, limit=200)}") from None
+                f"swwae's train.py, and is not loaded (a pickle can run code)"
+            ) from None
+        raise CheckpointError(
+            f"checkpoint {path} is unreadable (truncated or corrupt?): {one_line(err, limit=200)}"
+        ) from None
     except Exception as err:  # noqa: BLE001 - corrupt bytes fail the unpickler in any way (IndexError, ...)
-        raise CheckpointError(f"checkpoint {path} is unreadable (truncated or corrupt?): {one_line(err, limit=200)}") from None
+        raise CheckpointError(
+            f"checkpoint {path} is unreadable (truncated or corrupt?): {one_line(err, limit=200)}"
+        ) from None
 
 
 def read_checkpoint(path) -> dict:

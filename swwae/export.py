@@ -95,14 +95,21 @@ def export_onnx(net: SWWAE, path: str | Path, *, opset: int | None = None) -> Pa
     try:
         with eval_mode(net), torch.no_grad(), warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
             warnings.simplefilter("ignore")
-            program = torch.onnx.export(graph, (example_images(net, 2),), dynamo=True, opset_version=opset,
-                                        input_names=[INPUT], output_names=output_names(net),
-                                        dynamic_shapes={INPUT: {0: torch.export.Dim("batch")}})
+            program = torch.onnx.export(
+                graph,
+                (example_images(net, 2),),
+                dynamo=True,
+                opset_version=opset,
+                input_names=[INPUT],
+                output_names=output_names(net),
+                dynamic_shapes={INPUT: {0: torch.export.Dim("batch")}},
+            )
             program.save(str(temp), external_data=False)
         os.replace(temp, path)
     except Exception as err:  # noqa: BLE001 - the exporter fails in many ways; one line says which
-        raise ExportError(f"ONNX export of {net.arch} (pool_mode={net.pool_mode}) failed: "
-                          f"{one_line(err, limit=300)}") from None
+        raise ExportError(
+            f"ONNX export of {net.arch} (pool_mode={net.pool_mode}) failed: {one_line(err, limit=300)}"
+        ) from None
     finally:
         temp.unlink(missing_ok=True)
     return path
@@ -122,8 +129,10 @@ def check_onnx(path: str | Path, net: SWWAE, images: Tensor | None = None) -> di
         expected = InferenceGraph(net.cpu())(images)
     got = session.run(None, {INPUT: images.numpy()})
     names = [o.name for o in session.get_outputs()]
-    return {name: float(((torch.from_numpy(g) - e).abs() / e.abs().clamp(min=1)).max())
-            for name, g, e in zip(names, got, expected)}
+    return {
+        name: float(((torch.from_numpy(g) - e).abs() / e.abs().clamp(min=1)).max())
+        for name, g, e in zip(names, got, expected)
+    }
 
 
 def onnx_signature(path: str | Path) -> str:
@@ -137,5 +146,7 @@ def onnx_signature(path: str | Path) -> str:
         return f"{value.name} ({', '.join(dims)})"
 
     opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), "?")
-    return (f"opset {opset}: {', '.join(shape(v) for v in model.graph.input)} -> "
-            f"{', '.join(shape(v) for v in model.graph.output)}")
+    return (
+        f"opset {opset}: {', '.join(shape(v) for v in model.graph.input)} -> "
+        f"{', '.join(shape(v) for v in model.graph.output)}"
+    )

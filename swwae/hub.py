@@ -30,8 +30,7 @@ from swwae.card import LICENSE, PAPER_URL, TAGS, model_card
 from swwae.pretrained import CONFIG_FILE, WEIGHTS_FILE, write_folder
 
 
-class SWWAE(model.SWWAE, PyTorchModelHubMixin, library_name="swwae", license=LICENSE, tags=TAGS,
-            paper_url=PAPER_URL):
+class SWWAE(model.SWWAE, PyTorchModelHubMixin, library_name="swwae", license=LICENSE, tags=TAGS, paper_url=PAPER_URL):
     """:class:`swwae.model.SWWAE` that saves to, loads from and pushes to the Hugging Face Hub."""
 
     # the Hub's save_pretrained (model card, push_to_hub=...) rather than swwae.pretrained's,
@@ -55,14 +54,32 @@ class SWWAE(model.SWWAE, PyTorchModelHubMixin, library_name="swwae", license=LIC
         return ModelCard(model_card(self))
 
     @classmethod
-    def _from_pretrained(cls, *, model_id: str, revision: str | None, cache_dir, force_download: bool,
-                         local_files_only: bool, token, map_location: str = "cpu", **settings) -> SWWAE:
+    def _from_pretrained(
+        cls,
+        *,
+        model_id: str,
+        revision: str | None,
+        cache_dir,
+        force_download: bool,
+        local_files_only: bool,
+        token,
+        map_location: str = "cpu",
+        **settings,
+    ) -> SWWAE:
         """A local model folder, or the two files of a Hub repository, through swwae's own
         reader. ``settings`` (the mixin passes config.json's entries back) are not needed:
         the folder's config.json decides the network."""
         folder = Path(model_id)
         if not folder.is_dir():
-            folder = Path(snapshot_download(repo_id=model_id, revision=revision, cache_dir=cache_dir,
-                                            force_download=force_download, local_files_only=local_files_only,
-                                            token=token, allow_patterns=[CONFIG_FILE, WEIGHTS_FILE]))
+            folder = Path(
+                snapshot_download(
+                    repo_id=model_id,
+                    revision=revision,
+                    cache_dir=cache_dir,
+                    force_download=force_download,
+                    local_files_only=local_files_only,
+                    token=token,
+                    allow_patterns=[CONFIG_FILE, WEIGHTS_FILE],
+                )
+            )
         return cls.from_folder(folder, device=map_location)

@@ -56,8 +56,14 @@ def _font(size: int):
 
 
 @lru_cache(maxsize=64)
-def _text_strip(labels: tuple[str, ...], centres: tuple[int, ...], height: int, font_size: int,
-                width: int | None = None, align: str = "right") -> Tensor:
+def _text_strip(
+    labels: tuple[str, ...],
+    centres: tuple[int, ...],
+    height: int,
+    font_size: int,
+    width: int | None = None,
+    align: str = "right",
+) -> Tensor:
     """(3, height, W) white strip with ``labels[i]`` written around ``centres[i]`` (y, in
     pixels); W fits the longest label unless ``width`` is given. Cached: a callback draws the
     same strip every epoch."""
@@ -85,8 +91,13 @@ def font_size_for(image_height: int) -> int:
 # figures
 
 
-def labelled_figure(rows: list[tuple[str, Tensor]], scale: int | None = None, labels: bool = True,
-                    title: str | None = None, size: tuple[int, int] | None = None) -> Tensor:
+def labelled_figure(
+    rows: list[tuple[str, Tensor]],
+    scale: int | None = None,
+    labels: bool = True,
+    title: str | None = None,
+    size: tuple[int, int] | None = None,
+) -> Tensor:
     """(3, H, W) image in [0, 1]: each row ``(label, images)`` as one line of images
     (``images``: (n, C, h, w) in [0, 1], C of 1 or 3), its label on the left, and ``title``
     above. Every image is resized (nearest) to ``size`` (default: the first row's image
@@ -116,8 +127,13 @@ def labelled_figure(rows: list[tuple[str, Tensor]], scale: int | None = None, la
     if title:  # one line per line of the title
         lines = tuple(title.splitlines())
         step = int(1.5 * font)
-        banner = _text_strip(lines, tuple(step // 2 + PAD + i * step for i in range(len(lines))),
-                             len(lines) * step + PAD, font, align="left")
+        banner = _text_strip(
+            lines,
+            tuple(step // 2 + PAD + i * step for i in range(len(lines))),
+            len(lines) * step + PAD,
+            font,
+            align="left",
+        )
         width = max(banner.shape[2], grid.shape[2])
         banner, grid = (F.pad(t, (0, width - t.shape[2]), value=1.0) for t in (banner, grid))
         grid = torch.cat([banner, grid], dim=1)
@@ -138,16 +154,23 @@ def panel_rows(net: SWWAE, x: Tensor) -> dict[str, list[tuple[str, Tensor]]]:
         decoded = net.decode(whats[-1], wheres, sizes)
         out = SWWAEOutput(decoded[0], whats, wheres, decoded, logits=None)  # forward's, without the head
         dropped = net.decode(whats[-1], [None] * len(wheres), sizes)[0]
-    panels = {"reconstructions": [("input", x.clamp(0, 1)), ("reconstruction", out.recon.clamp(0, 1)),
-                                  ("where dropped", dropped.clamp(0, 1))]}
+    panels = {
+        "reconstructions": [
+            ("input", x.clamp(0, 1)),
+            ("reconstruction", out.recon.clamp(0, 1)),
+            ("where dropped", dropped.clamp(0, 1)),
+        ]
+    }
     for i, where in enumerate(wheres, start=1):
         if where is not None:
             mask = _channel_mean(where.mask)
             panels[f"where/stage_{i}"] = [(f"where mask stage {i}", _scaled_by(mask, mask))]
     for i, (middle, target) in enumerate(out.middle_pairs, start=1):
         target, middle = _channel_mean(target), _channel_mean(middle)
-        panels[f"middle/stage_{i}"] = [(f"stage {i} what", _scaled_by(target, target)),
-                                       (f"stage {i} what decoded", _scaled_by(middle, target))]
+        panels[f"middle/stage_{i}"] = [
+            (f"stage {i} what", _scaled_by(target, target)),
+            (f"stage {i} what decoded", _scaled_by(middle, target)),
+        ]
     return panels
 
 
@@ -156,8 +179,9 @@ def reconstruction_panels(net: SWWAE, x: Tensor, scale: int | None = None, label
     every image at the input's size times ``scale`` (default: ``upscale_factor``).
     ``scale=1, labels=False`` gives the bare grid, one pixel per pixel."""
     size = tuple(x.shape[-2:])
-    return {name: labelled_figure(rows, scale=scale, labels=labels, size=size)
-            for name, rows in panel_rows(net, x).items()}
+    return {
+        name: labelled_figure(rows, scale=scale, labels=labels, size=size) for name, rows in panel_rows(net, x).items()
+    }
 
 
 def evaluation_figure(net: SWWAE, x: Tensor, scale: int | None = None, title: str | None = None) -> Tensor:
@@ -170,8 +194,14 @@ def evaluation_figure(net: SWWAE, x: Tensor, scale: int | None = None, title: st
     return labelled_figure(figure, scale=scale, title=title, size=tuple(x.shape[-2:]))
 
 
-def projection_figure(images: Tensor, projections: Tensor, nrow: int | None = None, scale: int | None = None,
-                      title: str | None = None, labels: bool = True) -> Tensor:
+def projection_figure(
+    images: Tensor,
+    projections: Tensor,
+    nrow: int | None = None,
+    scale: int | None = None,
+    title: str | None = None,
+    labels: bool = True,
+) -> Tensor:
     """The PNG of ``scripts/project.py``: per pick (columns, ``nrow`` a line), its image
     above its projection (signed: grey is zero, light positive, dark negative), rows
     labelled image | projection."""

@@ -27,8 +27,16 @@ def loss_weights(settings: Mapping) -> dict[str, float]:
     return {name: float(settings.get(name, default)) for name, default in WEIGHTS.items()}
 
 
-def swwae_loss(out: SWWAEOutput, x: Tensor, y: Tensor, *, lambda_rec: float, lambda_m: float, lambda_nll: float,
-               middle_targets: Sequence[Tensor] | None = None) -> dict[str, Tensor]:
+def swwae_loss(
+    out: SWWAEOutput,
+    x: Tensor,
+    y: Tensor,
+    *,
+    lambda_rec: float,
+    lambda_m: float,
+    lambda_nll: float,
+    middle_targets: Sequence[Tensor] | None = None,
+) -> dict[str, Tensor]:
     """Every loss term, unweighted (``recon_mse``, ``middle_mse_<i>``, ``nll`` when the network
     has a head), plus the weighted total under ``loss``. The middle reconstructions aim at
     ``middle_targets`` if given (e.g. the clean image's features), else at the encoder's own

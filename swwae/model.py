@@ -13,8 +13,8 @@ paper. An optional linear classifier (``Nfc``) reads the top what.
 from __future__ import annotations
 
 import contextlib
-import math
 import inspect
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -73,8 +73,9 @@ class SWWAEOutput:
         return list(zip(self.decoded[1:], self.whats[:-1]))
 
 
-def conv_layers(c_in: int, c_out: int, kernel: int, activation: nn.Module, batch_norm: bool,
-                dropout: float) -> list[nn.Module]:
+def conv_layers(
+    c_in: int, c_out: int, kernel: int, activation: nn.Module, batch_norm: bool, dropout: float
+) -> list[nn.Module]:
     """conv -> (batch norm) -> nonlinearity -> (dropout), as a list of layers."""
     layers = [nn.Conv2d(c_in, c_out, kernel, padding=kernel // 2, bias=not batch_norm)]
     if batch_norm:
@@ -85,17 +86,24 @@ def conv_layers(c_in: int, c_out: int, kernel: int, activation: nn.Module, batch
     return layers
 
 
-def encoder_stage(c_in: int, stage: Stage, activation: type[nn.Module], batch_norm: bool,
-                  dropout: float) -> nn.Sequential:
+def encoder_stage(
+    c_in: int, stage: Stage, activation: type[nn.Module], batch_norm: bool, dropout: float
+) -> nn.Sequential:
     """The stage's convs in order, ``c_in`` maps in, ``stage.channels`` out (the pool that
     closes the stage is kept apart: the decoder binds to it)."""
     maps = [c_in] + [conv.channels for conv in stage.convs]
-    return nn.Sequential(*[layer for conv, a, b in zip(stage.convs, maps[:-1], maps[1:])
-                           for layer in conv_layers(a, b, conv.kernel, activation(), batch_norm, dropout)])
+    return nn.Sequential(
+        *[
+            layer
+            for conv, a, b in zip(stage.convs, maps[:-1], maps[1:])
+            for layer in conv_layers(a, b, conv.kernel, activation(), batch_norm, dropout)
+        ]
+    )
 
 
-def decoder_stage(c_in: int, stage: Stage, activation: type[nn.Module], batch_norm: bool,
-                  to_image: bool) -> nn.Sequential:
+def decoder_stage(
+    c_in: int, stage: Stage, activation: type[nn.Module], batch_norm: bool, to_image: bool
+) -> nn.Sequential:
     """The mirror of ``encoder_stage``: its convs in reverse, each back to its input maps, no
     dropout; the last conv of the image decoder (``to_image``) ends in a sigmoid, without
     batch norm, so the reconstruction lies in [0, 1]."""
@@ -188,19 +196,29 @@ class SWWAE(nn.Module, Pretrained):
         self.classifier = None
         if spec.classes:
             features = math.prod(self.top_shape)
-            self.classifier = nn.Sequential(nn.Flatten(), nn.Dropout(classifier_dropout),
-                                            nn.Linear(features, spec.classes))
+            self.classifier = nn.Sequential(
+                nn.Flatten(), nn.Dropout(classifier_dropout), nn.Linear(features, spec.classes)
+            )
 
     @classmethod
-    def from_settings(cls, settings: Mapping, image_shape: Sequence[int], num_classes: int | None = 10,
-                      pixel_mean: float | Sequence[float] | None = None) -> SWWAE:
+    def from_settings(
+        cls,
+        settings: Mapping,
+        image_shape: Sequence[int],
+        num_classes: int | None = 10,
+        pixel_mean: float | Sequence[float] | None = None,
+    ) -> SWWAE:
         """The network of a flat model config (``configs/model/*.yaml``, a checkpoint's
         ``hyper_parameters``): its network keys, a classifier over ``num_classes`` only if the
         config trains one (``trains_classifier``); the training keys (loss weights, optimiser)
         are left to the caller."""
         net = {k: v for k, v in settings.items() if k in NET_ARGS}
-        return cls(image_shape=tuple(image_shape), num_classes=num_classes if trains_classifier(settings) else None,
-                   pixel_mean=pixel_mean, **net)
+        return cls(
+            image_shape=tuple(image_shape),
+            num_classes=num_classes if trains_classifier(settings) else None,
+            pixel_mean=pixel_mean,
+            **net,
+        )
 
     def _start_output_at(self, pixel_mean: float | Sequence[float]) -> None:
         """The image decoder's output bias at logit(mean pixel), per channel."""
@@ -249,7 +267,7 @@ class SWWAE(nn.Module, Pretrained):
         x = torch.zeros(1, *self.image_shape)
         try:
             with eval_mode(self), torch.no_grad():
-                for i, (encoder, pool) in enumerate(zip(self.encoders, self.pools)):
+                for i, (encoder, pool) in enumerate(zip(self.encoders, self.pools)):  # noqa: B007 - i: the failing stage
                     x, _ = pool(encoder(x))
         except ValueError as err:
             raise ConfigError(f"model stage {i + 1} of {len(self.pools)} on {self.image_shape} images: {err}") from None

@@ -84,8 +84,11 @@ def write_atomically(path: Path, write: Callable[[Path], object]) -> None:
 def folder_config(settings: Mapping, *, network: str, run_config: Mapping | None) -> dict:
     """config.json's contents: the constructor's arguments at the top level (the Hub's
     convention), then swwae's own entry and the run config."""
-    return {**plain(settings), "swwae": {"format": FORMAT, "version": __version__, "network": network},
-            "run_config": plain(run_config) if run_config is not None else None}
+    return {
+        **plain(settings),
+        "swwae": {"format": FORMAT, "version": __version__, "network": network},
+        "run_config": plain(run_config) if run_config is not None else None,
+    }
 
 
 def check_folder_target(folder: str | Path) -> Path:
@@ -96,8 +99,9 @@ def check_folder_target(folder: str | Path) -> Path:
     return folder
 
 
-def write_folder(net: Pretrained, folder: str | Path, *, config: Mapping | None = None,
-                 metrics: RunMetrics | None = None) -> Path:
+def write_folder(
+    net: Pretrained, folder: str | Path, *, config: Mapping | None = None, metrics: RunMetrics | None = None
+) -> Path:
     """Write ``net`` into ``folder`` (created if need be; other files in it are left alone):
     its weights, its config.json, then its model card README.md, each atomically. ``config`` is
     the run config; ``metrics`` the test metrics for the card (default: the run's metrics.json)."""
@@ -108,8 +112,9 @@ def write_folder(net: Pretrained, folder: str | Path, *, config: Mapping | None 
     state = {name: t.detach().cpu().contiguous() for name, t in net.state_dict().items()}
     metadata = {"format": "pt", CHECKSUM_KEY: weights_checksum(state)}
     write_atomically(folder / WEIGHTS_FILE, lambda temp: save_file(state, str(temp), metadata=metadata))
-    text = json.dumps(folder_config(net.settings, network=getattr(net, "arch", type(net).__name__),
-                                    run_config=config), indent=2)
+    text = json.dumps(
+        folder_config(net.settings, network=getattr(net, "arch", type(net).__name__), run_config=config), indent=2
+    )
     write_atomically(folder / CONFIG_FILE, lambda temp: temp.write_text(text + "\n"))
     card = model_card(net, config=config or {}, metrics=metrics)
     write_atomically(folder / CARD_FILE, lambda temp: temp.write_text(card))
@@ -121,8 +126,10 @@ def read_config(folder: Path) -> dict:
     if not folder.is_dir():
         raise CheckpointError(f"model folder {folder} does not exist")
     if not path.is_file():
-        raise CheckpointError(f"{folder} holds no {CONFIG_FILE}: it is not a model folder (write one with "
-                              f"swwae.save_pretrained or scripts/export.py --to)")
+        raise CheckpointError(
+            f"{folder} holds no {CONFIG_FILE}: it is not a model folder (write one with "
+            f"swwae.save_pretrained or scripts/export.py --to)"
+        )
     try:
         config = json.loads(path.read_text())
     except (OSError, UnicodeDecodeError, ValueError) as err:
@@ -131,8 +138,9 @@ def read_config(folder: Path) -> dict:
         raise CheckpointError(f"{path} holds no settings (a JSON object), but {type(config).__name__}")
     written = (config.get("swwae") or {}).get("format", FORMAT) if isinstance(config.get("swwae"), dict) else FORMAT
     if written != FORMAT:
-        raise CheckpointError(f"{path} is in the model folder format {written!r}; this swwae ({__version__}) "
-                              f"reads {FORMAT!r}")
+        raise CheckpointError(
+            f"{path} is in the model folder format {written!r}; this swwae ({__version__}) reads {FORMAT!r}"
+        )
     return config
 
 
@@ -147,9 +155,11 @@ def check_shapes(expected: Mapping[str, tuple], found: Mapping[str, tuple], what
     """CheckpointError (one line) unless the settings' tensors are the file's, name for name."""
     wrong = sorted(k for k in expected.keys() | found.keys() if expected.get(k) != found.get(k))
     if wrong:
-        raise CheckpointError(f"{what} does not fit its own settings ({len(wrong)} tensors differ, e.g. {wrong[0]}: "
-                              f"{found.get(wrong[0], 'missing')} in the weights, {expected.get(wrong[0], 'missing')} "
-                              f"by the settings): nothing was built")
+        raise CheckpointError(
+            f"{what} does not fit its own settings ({len(wrong)} tensors differ, e.g. {wrong[0]}: "
+            f"{found.get(wrong[0], 'missing')} in the weights, {expected.get(wrong[0], 'missing')} "
+            f"by the settings): nothing was built"
+        )
 
 
 def weight_shapes(folder: Path) -> dict[str, tuple[int, ...]]:
@@ -197,8 +207,9 @@ class Pretrained:
     settings: dict
     config: dict | None = None  # the run config it was trained with, when known
 
-    def save_pretrained(self, folder: str | Path, *, config: Mapping | None = None,
-                        metrics: RunMetrics | None = None) -> Path:
+    def save_pretrained(
+        self, folder: str | Path, *, config: Mapping | None = None, metrics: RunMetrics | None = None
+    ) -> Path:
         """Write ``folder/config.json``, ``folder/model.safetensors`` and the model card
         ``folder/README.md``; ``config`` is the run config to keep with it (default:
         ``self.config``, the one ``swwae.load`` gave), ``metrics`` the card's test metrics
@@ -215,21 +226,27 @@ class Pretrained:
         known = set(inspect.signature(cls.__init__).parameters) - {"self"}
         unknown = sorted(set(config) - known - set(META_KEYS))
         if unknown:
-            raise CheckpointError(f"{folder / CONFIG_FILE} holds settings that swwae's {cls.__name__} does not take "
-                                  f"({', '.join(unknown[:5])}): it was not written by swwae")
+            raise CheckpointError(
+                f"{folder / CONFIG_FILE} holds settings that swwae's {cls.__name__} does not take "
+                f"({', '.join(unknown[:5])}): it was not written by swwae"
+            )
         settings = {k: v for k, v in config.items() if k in known}
         if not (folder / WEIGHTS_FILE).is_file():
             read_weights(folder)  # its one line: what is missing, and any pickle in its place
         try:
             expected = meta_shapes(lambda: cls(**settings))
         except (TypeError, RuntimeError, KeyError, UserError) as err:
-            raise CheckpointError(f"model folder {folder} does not fit swwae's model: {one_line(err, limit=200)}") from None
+            raise CheckpointError(
+                f"model folder {folder} does not fit swwae's model: {one_line(err, limit=200)}"
+            ) from None
         check_shapes(expected, weight_shapes(folder), f"model folder {folder}")
         state = read_weights(folder)
         try:
             net = cls(**settings)
             net.load_state_dict(state)
         except (TypeError, RuntimeError, KeyError, UserError) as err:
-            raise CheckpointError(f"model folder {folder} does not fit swwae's model: {one_line(err, limit=200)}") from None
+            raise CheckpointError(
+                f"model folder {folder} does not fit swwae's model: {one_line(err, limit=200)}"
+            ) from None
         net.config = config.get("run_config") or {}
         return net.to(device).eval()

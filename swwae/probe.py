@@ -80,8 +80,9 @@ def labelled_subset(y: Tensor, n: int | None, seed: int = 0, num_classes: int | 
             raise ConfigError(f"--labels {n} is more than the {len(y)} labelled training images")
         return torch.arange(len(y))
     num_classes = num_classes or int(y.max()) + 1
-    return balanced_subset(y, n, num_classes, generator(seed, PROBE_LABELS), "the probe's training images",
-                           setting="--labels")
+    return balanced_subset(
+        y, n, num_classes, generator(seed, PROBE_LABELS), "the probe's training images", setting="--labels"
+    )
 
 
 def random_like(net: nn.Module, seed: int = 0) -> nn.Module:
@@ -108,8 +109,9 @@ def shift(x: Tensor, dy: int, dx: int, fill: str = "zero") -> Tensor:
     h, w = x.shape[-2:]
     out = torch.zeros_like(x)
     if abs(dy) < h and abs(dx) < w:
-        out[..., max(dy, 0):h + min(dy, 0), max(dx, 0):w + min(dx, 0)] = \
-            x[..., max(-dy, 0):h - max(dy, 0), max(-dx, 0):w - max(dx, 0)]
+        out[..., max(dy, 0) : h + min(dy, 0), max(dx, 0) : w + min(dx, 0)] = x[
+            ..., max(-dy, 0) : h - max(dy, 0), max(-dx, 0) : w - max(dx, 0)
+        ]
     return out
 
 
@@ -153,8 +155,9 @@ def linear_probe(train_x, train_y, val_x, val_y, test_x, test_y, grid=C_GRID, ma
 def knn_probe(train_x, train_y, test_x, test_y, k: int = 20) -> float:
     """Accuracy of a k-nearest-neighbour vote on cosine similarity, each neighbour weighted
     by 1 / distance (an exact match decides alone), as self-supervised work reports it."""
-    model = KNeighborsClassifier(n_neighbors=min(k, len(train_x)), metric="cosine", weights="distance",
-                                 algorithm="brute")
+    model = KNeighborsClassifier(
+        n_neighbors=min(k, len(train_x)), metric="cosine", weights="distance", algorithm="brute"
+    )
     model.fit(_numpy(train_x), _numpy(train_y))
     return float((model.predict(_numpy(test_x)) == _numpy(test_y)).mean())
 
@@ -185,8 +188,14 @@ def label_key(n: int | None) -> str:
     return "all" if n is None else str(n)
 
 
-def probe_features(train: tuple[Tensor, Tensor], val: tuple[Tensor, Tensor], test: tuple[Tensor, Tensor],
-                   subsets: dict[str, Tensor], k: int = 20, grid=C_GRID) -> dict[str, dict[str, float]]:
+def probe_features(
+    train: tuple[Tensor, Tensor],
+    val: tuple[Tensor, Tensor],
+    test: tuple[Tensor, Tensor],
+    subsets: dict[str, Tensor],
+    k: int = 20,
+    grid=C_GRID,
+) -> dict[str, dict[str, float]]:
     """The linear and k-NN probes of one model's features, for every labelled subset of the
     training features (``subsets``: name -> indices, e.g. from :func:`labelled_subset`):
     ``{"linear": {"100": acc, ...}, "linear_C": {...}, "knn": {...}}``. Every model given the

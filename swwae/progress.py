@@ -25,8 +25,13 @@ def on_terminal(stream: TextIO) -> bool:
     return bool(isatty and isatty())
 
 
-def progress(items: Iterable[T], what: str, name: Callable[[T], str] = str, total: int | None = None,
-             stream: TextIO | None = None) -> Iterator[T]:
+def progress(
+    items: Iterable[T],
+    what: str,
+    name: Callable[[T], str] = str,
+    total: int | None = None,
+    stream: TextIO | None = None,
+) -> Iterator[T]:
     """The items of ``items``, reported as they are reached: ``what`` names the job, ``name``
     each step; ``total`` defaults to ``len(items)`` where it has one. ``stream`` defaults to
     the stderr of the moment (pytest's capture, a redirect)."""

@@ -55,8 +55,14 @@ def deconvolve(net: SWWAE, v: Tensor, wheres: list, sizes: list, stage: int) -> 
     for i in reversed(range(stage)):
         v = net.unpools[i](v, wheres[i], output_size=sizes[i])
         for conv in reversed(convs(net.encoders[i])):
-            v = F.conv_transpose2d(F.relu(v), conv.weight, stride=conv.stride, padding=conv.padding,
-                                   dilation=conv.dilation, groups=conv.groups)
+            v = F.conv_transpose2d(
+                F.relu(v),
+                conv.weight,
+                stride=conv.stride,
+                padding=conv.padding,
+                dilation=conv.dilation,
+                groups=conv.groups,
+            )
     return v
 
 
@@ -79,8 +85,9 @@ class Picks:
 
 
 @torch.no_grad()
-def strongest(net: SWWAE, x: Tensor, stage: int, top: int = 16, distinct_channels: bool = True,
-              batch_size: int = 256) -> Picks:
+def strongest(
+    net: SWWAE, x: Tensor, stage: int, top: int = 16, distinct_channels: bool = True, batch_size: int = 256
+) -> Picks:
     """The ``top`` strongest (image, channel) activations of stage ``stage``'s what over the
     images ``x``: each pair at its maximal position. With ``distinct_channels`` every pick
     is a different channel (each at its best image), so one busy channel does not fill

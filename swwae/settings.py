@@ -60,8 +60,10 @@ def network_spec(arch, widths, kernel_size, pool_size, num_classes) -> Arch:
         return parse(shorthand(widths, kernel_size, pool_size, num_classes))
     spec = parse(arch)
     if spec.classes and num_classes and spec.classes != num_classes:
-        raise ConfigError(f'model.arch="{arch}" ends with a classifier over {spec.classes} classes, but the '
-                          f"data have {num_classes}: write {num_classes}fc")
+        raise ConfigError(
+            f'model.arch="{arch}" ends with a classifier over {spec.classes} classes, but the '
+            f"data have {num_classes}: write {num_classes}fc"
+        )
     return spec
 
 
@@ -78,8 +80,10 @@ def check_training(lambda_rec, lambda_m, lambda_nll, input_noise, nll_warmup_epo
     if scheduler not in SCHEDULERS:
         raise ConfigError(f"model.scheduler={scheduler!r} is unknown; choose one of {', '.join(SCHEDULERS)}")
     if arch is not None and parse(arch).classes and lambda_nll == 0:
-        raise ConfigError(f'model.arch="{arch}" ends with a classifier that model.lambda_nll=0 never trains: '
-                          f"drop its fc token, or set model.lambda_nll > 0")
+        raise ConfigError(
+            f'model.arch="{arch}" ends with a classifier that model.lambda_nll=0 never trains: '
+            f"drop its fc token, or set model.lambda_nll > 0"
+        )
 
 
 # the data
@@ -97,26 +101,43 @@ def labelled_per_batch(k: int | None, batch_size: int, labels: int, what: str) -
     if k is None:
         return max(1, min(batch_size // LABELLED_SHARE, labels))
     if k >= batch_size:
-        raise ConfigError(f"data.labelled_per_batch={k} leaves no room for unlabelled samples "
-                          f"in batches of data.batch_size={batch_size}: make it smaller than the batch")
+        raise ConfigError(
+            f"data.labelled_per_batch={k} leaves no room for unlabelled samples "
+            f"in batches of data.batch_size={batch_size}: make it smaller than the batch"
+        )
     if k > labels:
         raise ConfigError(f"data.labelled_per_batch={k} is more than the {what}: a batch would repeat labels")
     return k
 
 
-def check_data(name: str, num_classes: int, batch_size=128, num_labels=None, seed=0, num_workers=0, split_seed=0,
-               labelled_per_batch_=None, num_unlabelled=None) -> dict:
+def check_data(
+    name: str,
+    num_classes: int,
+    batch_size=128,
+    num_labels=None,
+    seed=0,
+    num_workers=0,
+    split_seed=0,
+    labelled_per_batch_=None,
+    num_unlabelled=None,
+) -> dict:
     """The settings every data set shares, checked and normalised (``labelled_per_batch`` is
     decided here when some labels are hidden), in the order the data module reads them."""
-    values = {"split_seed": check_int("split_seed", split_seed, 0), "batch_size": check_int("batch_size", batch_size, 1)}
+    values = {
+        "split_seed": check_int("split_seed", split_seed, 0),
+        "batch_size": check_int("batch_size", batch_size, 1),
+    }
     values["num_labels"] = None if num_labels is None else check_int("num_labels", num_labels, 1)
     if values["num_labels"] is not None and values["num_labels"] < num_classes:
-        raise ConfigError(f"data.num_labels={values['num_labels']} is fewer than the {num_classes} classes of "
-                          f"{name}: every class needs at least one labelled sample")
+        raise ConfigError(
+            f"data.num_labels={values['num_labels']} is fewer than the {num_classes} classes of "
+            f"{name}: every class needs at least one labelled sample"
+        )
     k = None if labelled_per_batch_ is None else check_int("labelled_per_batch", labelled_per_batch_, 1)
     if values["num_labels"] is not None:
-        k = labelled_per_batch(k, values["batch_size"], values["num_labels"],
-                               f"data.num_labels={values['num_labels']} labelled samples")
+        k = labelled_per_batch(
+            k, values["batch_size"], values["num_labels"], f"data.num_labels={values['num_labels']} labelled samples"
+        )
     values["labelled_per_batch"] = k
     values["seed"] = check_int("seed", seed, 0)
     values["num_workers"] = check_int("num_workers", num_workers, 0)

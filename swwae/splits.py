@@ -14,8 +14,19 @@ from torch import Tensor
 
 from swwae.errors import ConfigError
 
-__all__ = ["AUGMENT", "LABELLED_CYCLES", "LABELS", "PROBE_LABELS", "SHUFFLE", "SPLIT", "UNLABELLED_POOL",
-           "balanced_subset", "derive_seed", "generator", "stratified_split"]
+__all__ = [
+    "AUGMENT",
+    "LABELLED_CYCLES",
+    "LABELS",
+    "PROBE_LABELS",
+    "SHUFFLE",
+    "SPLIT",
+    "UNLABELLED_POOL",
+    "balanced_subset",
+    "derive_seed",
+    "generator",
+    "stratified_split",
+]
 
 # stream keys: independent random streams derived from one seed
 SPLIT, LABELS, SHUFFLE, LABELLED_CYCLES, AUGMENT = 1, 2, 3, 4, 5
@@ -65,8 +76,9 @@ def stratified_split(y: Tensor, sizes: list[int], gen: torch.Generator) -> list[
     return [p[torch.randperm(len(p), generator=gen)] for p in parts]
 
 
-def balanced_subset(y: Tensor, n: int, num_classes: int, gen: torch.Generator, where: str,
-                    setting: str = "data.num_labels") -> Tensor:
+def balanced_subset(
+    y: Tensor, n: int, num_classes: int, gen: torch.Generator, where: str, setting: str = "data.num_labels"
+) -> Tensor:
     """Indices of ``n`` samples, ``n // num_classes`` per class and the remainder on
     randomly chosen classes (only those that have a sample to spare). ``setting`` names the
     option that asked for ``n`` in the error messages."""

@@ -11,9 +11,9 @@ import torch
 from hydra.utils import instantiate
 
 import swwae
-from swwae.training.checkpoints import load_model
 from swwae.errors import CheckpointError
 from swwae.model import SWWAE
+from swwae.training.checkpoints import load_model
 from swwae.training.run import train
 
 
@@ -62,7 +62,10 @@ def test_load_reports_bad_checkpoints_as_evaluate_does(tmp_path):
 
 @pytest.mark.slow
 def test_import_swwae_does_not_import_lightning():
-    code = "import sys, swwae; assert callable(swwae.load); print(sorted(m for m in sys.modules if m.startswith('lightning')))"
+    code = (
+        "import sys, swwae; assert callable(swwae.load); "
+        "print(sorted(m for m in sys.modules if m.startswith('lightning')))"
+    )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "[]"
@@ -77,9 +80,12 @@ def test_the_docs_plain_torch_training_step_runs_without_lightning():
     from helpers.docs import code_blocks
 
     [block] = [b for b in code_blocks("python") if "swwae_loss(" in b.source and "optimizer.step()" in b.source]
-    check = ("\nimport math, sys\nassert math.isfinite(float(terms['loss'])) and set(terms) >= {'recon_mse', 'nll'}\n"
-             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('lightning', 'hydra', 'omegaconf')))\n")
-    result = subprocess.run([sys.executable, "-c", block.source + check], cwd=ROOT, capture_output=True, text=True,
-                            timeout=120)
+    check = (
+        "\nimport math, sys\nassert math.isfinite(float(terms['loss'])) and set(terms) >= {'recon_mse', 'nll'}\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('lightning', 'hydra', 'omegaconf')))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", block.source + check], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.strip().splitlines()[-1] == "[]"

@@ -18,7 +18,7 @@ from swwae.model import SWWAE, convs
 from swwae.training.module import SWWAEModule
 from swwae.training.run import train
 
-STL10 = ("(64)3c-4p-(64)3c-3p-(128)3c-(128)3c-2p-(256)3c-(256)3c-(256)3c-(512)3c-(512)3c-(512)3c-2p-10fc")
+STL10 = "(64)3c-4p-(64)3c-3p-(128)3c-(128)3c-2p-(256)3c-(256)3c-(256)3c-(512)3c-(512)3c-(512)3c-2p-10fc"
 
 
 @pytest.mark.parametrize("arch", ["(16)5c-(32)3c-2p", "(64)5c-2p-(64)3c-2p-(64)3c-2p-10fc", STL10])
@@ -39,16 +39,19 @@ def test_the_shorthand_is_one_conv_and_one_pool_per_width():
     assert SWWAE(widths=[8], num_classes=None, pool_size=4).arch == "(8)3c-4p"
 
 
-@pytest.mark.parametrize("arch, token, reason", [
-    ("(16)5c-(32)5x-2p", "(32)5x", "is not a layer: write (C)Kc"),
-    ("(16)4c-2p", "(16)4c", "needs an odd kernel size"),
-    ("2p-(16)3c-2p", "2p", "closes a stage without a conv"),
-    ("(16)3c-2p-(8)3c", "(8)3c", "is not closed by a pooling"),
-    ("(16)3c-2p-10fc-2p", "2p", "follows the classifier"),
-    ("(16)3c--2p", "--", "holds an empty layer"),
-    ("(0)3c-2p", "(0)3c", "has no maps"),
-    ("(16)3c-0p", "0p", "needs a pooling size >= 1"),
-])
+@pytest.mark.parametrize(
+    "arch, token, reason",
+    [
+        ("(16)5c-(32)5x-2p", "(32)5x", "is not a layer: write (C)Kc"),
+        ("(16)4c-2p", "(16)4c", "needs an odd kernel size"),
+        ("2p-(16)3c-2p", "2p", "closes a stage without a conv"),
+        ("(16)3c-2p-(8)3c", "(8)3c", "is not closed by a pooling"),
+        ("(16)3c-2p-10fc-2p", "2p", "follows the classifier"),
+        ("(16)3c--2p", "--", "holds an empty layer"),
+        ("(0)3c-2p", "(0)3c", "has no maps"),
+        ("(16)3c-0p", "0p", "needs a pooling size >= 1"),
+    ],
+)
 def test_a_bad_string_names_the_token_and_a_caret_points_at_it(arch, token, reason):
     with pytest.raises(ArchError) as err:
         parse(arch)
@@ -57,7 +60,7 @@ def test_a_bad_string_names_the_token_and_a_caret_points_at_it(arch, token, reas
     line = "error: " + message
     caret = err.value.caret(indent=len("error: "))
     start = caret.index("^")
-    assert line[start:start + len(caret.strip())] == token[:len(caret.strip())] and set(caret.strip()) == {"^"}
+    assert line[start : start + len(caret.strip())] == token[: len(caret.strip())] and set(caret.strip()) == {"^"}
 
 
 def test_each_decoder_stage_mirrors_its_encoder_stage():

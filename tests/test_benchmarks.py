@@ -32,8 +32,24 @@ def test_bench_pooling(capsys):
     assert bench_pooling.main(["--repeats", "1", "--batch", "2", "--channels", "2", "--size", "8"]) == 0
     out = capsys.readouterr().out
     assert "| 2x2 stride 2 | hard |" in out and "| 3x3 stride 2 | soft |" in out
-    assert bench_pooling.main(["--repeats", "1", "--batch", "2", "--channels", "2", "--size", "8",
-                               "--cases", "4x4s4", "--no-keep-freed-memory"]) == 0
+    assert (
+        bench_pooling.main(
+            [
+                "--repeats",
+                "1",
+                "--batch",
+                "2",
+                "--channels",
+                "2",
+                "--size",
+                "8",
+                "--cases",
+                "4x4s4",
+                "--no-keep-freed-memory",
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert "| 4x4 stride 4 | soft |" in out and "2x2" not in out and "glibc default" in out
     with pytest.raises(SystemExit):  # argparse: one line naming the expected form
@@ -101,8 +117,12 @@ def test_bench_scaling(capsys):
 
 @pytest.mark.slow
 def test_bench_presets(capsys):
-    assert bench_presets.main(["--presets", "mnist_pool_size", "svhn_1000", "--batch", "2", "--steps", "1",
-                               "--stl10-rss", "60"]) == 0
+    assert (
+        bench_presets.main(
+            ["--presets", "mnist_pool_size", "svhn_1000", "--batch", "2", "--steps", "1", "--stl10-rss", "60"]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     rows = [line for line in out.splitlines() if line.startswith("| mnist_pool_size") or line.startswith("| svhn")]
     assert len(rows) == 2 and "| mnist_sample |" in rows[0] and "| svhn |" in rows[1]
@@ -168,8 +188,12 @@ def test_the_scripts_run_from_anywhere(tmp_path):
 @pytest.mark.slow
 @pytest.mark.skipif(torch.cuda.is_available(), reason="with a CUDA device the script runs the checks")
 def test_the_device_check_without_a_gpu_says_so_in_one_line_and_exits_0(tmp_path):
-    result = run_cli(ROOT / "scripts" / "device_check.sh", cwd=tmp_path, program="bash",
-                     env={"OUT": str(tmp_path / "out"), "PYTHON": sys.executable})
+    result = run_cli(
+        ROOT / "scripts" / "device_check.sh",
+        cwd=tmp_path,
+        program="bash",
+        env={"OUT": str(tmp_path / "out"), "PYTHON": sys.executable},
+    )
     assert result.returncode == 0, result.stderr
     assert result.stdout == "device check: no CUDA device here (torch.cuda.is_available() is False); nothing to check\n"
     assert result.stderr == "" and not (tmp_path / "out").exists()
@@ -182,4 +206,7 @@ def test_the_device_check_with_a_python_without_torch_is_one_error_line(tmp_path
     python.chmod(0o755)
     result = run_cli(ROOT / "scripts" / "device_check.sh", cwd=tmp_path, program="bash", env={"PYTHON": str(python)})
     assert result.returncode == 1 and result.stdout == ""
-    assert result.stderr == f"device check: cannot import torch with {python}: ModuleNotFoundError: No module named 'torch'\n"
+    assert (
+        result.stderr
+        == f"device check: cannot import torch with {python}: ModuleNotFoundError: No module named 'torch'\n"
+    )

@@ -62,7 +62,10 @@ def test_export_writes_a_card_with_the_runs_test_metrics(run, tmp_path):
     assert metadata["library_name"] == "swwae" and metadata["license"] == "mit"
     assert "swwae" in metadata["tags"] and metadata["datasets"] == ["mnist"]
     measured = json.loads((run / "output" / "metrics.json").read_text())["metrics"]
-    assert reported(metadata) == {"accuracy": round(measured["test/acc"], 6), "mse": round(measured["test/recon_mse"], 6)}
+    assert reported(metadata) == {
+        "accuracy": round(measured["test/acc"], 6),
+        "mse": round(measured["test/recon_mse"], 6),
+    }
     assert metadata["model-index"][0]["name"] == RUN and set(metadata["metrics"]) == {"accuracy", "mse"}
     assert "`(4)3c-2p-(8)3c-2p-10fc` in the paper's notation" in body and 'swwae.load("path/to/this/folder")' in body
     assert f"{measured['test/acc']:.4f}" in body and "from_pretrained" in body
@@ -97,8 +100,11 @@ def test_a_network_without_a_run_gets_a_card_and_still_loads(tmp_path):
 # the same text with and without huggingface_hub
 
 
-@pytest.mark.parametrize("metrics", [RunMetrics({"test/recon_mse": 0.00301234, "test/acc": 0.974}, "/x/best.ckpt"),
-                                     NO_METRICS], ids=["with-metrics", "without"])
+@pytest.mark.parametrize(
+    "metrics",
+    [RunMetrics({"test/recon_mse": 0.00301234, "test/acc": 0.974}, "/x/best.ckpt"), NO_METRICS],
+    ids=["with-metrics", "without"],
+)
 @pytest.mark.parametrize("config", [RUN_CONFIG, {}], ids=["cifar10-run", "no-run-config"])
 def test_the_card_is_the_same_with_and_without_huggingface_hub(metrics, config, monkeypatch):
     pytest.importorskip("huggingface_hub")

@@ -21,7 +21,6 @@ from hydra.core.global_hydra import GlobalHydra
 from hydra.utils import instantiate
 
 import swwae
-
 from helpers.cli import last_error_line, run_cli, train_cli
 from helpers.config import compose_config
 from scripts.evaluate import main as evaluate_main
@@ -143,8 +142,9 @@ def test_resume_falls_back_to_best_when_last_is_truncated(make_config, tmp_path,
 
 @pytest.mark.parametrize("damage", ["truncated", "empty", "foreign"])
 @pytest.mark.slow
-def test_resume_with_no_checkpoint_that_reads_back_is_one_error_and_deletes_nothing(make_config, tmp_path, damage,
-                                                                                    trained_run):
+def test_resume_with_no_checkpoint_that_reads_back_is_one_error_and_deletes_nothing(
+    make_config, tmp_path, damage, trained_run
+):
     folder = copy_run(trained_run, tmp_path)
     for path in folder.glob("*.ckpt"):
         if damage == "truncated":
@@ -165,11 +165,17 @@ def test_resume_with_no_checkpoint_that_reads_back_is_one_error_and_deletes_noth
     [
         ("model.widths=[8,16]", r"holds another run \(model.widths: \[8\] -> \[8, 16\]\)"),
         ("model.pool_mode=soft", r"holds another run \(model.pool_mode: hard -> soft\)"),
-        ("data.num_labels=100", r"holds another run \(data.num_labels: None -> 100; optimized_metric: val/recon_mse -> "
-                                r"val/acc; optimized_mode: min -> max\)"),
+        (
+            "data.num_labels=100",
+            r"holds another run \(data.num_labels: None -> 100; optimized_metric: val/recon_mse -> "
+            r"val/acc; optimized_mode: min -> max\)",
+        ),
         ("trainer.gradient_clip_val=1.0", r"holds another run \(trainer.gradient_clip_val: None -> 1.0\)"),
-        ("optimized_metric=val/acc", r"holds another run \(optimized_metric: val/recon_mse -> val/acc; optimized_mode: "
-                                     r"min -> max\)"),
+        (
+            "optimized_metric=val/acc",
+            r"holds another run \(optimized_metric: val/recon_mse -> val/acc; optimized_mode: "
+            r"min -> max\)",
+        ),
     ],
 )
 @pytest.mark.slow
@@ -179,16 +185,19 @@ def test_resume_with_another_config_is_one_clear_error(make_config, tmp_path, ch
     with pytest.raises(CheckpointError, match=message) as err:
         train(make_config("model.widths=[8]", change, "resume=true"))
     assert str(err.value).startswith(f"{folder} holds another run (")
-    assert str(err.value).endswith("give this run its own folder with run_name=..., or resume=false to start over "
-                                   "(the old run is moved aside, not deleted)") and "\n" not in str(err.value)
+    assert str(err.value).endswith(
+        "give this run its own folder with run_name=..., or resume=false to start over "
+        "(the old run is moved aside, not deleted)"
+    ) and "\n" not in str(err.value)
     assert {p.name: sha(p) for p in folder.iterdir()} == hashes  # nothing touched
 
 
 # evaluation of bad checkpoints
 
 
-@pytest.mark.parametrize("damage", ["missing", "truncated", "empty", "random bytes", "foreign state dict",
-                                    "pickled object", "other model"])
+@pytest.mark.parametrize(
+    "damage", ["missing", "truncated", "empty", "random bytes", "foreign state dict", "pickled object", "other model"]
+)
 def test_evaluate_a_bad_checkpoint_is_one_error_line(tmp_path, capsys, damage, trained_run):
     path = tmp_path / "model.ckpt"
     if damage in ("truncated", "other model"):
@@ -285,8 +294,9 @@ def test_a_crafted_pickle_runs_no_code_even_with_torch_force_no_weights_only_loa
     again = train_cli(tmp_path, *small, "resume=true", name="again", env=hostile)
     assert again.returncode == 2 and "Traceback" not in again.stderr
     assert last_error_line(again) == (
-        f"error: checkpoint checkpoints/{RUN}/best.ckpt holds pickled objects, not tensors and plain values: it was not "
-        "written by swwae's train.py, and is not loaded (a pickle can run code)")
+        f"error: checkpoint checkpoints/{RUN}/best.ckpt holds pickled objects, not tensors and plain values: it was "
+        "not written by swwae's train.py, and is not loaded (a pickle can run code)"
+    )
     loaded = run_cli("-c", f"import swwae; swwae.load({str(folder / 'best.ckpt')!r})", cwd=tmp_path, env=hostile)
     assert loaded.returncode == 1 and "CheckpointError" in loaded.stderr and "holds pickled objects" in loaded.stderr
     assert not marker.exists()
@@ -298,7 +308,7 @@ def flip_a_byte_inside_a_tensor(path: Path) -> None:
     with zipfile.ZipFile(path) as archive:
         entry = max((i for i in archive.infolist() if "/data/" in i.filename), key=lambda i: i.file_size)
     data = bytearray(path.read_bytes())
-    name_len, extra_len = struct.unpack("<HH", data[entry.header_offset + 26:entry.header_offset + 30])
+    name_len, extra_len = struct.unpack("<HH", data[entry.header_offset + 26 : entry.header_offset + 30])
     at = entry.header_offset + 30 + name_len + extra_len + entry.file_size // 2
     data[at] ^= 0x10
     path.write_bytes(bytes(data))

@@ -50,12 +50,22 @@ def test_an_unknown_subcommand_is_one_error_line(capsys):
     assert captured.out == ""
     assert captured.err.splitlines() == [
         "error: unknown subcommand 'evalute': did you mean 'evaluate'? choose one of train, evaluate, export, probe, "
-        "project, compare, runs, device-check (swwae --help)"]
+        "project, compare, runs, device-check (swwae --help)"
+    ]
 
 
-@pytest.mark.parametrize("name, own", [("evaluate", "--embeddings"), ("export", "--onnx"), ("probe", "--labels"),
-                                       ("project", "key=value"), ("compare", "--reference"), ("runs", "--previous"),
-                                       ("device-check", "The CUDA checks in one command")])
+@pytest.mark.parametrize(
+    "name, own",
+    [
+        ("evaluate", "--embeddings"),
+        ("export", "--onnx"),
+        ("probe", "--labels"),
+        ("project", "key=value"),
+        ("compare", "--reference"),
+        ("runs", "--previous"),
+        ("device-check", "The CUDA checks in one command"),
+    ],
+)
 def test_every_subcommand_answers_help_with_its_own_usage(capsys, name, own):
     assert main([name, "--help"]) == 0
     out = capsys.readouterr().out
@@ -75,10 +85,12 @@ def test_without_the_checkout_a_subcommand_is_one_error_line(monkeypatch, tmp_pa
     assert main(["train", "debug=quick"]) == 2
     assert main(["evaluate", "x.ckpt"]) == 2
     lines = capsys.readouterr().err.splitlines()
-    assert lines == [f"error: train.py and configs not found in {tmp_path}: this subcommand runs the checkout's own "
-                     "programs, so it needs swwae installed from a clone (pip install -e .)",
-                     f"error: scripts/evaluate.py not found in {tmp_path}: this subcommand runs the checkout's own "
-                     "programs, so it needs swwae installed from a clone (pip install -e .)"]
+    assert lines == [
+        f"error: train.py and configs not found in {tmp_path}: this subcommand runs the checkout's own "
+        "programs, so it needs swwae installed from a clone (pip install -e .)",
+        f"error: scripts/evaluate.py not found in {tmp_path}: this subcommand runs the checkout's own "
+        "programs, so it needs swwae installed from a clone (pip install -e .)",
+    ]
 
 
 def test_a_script_subcommand_is_the_script(tmp_path, capsys):
@@ -98,11 +110,13 @@ def test_python_m_swwae_help_imports_no_torch():
 @pytest.mark.slow
 def test_import_swwae_is_cheap_and_the_pooling_names_still_there():
     assert not imported_at_startup("-c", "import swwae") & set(HEAVY)
-    code = ("import sys, swwae\n"
-            "from swwae import MODES, Unpool, WhatWherePool, make_pool\n"
-            "import swwae.benchmarking  # an old name (before 0.2): the finder of swwae._moved is installed\n"
-            "print(swwae.pooling.WhatWherePool is WhatWherePool, sys.modules['swwae.benchmarking'].__name__, "
-            "swwae.__version__)")
+    code = (
+        "import sys, swwae\n"
+        "from swwae import MODES, Unpool, WhatWherePool, make_pool\n"
+        "import swwae.benchmarking  # an old name (before 0.2): the finder of swwae._moved is installed\n"
+        "print(swwae.pooling.WhatWherePool is WhatWherePool, sys.modules['swwae.benchmarking'].__name__, "
+        "swwae.__version__)"
+    )
     result = run_cli("-c", code, cwd=ROOT)
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.split() == ["True", "swwae.bench.harness", swwae.__version__]
@@ -119,9 +133,17 @@ def test_the_pooling_names_are_lazy_attributes():
 def test_swwae_train_is_python_train_py_from_any_folder(tmp_path):
     """Launched outside the checkout: the configs are found beside the package, ``model.arch``
     is quoted for Hydra as train.py does, and the run lands where the overrides say."""
-    result = run_cli("-m", "swwae", "train", *QUICK, f"hydra.run.dir={tmp_path / 'run'}",
-                     f"paths.checkpoint_dir={tmp_path / 'checkpoints'}", f"paths.log_dir={tmp_path / 'logs'}",
-                     "model.arch=(8)3c-2p-10fc", cwd=tmp_path)
+    result = run_cli(
+        "-m",
+        "swwae",
+        "train",
+        *QUICK,
+        f"hydra.run.dir={tmp_path / 'run'}",
+        f"paths.checkpoint_dir={tmp_path / 'checkpoints'}",
+        f"paths.log_dir={tmp_path / 'logs'}",
+        "model.arch=(8)3c-2p-10fc",
+        cwd=tmp_path,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
     assert metrics["status"] == "ok" and metrics["arch"] == "(8)3c-2p-10fc"
@@ -134,16 +156,26 @@ def test_swwae_train_is_python_train_py_from_any_folder(tmp_path):
 
 @pytest.mark.slow
 def test_swwae_train_multirun_and_its_errors(tmp_path):
-    sweep = run_cli("-m", "swwae", "train", "-m", *QUICK, "seed=3", f"hydra.sweep.dir={tmp_path / 'sweep'}",
-                    f"paths.checkpoint_dir={tmp_path / 'checkpoints'}", f"paths.log_dir={tmp_path / 'logs'}",
-                    cwd=tmp_path)
+    sweep = run_cli(
+        "-m",
+        "swwae",
+        "train",
+        "-m",
+        *QUICK,
+        "seed=3",
+        f"hydra.sweep.dir={tmp_path / 'sweep'}",
+        f"paths.checkpoint_dir={tmp_path / 'checkpoints'}",
+        f"paths.log_dir={tmp_path / 'logs'}",
+        cwd=tmp_path,
+    )
     assert sweep.returncode == 0, sweep.stderr[-3000:]
     assert (tmp_path / "sweep" / "summary.md").is_file()
 
-    bad = run_cli("-m", "swwae", "train", *QUICK, "model.arch=(8)3x-2p", f"hydra.run.dir={tmp_path / 'bad'}",
-                  cwd=tmp_path)
+    bad = run_cli(
+        "-m", "swwae", "train", *QUICK, "model.arch=(8)3x-2p", f"hydra.run.dir={tmp_path / 'bad'}", cwd=tmp_path
+    )
     assert bad.returncode == 2
-    assert bad.stderr.strip().splitlines()[0].startswith("error: model.arch=\"(8)3x-2p\": `(8)3x` is not a layer")
+    assert bad.stderr.strip().splitlines()[0].startswith('error: model.arch="(8)3x-2p": `(8)3x` is not a layer')
 
     help_ = run_cli("-m", "swwae", "train", "--help", cwd=tmp_path)
     assert help_.returncode == 0 and help_.stdout.startswith("train is powered by Hydra")
@@ -160,16 +192,28 @@ def test_device_check_runs_the_script_with_this_python(tmp_path):
 # swwae runs
 
 
-def write_run(root: Path, name: str, *, epoch: int, max_epochs: int = 10, best: float | None = 0.25,
-              preempted: dict | None = None, files=("last.ckpt", "best.ckpt")) -> Path:
+def write_run(
+    root: Path,
+    name: str,
+    *,
+    epoch: int,
+    max_epochs: int = 10,
+    best: float | None = 0.25,
+    preempted: dict | None = None,
+    files=("last.ckpt", "best.ckpt"),
+) -> Path:
     """A run folder as train.py leaves it: checksummed checkpoints holding what the safe
     reader requires and what the table reads (epoch, the run config, the callback state)."""
     folder = root / name
     state = {"monitor": "val/recon_mse", "best_model_score": None if best is None else torch.tensor(best)}
-    checkpoint = {"epoch": epoch, "global_step": 3 * (epoch + 1), "state_dict": {"net.w": torch.zeros(2)},
-                  "hyper_parameters": {}, "callbacks": {"ModelCheckpoint{'monitor': 'val/recon_mse'}": state},
-                  "swwae_config": {"run_name": name, "optimized_metric": "val/recon_mse",
-                                   "trainer": {"max_epochs": max_epochs}}}
+    checkpoint = {
+        "epoch": epoch,
+        "global_step": 3 * (epoch + 1),
+        "state_dict": {"net.w": torch.zeros(2)},
+        "hyper_parameters": {},
+        "callbacks": {"ModelCheckpoint{'monitor': 'val/recon_mse'}": state},
+        "swwae_config": {"run_name": name, "optimized_metric": "val/recon_mse", "trainer": {"max_epochs": max_epochs}},
+    }
     if preempted:
         checkpoint[POSITION_KEY] = preempted
     for file in files:

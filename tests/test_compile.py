@@ -118,8 +118,16 @@ def test_a_compiled_quick_run_trains_and_resumes_with_plain_checkpoints(tmp_path
     net = swwae.load(last)  # the keys of an eager network: no _orig_mod. prefix
     assert net.config["compile"] is True
 
-    more = train_cli(tmp_path, "compile=true", "model.widths=[4,8]", "test=false", "resume=true",
-                     "trainer.max_epochs=2", name="more", timeout=600)
+    more = train_cli(
+        tmp_path,
+        "compile=true",
+        "model.widths=[4,8]",
+        "test=false",
+        "resume=true",
+        "trainer.max_epochs=2",
+        name="more",
+        timeout=600,
+    )
     assert more.returncode == 0, more.stderr[-3000:]
     assert "resume=true: continuing this run from" in more.stderr + more.stdout
     assert json.loads((tmp_path / "outputs" / "more" / "metrics.json").read_text())["epochs"] == 2

@@ -19,8 +19,12 @@ OPTIONS = re.compile(r"#\s*([\w./-]+(?:\s*\|\s*[\w./-]+)+)\s*(?:$|[:(,])")
 GROUP_ENTRY = re.compile(r"^\s*-\s*(?:override\s+)?/?([\w/]+):\s*([\w./-]+)\s*#")
 KEY_ENTRY = re.compile(r"^\s*([\w.]+):\s*([^#\s]+)\s*#")
 # the keys whose values the code checks, with the values it accepts
-KEY_VALUES = {"nonlinearity": tuple(NONLINEARITIES), "pool_mode": MODES, "scheduler": SCHEDULERS,
-              "resume": RESUME_MODES}
+KEY_VALUES = {
+    "nonlinearity": tuple(NONLINEARITIES),
+    "pool_mode": MODES,
+    "scheduler": SCHEDULERS,
+    "resume": RESUME_MODES,
+}
 
 
 def option_comments() -> list[tuple[str, int, str, list[str]]]:
@@ -50,13 +54,15 @@ def test_there_are_option_lists_to_check():
 def test_each_option_list_in_a_comment_is_true(where, number, line, options):
     if entry := GROUP_ENTRY.match(line):
         group, value = entry.groups()
-        assert set(options) == group_options(group), f"{where}:{number} lists {options}, configs/{group}/ holds " \
-                                                      f"{sorted(group_options(group))}"
+        assert set(options) == group_options(group), (
+            f"{where}:{number} lists {options}, configs/{group}/ holds {sorted(group_options(group))}"
+        )
     elif entry := KEY_ENTRY.match(line):
         key, value = entry.groups()
         assert key in KEY_VALUES, f"{where}:{number}: `{key}` lists options no test checks: add it to KEY_VALUES"
-        assert set(options) == set(KEY_VALUES[key]), f"{where}:{number} lists {options}, the code takes " \
-                                                      f"{list(KEY_VALUES[key])}"
+        assert set(options) == set(KEY_VALUES[key]), (
+            f"{where}:{number} lists {options}, the code takes {list(KEY_VALUES[key])}"
+        )
     else:
         pytest.fail(f"{where}:{number}: an option list that belongs to no group entry or key: {line.strip()}")
     assert value in options or value == "null", f"{where}:{number}: {value} is not among its own options"
@@ -65,6 +71,9 @@ def test_each_option_list_in_a_comment_is_true(where, number, line, options):
 def test_every_config_group_is_listed_in_the_defaults_with_its_options_or_its_one_option():
     defaults = (CONFIG_DIR / "train.yaml").read_text().split("\n\n")[0]
     groups = {p.name for p in CONFIG_DIR.iterdir() if p.is_dir()} - {"local"}
-    listed = {m.group(1) for m in (GROUP_ENTRY.match(line) or re.match(r"^\s*-\s*([\w/]+):", line)
-                                   for line in defaults.splitlines()) if m}
+    listed = {
+        m.group(1)
+        for m in (GROUP_ENTRY.match(line) or re.match(r"^\s*-\s*([\w/]+):", line) for line in defaults.splitlines())
+        if m
+    }
     assert groups <= listed | {"experiment"}, f"groups missing from train.yaml's defaults: {groups - listed}"

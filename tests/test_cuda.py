@@ -104,8 +104,10 @@ def test_the_flat_scatter_adds_repeated_targets_on_cuda_as_the_cpu_does_row_by_r
     index = torch.randint(0, 50, (4, 8, 300), generator=generator(4))
     values = torch.randn(4, 8, 300, generator=generator(5), dtype=torch.float64)
     rows = add_at(torch.zeros(4, 8, 50, dtype=torch.float64), index, values)  # CPU: row by row
-    flat = [add_at(torch.zeros(4, 8, 50, dtype=torch.float64, device=CUDA), index.to(CUDA), values.to(CUDA))
-            for _ in range(2)]  # CUDA: flat, deterministic under use_deterministic_algorithms
+    flat = [
+        add_at(torch.zeros(4, 8, 50, dtype=torch.float64, device=CUDA), index.to(CUDA), values.to(CUDA))
+        for _ in range(2)
+    ]  # CUDA: flat, deterministic under use_deterministic_algorithms
     torch.testing.assert_close(flat[0].cpu(), rows, rtol=1e-12, atol=1e-12)
     assert torch.equal(flat[0], flat[1])
 
@@ -125,8 +127,12 @@ def test_a_network_in_channels_last_on_cuda_trains_like_a_contiguous_one():
     net = SWWAE(widths=[8, 16], pool_mode="soft", image_shape=(3, 32, 32), num_classes=10).to(CUDA)
     x = torch.rand(4, 3, 32, 32, generator=generator(8)).to(CUDA)
     contiguous = net(x).recon
-    torch.testing.assert_close(net.to(memory_format=torch.channels_last)(x.to(memory_format=torch.channels_last)).recon,
-                               contiguous, rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(
+        net.to(memory_format=torch.channels_last)(x.to(memory_format=torch.channels_last)).recon,
+        contiguous,
+        rtol=1e-4,
+        atol=1e-5,
+    )
 
 
 # determinism
@@ -135,8 +141,9 @@ def test_a_network_in_channels_last_on_cuda_trains_like_a_contiguous_one():
 def one_step(mode: str, x: torch.Tensor, y: torch.Tensor):
     """Loss and every gradient of one step of a small SWWAE (dropout and batch norm on)."""
     torch.manual_seed(0)
-    net = SWWAE(widths=[8, 16], pool_mode=mode, image_shape=tuple(x.shape[1:]), num_classes=10, dropout=0.2,
-                batch_norm=True).to(x.device)
+    net = SWWAE(
+        widths=[8, 16], pool_mode=mode, image_shape=tuple(x.shape[1:]), num_classes=10, dropout=0.2, batch_norm=True
+    ).to(x.device)
     loss = swwae_loss(net(x), x, y, lambda_rec=1.0, lambda_m=0.1, lambda_nll=1.0)["loss"]
     loss.backward()
     return loss.detach(), [p.grad.clone() for p in net.parameters() if p.grad is not None]
@@ -246,9 +253,19 @@ def test_training_steps_on_cuda_wait_for_the_gpu_only_where_they_log(make_config
     spy = SyncsPerBatch("cuda")
     build = run.build_trainer
     monkeypatch.setattr(run, "build_trainer", lambda cfg, loggers, callbacks: build(cfg, loggers, [*callbacks, spy]))
-    train(make_config(f"model={model}", "trainer=gpu", "model.widths=[8,16]", f"model.pool_size={pool_size}",
-                      "data.num_labels=100", "trainer.limit_train_batches=6", "trainer.log_every_n_steps=3",
-                      "trainer.limit_val_batches=1", "test=false"))
+    train(
+        make_config(
+            f"model={model}",
+            "trainer=gpu",
+            "model.widths=[8,16]",
+            f"model.pool_size={pool_size}",
+            "data.num_labels=100",
+            "trainer.limit_train_batches=6",
+            "trainer.log_every_n_steps=3",
+            "trainer.limit_val_batches=1",
+            "test=false",
+        )
+    )
     assert len(spy.batches) == 6
     assert [spy.batches[i] for i in (0, 1, 3, 4)] == [{}] * 4, spy.batches
     assert spy.batches[2], "the check step reads back: the counting itself works"
@@ -264,12 +281,16 @@ def finite_metrics(tmp_path, name: str) -> dict:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("overrides", [
-    ["trainer=gpu", "trainer.precision=bf16-mixed", "model=swwae_soft"],
-    ["trainer=gpu", "trainer.precision=16-mixed", "model=swwae_soft"],
-    ["trainer=gpu", "trainer.precision=bf16-mixed", "model=wavelet"],
-    ["trainer=ddp", "trainer.accelerator=gpu", "trainer.devices=1", "model.batch_norm=true"],  # NCCL, sync BN
-], ids=["bf16-soft", "fp16-soft", "bf16-wavelet", "ddp-nccl"])
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        ["trainer=gpu", "trainer.precision=bf16-mixed", "model=swwae_soft"],
+        ["trainer=gpu", "trainer.precision=16-mixed", "model=swwae_soft"],
+        ["trainer=gpu", "trainer.precision=bf16-mixed", "model=wavelet"],
+        ["trainer=ddp", "trainer.accelerator=gpu", "trainer.devices=1", "model.batch_norm=true"],  # NCCL, sync BN
+    ],
+    ids=["bf16-soft", "fp16-soft", "bf16-wavelet", "ddp-nccl"],
+)
 def test_quick_gpu_runs_train_with_finite_metrics(tmp_path, overrides):
     result = train_cli(tmp_path, "model.widths=[8,16]", *overrides, timeout=240)
     assert result.returncode == 0, result.stderr[-3000:]
@@ -280,8 +301,14 @@ def test_quick_gpu_runs_train_with_finite_metrics(tmp_path, overrides):
 def test_deterministic_gpu_runs_are_bit_identical(tmp_path):
     """trainer.deterministic=true on the GPU: the soft pool's flat scatter, cuDNN and cuBLAS
     (CUBLAS_WORKSPACE_CONFIG, which Lightning sets) in their deterministic modes."""
-    args = ["trainer=gpu", "trainer.deterministic=true", "model=swwae_soft", "model.widths=[8,16]", "model.dropout=0.2",
-            "model.pool_size=3"]
+    args = [
+        "trainer=gpu",
+        "trainer.deterministic=true",
+        "model=swwae_soft",
+        "model.widths=[8,16]",
+        "model.dropout=0.2",
+        "model.pool_size=3",
+    ]
     runs = []
     for name in ("a", "b"):
         (tmp_path / name).mkdir()

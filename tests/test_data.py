@@ -13,12 +13,12 @@ import torchvision.datasets
 import torchvision.datasets.cifar
 import torchvision.datasets.mnist
 
-from swwae.training.data.batching import BatchTensorDataset, batch_loader
-from swwae.training.data import CIFAR10DataModule, MNISTDataModule, MNISTSampleDataModule
-from swwae.training.data.base import OFFLINE_HINT
-from swwae.splits import balanced_subset, stratified_split
 from helpers.datasets import md5, write_cifar, write_mnist
 from swwae.errors import ConfigError, DataError
+from swwae.splits import balanced_subset, stratified_split
+from swwae.training.data import CIFAR10DataModule, MNISTDataModule, MNISTSampleDataModule
+from swwae.training.data.base import OFFLINE_HINT
+from swwae.training.data.batching import BatchTensorDataset, batch_loader
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs" / "data"
 
@@ -166,7 +166,9 @@ def test_num_labels_more_than_a_class_holds():
     y = torch.cat([torch.full((1,), 3), torch.arange(100) % 10])  # class 3: 11 samples, others 10
     gen = torch.Generator().manual_seed(0)
     assert len(balanced_subset(y, 101, 10, gen, "toy")) == 101  # the extra one goes to class 3
-    with pytest.raises(ConfigError, match="needs 2 classes with more than 10 training samples, but only 1 classes of toy"):
+    with pytest.raises(
+        ConfigError, match="needs 2 classes with more than 10 training samples, but only 1 classes of toy"
+    ):
         balanced_subset(y, 102, 10, gen, "toy")
     y[y == 7] = 3  # class 7 now has no samples at all
     with pytest.raises(ConfigError, match="asks for 2 labelled samples per class, but class 7 has only 0"):

@@ -12,10 +12,10 @@ from omegaconf import OmegaConf
 
 from helpers.datasets import write_cifar, write_stl10, write_svhn
 from swwae import data
+from swwae.errors import ConfigError, DataError
 from swwae.training.data.augment import random_crop_flip
 from swwae.training.data.batching import UNLABELLED
 from swwae.training.data.stl10 import read_stl10_images
-from swwae.errors import ConfigError, DataError
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs" / "data"
 
@@ -107,7 +107,9 @@ def test_stl10_reads_unlabelled_images_in_chunks_into_place(tmp_path, monkeypatc
     folder = write_stl10(tmp_path, monkeypatch, n_unlabelled=37)
     out = torch.zeros(37, 3, 96, 96, dtype=torch.uint8)
     read_stl10_images(str(folder / "unlabeled_X.bin"), out, chunk=5)
-    assert value(out) == list(range(130, 167)) and out[:, 2, 50, 7].tolist() == [(v % 200 + 100) % 256 for v in range(130, 167)]
+    assert value(out) == list(range(130, 167)) and out[:, 2, 50, 7].tolist() == [
+        (v % 200 + 100) % 256 for v in range(130, 167)
+    ]
 
 
 def test_stl10_truncated_unlabelled_file_is_one_line(tmp_path, monkeypatch):
@@ -133,9 +135,14 @@ def test_crops_shift_each_image_by_its_own_offset_within_the_padding():
     out = random_crop_flip(x.repeat(50, 1, 1, 1), padding=2, flip=False, generator=torch.Generator().manual_seed(0))
     shifts = set()
     for image, original in zip(out, x.repeat(50, 1, 1, 1)):
-        found = [(dy, dx) for dy in range(-2, 3) for dx in range(-2, 3)
-                 if torch.equal(image, torch.roll(torch.nn.functional.pad(original, (2, 2, 2, 2)), (-dy, -dx), (1, 2))
-                                [:, 2:10, 2:10])]
+        found = [
+            (dy, dx)
+            for dy in range(-2, 3)
+            for dx in range(-2, 3)
+            if torch.equal(
+                image, torch.roll(torch.nn.functional.pad(original, (2, 2, 2, 2)), (-dy, -dx), (1, 2))[:, 2:10, 2:10]
+            )
+        ]
         assert found, "each output is the padded input shifted by at most the padding"
         shifts.add(found[0])
     assert len(shifts) > 5  # images get different offsets
@@ -168,9 +175,17 @@ def test_augmentation_runs_on_training_batches_only_and_is_seeded(make_config):
     def run(augment: bool, seed: int = 0):
         dm = data.MNISTSampleDataModule(batch_size=16, augment=augment, seed=seed)
         probe = Record()
-        trainer = L.Trainer(max_epochs=1, limit_train_batches=2, limit_val_batches=1, logger=False,
-                            enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
-                            num_sanity_val_steps=0, callbacks=[probe])
+        trainer = L.Trainer(
+            max_epochs=1,
+            limit_train_batches=2,
+            limit_val_batches=1,
+            logger=False,
+            enable_checkpointing=False,
+            enable_progress_bar=False,
+            enable_model_summary=False,
+            num_sanity_val_steps=0,
+            callbacks=[probe],
+        )
         from swwae.training.module import SWWAEModule
 
         trainer.fit(SWWAEModule(widths=[4]), datamodule=dm)
@@ -193,9 +208,14 @@ def test_pixel_mean_per_channel(tmp_path, monkeypatch):
     assert dm.pixel_mean(chunk=7) == pytest.approx(expected.tolist())
 
 
-CLASSES = {"mnist_sample": data.MNISTSampleDataModule, "mnist": data.MNISTDataModule,
-           "cifar10": data.CIFAR10DataModule, "cifar100": data.CIFAR100DataModule, "svhn": data.SVHNDataModule,
-           "stl10": data.STL10DataModule}
+CLASSES = {
+    "mnist_sample": data.MNISTSampleDataModule,
+    "mnist": data.MNISTDataModule,
+    "cifar10": data.CIFAR10DataModule,
+    "cifar100": data.CIFAR100DataModule,
+    "svhn": data.SVHNDataModule,
+    "stl10": data.STL10DataModule,
+}
 
 
 def test_every_data_config_is_tested_here():

@@ -4,9 +4,10 @@ ranks (its DistributedSamplerWrapper)."""
 
 from __future__ import annotations
 
-import pytest
 import json
 import math
+
+import pytest
 
 from helpers.cli import run_cli
 from helpers.config import QUICK, ROOT
@@ -15,13 +16,23 @@ from helpers.config import QUICK, ROOT
 @pytest.mark.slow
 def test_ddp_with_two_cpu_processes_trains_on_distinct_batches(tmp_path):
     result = run_cli(
-        ROOT / "train.py", "trainer=ddp", "trainer.accelerator=cpu", "trainer.devices=2",
-        *QUICK, "trainer.limit_train_batches=2", "trainer.limit_val_batches=1",
-        "model.widths=[8]", "data.batch_size=32", "callbacks.progress_bar.refresh_rate=0",
-        "+callbacks.record_batches._target_=helpers.faults.RecordBatches", f"+callbacks.record_batches.out={tmp_path}",
-        f"hydra.run.dir={tmp_path / 'run'}", f"paths.log_dir={tmp_path / 'logs'}",
+        ROOT / "train.py",
+        "trainer=ddp",
+        "trainer.accelerator=cpu",
+        "trainer.devices=2",
+        *QUICK,
+        "trainer.limit_train_batches=2",
+        "trainer.limit_val_batches=1",
+        "model.widths=[8]",
+        "data.batch_size=32",
+        "callbacks.progress_bar.refresh_rate=0",
+        "+callbacks.record_batches._target_=helpers.faults.RecordBatches",
+        f"+callbacks.record_batches.out={tmp_path}",
+        f"hydra.run.dir={tmp_path / 'run'}",
+        f"paths.log_dir={tmp_path / 'logs'}",
         f"paths.checkpoint_dir={tmp_path / 'checkpoints'}",
-        cwd=tmp_path, timeout=600,
+        cwd=tmp_path,
+        timeout=600,
     )
     assert result.returncode == 0, result.stderr[-3000:]
 

@@ -83,8 +83,9 @@ def test_mps_off_macos_says_what_there_is_instead(gpus, monkeypatch):
 @pytest.mark.slow
 @pytest.mark.skipif(torch.cuda.is_available(), reason="the machine has a GPU: trainer=gpu is there")
 def test_train_on_a_gpu_without_one_is_one_line_before_the_data(tmp_path):
-    result = train_cli(tmp_path, "trainer=gpu", "data=mnist", f"data.root={tmp_path / 'nowhere'}",
-                       "data.download=false")
+    result = train_cli(
+        tmp_path, "trainer=gpu", "data=mnist", f"data.root={tmp_path / 'nowhere'}", "data.download=false"
+    )
     assert result.returncode == 2, result.stderr
     line = last_error_line(result)
     assert line.startswith("error: trainer.accelerator=gpu asks for a CUDA GPU, and this machine has none"), line

@@ -46,7 +46,8 @@ def test_a_file_where_the_runs_folder_should_be_is_one_line_before_training(tmp_
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert last_error_line(result) == (
         f"error: cannot write the checkpoints of {RUN} in checkpoints/{RUN}: checkpoints/{RUN} is a file, not a "
-        "folder; set run_name=... to write elsewhere")
+        "folder; set run_name=... to write elsewhere"
+    )
     assert "epoch 1/1" not in result.stdout  # before any training
 
 
@@ -57,7 +58,8 @@ def test_a_read_only_checkpoint_folder_is_one_line_before_training(tmp_path, tmp
     assert result.returncode == 2
     assert last_error_line(result) == (
         f"error: cannot write checkpoints in {read_only}: Read-only file system; set paths.checkpoint_dir=... to "
-        "write elsewhere")
+        "write elsewhere"
+    )
     assert len(result.stderr.strip().splitlines()) == 1 and "epoch 1/1" not in result.stdout
 
 
@@ -68,7 +70,8 @@ def test_a_read_only_launch_folder_is_one_line_before_hydra_starts_the_job(tmp_p
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert last_error_line(result) == (
         f"error: cannot write the run's output in {launch / 'outputs' / 'run'}: Read-only file system; set "
-        "hydra.run.dir=... to write elsewhere")
+        "hydra.run.dir=... to write elsewhere"
+    )
 
 
 @pytest.mark.slow
@@ -115,5 +118,6 @@ def test_a_disk_that_fills_during_a_save_is_one_line_and_keeps_the_previous_chec
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert last_error_line(result) == (
         f"error: writing {full / RUN / 'last.ckpt'} failed: No space left on device; {full / RUN / 'best.ckpt'} "
-        "(after epoch 1, step 3) is kept")
+        "(after epoch 1, step 3) is kept"
+    )
     assert not list((full / RUN).glob(".*.tmp-*"))  # no half-written temp file left behind

@@ -28,8 +28,12 @@ def projector_files(logdir: Path) -> dict:
     config = (logdir / "projector_config.pbtxt").read_text()
     folder = next(logdir.glob("*/top_what"))
     rows = [line.split("\t") for line in (folder / "tensors.tsv").read_text().splitlines()]
-    return {"config": config, "vectors": torch.tensor([[float(v) for v in row] for row in rows]),
-            "labels": (folder / "metadata.tsv").read_text().split(), "sprite": Image.open(folder / "sprite.png")}
+    return {
+        "config": config,
+        "vectors": torch.tensor([[float(v) for v in row] for row in rows]),
+        "labels": (folder / "metadata.tsv").read_text().split(),
+        "sprite": Image.open(folder / "sprite.png"),
+    }
 
 
 def test_top_codes_are_the_flattened_top_whats_in_eval_mode():

@@ -63,14 +63,19 @@ def test_the_onnx_graph_gives_pytorchs_outputs_at_any_batch_size(name, tmp_path)
     net = trained_like(CASES[name])
     path = export_onnx(net, tmp_path / "m.onnx")
     shape = ", ".join(map(str, net.image_shape))
-    assert onnx_signature(path).startswith("opset ") and f"image (batch, {shape}) -> recon (batch, {shape})" in onnx_signature(path)
+    assert onnx_signature(path).startswith(
+        "opset "
+    ) and f"image (batch, {shape}) -> recon (batch, {shape})" in onnx_signature(path)
     session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
     assert [o.name for o in session.get_outputs()] == output_names(net)
     assert ("logits" in output_names(net)) == (net.classifier is not None)
     generator = torch.Generator().manual_seed(2)
     ties = torch.zeros(2, *net.image_shape)  # every window ties: the same winner must be picked
-    for images in (torch.rand(1, *net.image_shape, generator=generator),
-                   torch.rand(5, *net.image_shape, generator=generator), ties):
+    for images in (
+        torch.rand(1, *net.image_shape, generator=generator),
+        torch.rand(5, *net.image_shape, generator=generator),
+        ties,
+    ):
         differences = check_onnx(path, net, images)
         assert set(differences) == set(output_names(net))
         assert max(differences.values()) <= TOLERANCE, differences
@@ -145,5 +150,8 @@ def test_the_docs_export_command_runs_as_printed(best_ckpt, tmp_path, monkeypatc
     for command in commands:
         assert main(command.split()[2:]) == 0, command
     assert (tmp_path / "m.onnx").is_file() and sorted(p.name for p in (tmp_path / "m").iterdir()) == [
-        "README.md", "config.json", "model.safetensors"]
+        "README.md",
+        "config.json",
+        "model.safetensors",
+    ]
     assert swwae.load("m/").config["run_name"] == "swwae_hard_mnist_sample_seed0"

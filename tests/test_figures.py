@@ -66,8 +66,10 @@ def test_over_a_numeric_axis_only_configs_with_seeds_get_error_bars(tmp_path, dr
     assert figures.numeric_axis(summary) == "model.pool_size"
     figures.plot(summary, tmp_path / "one.png")
     assert error_bars(drawn[0]) == []
-    assert [line.get_label() for line in drawn[0].axes[0].get_lines() if line.get_marker() == "o"] == \
-        ["model=swwae_hard", "model=upsample"]  # the means are still drawn, one line per config
+    assert [line.get_label() for line in drawn[0].axes[0].get_lines() if line.get_marker() == "o"] == [
+        "model=swwae_hard",
+        "model=upsample",
+    ]  # the means are still drawn, one line per config
     figures.plot(summary_of(tmp_path / "two", ["swwae_hard"], [0, 1], extra=[["2", "4"]]), tmp_path / "two.png")
     bars = error_bars(drawn[1])
     assert len(bars) == 2 and len(bars[0].lines[2][0].get_segments()) == 2  # MSE and time: a bar at each pool size
@@ -76,8 +78,9 @@ def test_over_a_numeric_axis_only_configs_with_seeds_get_error_bars(tmp_path, dr
 def test_the_reconstruction_figure_names_each_config_and_each_row_inside_the_picture(tmp_path, drawn):
     labels = ["+experiment/hard_vs_soft@_global_=soft_beta10", "+experiment/hard_vs_soft@_global_=upsample"]
     grid = torch.rand(3, 2 + 3 * (28 + 2), 2 + 6 * (28 + 2))  # 3 rows of 6 digits, as labelled_figure pads them
-    figures.draw_reconstructions({label: grid for label in labels}, [[label] for label in labels],
-                                 tmp_path / "reconstructions.png")
+    figures.draw_reconstructions(
+        {label: grid for label in labels}, [[label] for label in labels], tmp_path / "reconstructions.png"
+    )
     fig = drawn[0]
     canvas = FigureCanvasAgg(fig)  # the saved figure, drawn again to measure its texts
     canvas.draw()
@@ -88,6 +91,7 @@ def test_the_reconstruction_figure_names_each_config_and_each_row_inside_the_pic
     texts = [fig._suptitle, first.title, second.title, *first.get_yticklabels()]
     for text in texts:  # nothing clipped: every text inside the figure
         box = text.get_window_extent(renderer)
-        assert fig.bbox.x0 <= box.x0 and box.x1 <= fig.bbox.x1 and fig.bbox.y0 <= box.y0 and box.y1 <= fig.bbox.y1, \
+        assert fig.bbox.x0 <= box.x0 and box.x1 <= fig.bbox.x1 and fig.bbox.y0 <= box.y0 and box.y1 <= fig.bbox.y1, (
             text.get_text()
+        )
     assert (tmp_path / "reconstructions.png").stat().st_size > 5000

@@ -57,8 +57,11 @@ def crafted_sweep(tmp_path, checkpoint) -> object:
     job = tmp_path / "sweep" / "0_crafted"
     (job / ".hydra").mkdir(parents=True, exist_ok=True)
     (job / ".hydra" / "overrides.yaml").write_text("- seed=0\n")
-    (job / "metrics.json").write_text(json.dumps({"run_name": "crafted", "status": "ok", "checkpoint": str(checkpoint),
-                                                  "metrics": {"test/recon_mse": 0.1}}))
+    (job / "metrics.json").write_text(
+        json.dumps(
+            {"run_name": "crafted", "status": "ok", "checkpoint": str(checkpoint), "metrics": {"test/recon_mse": 0.1}}
+        )
+    )
     return job.parent
 
 
@@ -76,8 +79,19 @@ def crafted_folder(tmp_path, data: dict):
 # the registry, in process
 
 
-@pytest.mark.parametrize("target", ["builtins.open", "torch.load", "os.system", "swwae.training.data.Splits",
-                                    "evil.MNISTSampleDataModule", "MNISTSampleDataModule", None, 3])
+@pytest.mark.parametrize(
+    "target",
+    [
+        "builtins.open",
+        "torch.load",
+        "os.system",
+        "swwae.training.data.Splits",
+        "evil.MNISTSampleDataModule",
+        "MNISTSampleDataModule",
+        None,
+        3,
+    ],
+)
 def test_a_data_target_that_is_not_a_shipped_data_set_is_refused_naming_it(target):
     with pytest.raises(CheckpointError, match="is not one that swwae ships") as caught:
         data_spec(target, "checkpoint x.ckpt")
@@ -143,6 +157,8 @@ def test_no_entry_point_runs_code_from_a_file_that_passes_every_check(tmp_path, 
             assert status == 2 and "Traceback" not in err, (name, force_no_weights_only, out[-500:], err[-2000:])
             if name != "compare --recon":  # which prints the sweep's table and its progress first
                 assert len(output) == 1, (name, output)
-            assert output[-1].startswith("error: ") and f"asks for the data class '{data['_target_']}'" in output[-1], \
-                (name, output)
+            assert output[-1].startswith("error: ") and f"asks for the data class '{data['_target_']}'" in output[-1], (
+                name,
+                output,
+            )
             assert not made.exists(), f"{name} ran the file's {payload}"

@@ -21,8 +21,8 @@ from helpers.cli import last_error_line, run_cli
 from helpers.config import MODEL_CONFIGS, QUICK, ROOT
 from helpers.syncs import CountSyncs, SyncsPerBatch
 from swwae.errors import NonFiniteError
-from swwae.training.callbacks import EpochLines, LiveBar
 from swwae.training import run
+from swwae.training.callbacks import EpochLines, LiveBar
 from swwae.training.nonfinite import LossWatch
 from swwae.training.run import train
 
@@ -35,7 +35,9 @@ HOST_SIDE = ("torch/optim/", "swwae/training/data/")
 def with_callback(monkeypatch, callback: L.Callback) -> None:
     """Add ``callback`` to the Trainer that ``swwae.training.run.train`` builds."""
     build = run.build_trainer
-    monkeypatch.setattr(run, "build_trainer", lambda cfg, loggers, callbacks: build(cfg, loggers, [*callbacks, callback]))
+    monkeypatch.setattr(
+        run, "build_trainer", lambda cfg, loggers, callbacks: build(cfg, loggers, [*callbacks, callback])
+    )
 
 
 # the loss watch
@@ -54,8 +56,9 @@ def test_the_watch_names_the_first_bad_step_and_its_non_finite_terms():
     watch.record(terms(recon_mse=0.5, nll=2.0, loss=2.5), epoch=1, step=9)
     with pytest.raises(NonFiniteError) as err:
         watch.check()
-    assert str(err.value) == ("non-finite loss in epoch 2, step 7: recon_mse=nan, loss=inf; "
-                              "lower model.lr or model.beta, or check the data")
+    assert str(err.value) == (
+        "non-finite loss in epoch 2, step 7: recon_mse=nan, loss=inf; lower model.lr or model.beta, or check the data"
+    )
 
 
 def test_recording_a_step_reads_nothing_back():
@@ -64,7 +67,10 @@ def test_recording_a_step_reads_nothing_back():
         for step in range(5):
             watch.record(terms(recon_mse=0.5 if step != 3 else float("nan"), loss=1.0), epoch=0, step=step)
     assert not counted.by_origin
-    with CountSyncs() as counted, pytest.raises(NonFiniteError, match="^non-finite loss in epoch 1, step 3: recon_mse=nan;"):
+    with (
+        CountSyncs() as counted,
+        pytest.raises(NonFiniteError, match="^non-finite loss in epoch 1, step 3: recon_mse=nan;"),
+    ):
         watch.check()
     assert sum(counted.by_origin.values()) >= 1  # the one place it reads back
 
@@ -81,8 +87,11 @@ def test_every_process_stops_at_the_same_check():
 def test_both_progress_bars_show_the_training_loss_read_only_when_they_show_it():
     """train/loss is logged without prog_bar=True (Lightning would read it back every step):
     the live bar and the epoch lines add it themselves, from the callback metrics."""
-    trainer = SimpleNamespace(loggers=[], progress_bar_metrics={"val/acc": 0.5},
-                              callback_metrics={"train/loss": torch.tensor(0.25), "val/acc": torch.tensor(0.5)})
+    trainer = SimpleNamespace(
+        loggers=[],
+        progress_bar_metrics={"val/acc": 0.5},
+        callback_metrics={"train/loss": torch.tensor(0.25), "val/acc": torch.tensor(0.5)},
+    )
     for bar in (LiveBar(refresh_rate=5), EpochLines()):
         assert bar.get_metrics(trainer, None) == {"val/acc": 0.5, "train/loss": 0.25}
     trainer.callback_metrics = {}  # before the first step
@@ -101,8 +110,17 @@ def test_training_steps_read_nothing_back_between_logging_steps(make_config, mon
     last step (the end of the epoch) do."""
     spy = SyncsPerBatch(ignore=HOST_SIDE)
     with_callback(monkeypatch, spy)
-    train(make_config(f"model={model}", "model.widths=[4]", "data.num_labels=100", "trainer.limit_train_batches=6",
-                      "trainer.log_every_n_steps=3", "trainer.limit_val_batches=1", "test=false"))
+    train(
+        make_config(
+            f"model={model}",
+            "model.widths=[4]",
+            "data.num_labels=100",
+            "trainer.limit_train_batches=6",
+            "trainer.log_every_n_steps=3",
+            "trainer.limit_val_batches=1",
+            "test=false",
+        )
+    )
     assert len(spy.batches) == 6
     assert [spy.batches[i] for i in (0, 1, 3, 4)] == [{}] * 4, spy.batches
     assert any(origin.startswith("swwae/training/nonfinite.py") for origin in spy.batches[2]), spy.batches[2]
@@ -114,11 +132,21 @@ def test_a_nan_loss_between_checks_is_raised_at_the_next_one_naming_its_step(mak
     (log_every_n_steps=4), before the epoch ends: no step after it is run, nothing is saved."""
     spy = SyncsPerBatch(ignore=HOST_SIDE)
     with_callback(monkeypatch, spy)
-    with pytest.raises(NonFiniteError, match=r"^non-finite loss in epoch 1, step 1: recon_mse=nan, .*; "
-                                             r"no checkpoint was saved$"):
-        train(make_config("model.widths=[4]", "trainer.limit_train_batches=8", "trainer.log_every_n_steps=4",
-                          "+callbacks.poison._target_=helpers.faults.PoisonAt", "+callbacks.poison.epoch=0",
-                          "+callbacks.poison.batch=0"))
+    with pytest.raises(
+        NonFiniteError,
+        match=r"^non-finite loss in epoch 1, step 1: recon_mse=nan, .*; "
+        r"no checkpoint was saved$",
+    ):
+        train(
+            make_config(
+                "model.widths=[4]",
+                "trainer.limit_train_batches=8",
+                "trainer.log_every_n_steps=4",
+                "+callbacks.poison._target_=helpers.faults.PoisonAt",
+                "+callbacks.poison.epoch=0",
+                "+callbacks.poison.batch=0",
+            )
+        )
     assert len(spy.batches) == 4
     assert not any(Path(tmp_path / "checkpoints").rglob("*.ckpt"))
 
@@ -129,12 +157,24 @@ def test_ddp_processes_stop_together_on_a_nan_loss_in_one_of_them(tmp_path):
     next check) both stop with one error line, process 0 included, which saw finite losses
     only (it would otherwise wait for process 1 at the next all-reduce)."""
     result = run_cli(
-        ROOT / "train.py", "trainer=ddp", "trainer.accelerator=cpu", "trainer.devices=2", *QUICK,
-        "trainer.limit_train_batches=2", "trainer.limit_val_batches=1", "model.widths=[4]", "data.batch_size=16",
-        "+callbacks.poison._target_=helpers.faults.PoisonAt", "+callbacks.poison.epoch=0",
-        "+callbacks.poison.batch=0", "+callbacks.poison.rank=1", f"hydra.run.dir={tmp_path / 'run'}",
-        f"paths.log_dir={tmp_path / 'logs'}", f"paths.checkpoint_dir={tmp_path / 'checkpoints'}",
-        cwd=tmp_path, timeout=300,
+        ROOT / "train.py",
+        "trainer=ddp",
+        "trainer.accelerator=cpu",
+        "trainer.devices=2",
+        *QUICK,
+        "trainer.limit_train_batches=2",
+        "trainer.limit_val_batches=1",
+        "model.widths=[4]",
+        "data.batch_size=16",
+        "+callbacks.poison._target_=helpers.faults.PoisonAt",
+        "+callbacks.poison.epoch=0",
+        "+callbacks.poison.batch=0",
+        "+callbacks.poison.rank=1",
+        f"hydra.run.dir={tmp_path / 'run'}",
+        f"paths.log_dir={tmp_path / 'logs'}",
+        f"paths.checkpoint_dir={tmp_path / 'checkpoints'}",
+        cwd=tmp_path,
+        timeout=300,
     )
     assert result.returncode == 2, result.stderr[-3000:]
     assert last_error_line(result).startswith("error: non-finite loss")

@@ -58,8 +58,14 @@ def test_resume_on_a_finished_run_reports_its_metrics_and_exits_0(tmp_path):
 
 @pytest.mark.slow
 def test_ctrl_c_says_what_is_kept_and_how_to_continue_and_exits_130(tmp_path):
-    stopped = train_cli(tmp_path, *SMALL, "+callbacks.interrupt._target_=helpers.faults.InterruptAt",
-                        "+callbacks.interrupt.epoch=1", "+callbacks.interrupt.batch=1", name="stopped")
+    stopped = train_cli(
+        tmp_path,
+        *SMALL,
+        "+callbacks.interrupt._target_=helpers.faults.InterruptAt",
+        "+callbacks.interrupt.epoch=1",
+        "+callbacks.interrupt.batch=1",
+        name="stopped",
+    )
     assert stopped.returncode == 130, stopped.stderr[-2000:]
     line = stopped.stderr.strip().splitlines()[-1]
     assert line.startswith("interrupted in epoch 2 (step 4); ")
@@ -78,14 +84,27 @@ def test_ctrl_c_says_what_is_kept_and_how_to_continue_and_exits_130(tmp_path):
 
 @pytest.mark.slow
 def test_ctrl_c_before_training_is_one_line_too(tmp_path):
-    stopped = train_cli(tmp_path, "model.widths=[4]", "+callbacks.interrupt._target_=helpers.faults.InterruptAt",
-                        "+callbacks.interrupt.epoch=0", "+callbacks.interrupt.batch=0", name="early")
+    stopped = train_cli(
+        tmp_path,
+        "model.widths=[4]",
+        "+callbacks.interrupt._target_=helpers.faults.InterruptAt",
+        "+callbacks.interrupt.epoch=0",
+        "+callbacks.interrupt.batch=0",
+        name="early",
+    )
     assert stopped.returncode == 130
     line = stopped.stderr.strip().splitlines()[-1]
     assert line.startswith("interrupted in epoch 1 (step 0); no checkpoint was saved; continue with: python train.py ")
     assert shlex.split(line.split("continue with: ", 1)[1]) == [
-        "python", "train.py", *QUICK, "model.widths=[4]", "+callbacks.interrupt._target_=helpers.faults.InterruptAt",
-        "+callbacks.interrupt.epoch=0", "+callbacks.interrupt.batch=0", "resume=true"]
+        "python",
+        "train.py",
+        *QUICK,
+        "model.widths=[4]",
+        "+callbacks.interrupt._target_=helpers.faults.InterruptAt",
+        "+callbacks.interrupt.epoch=0",
+        "+callbacks.interrupt.batch=0",
+        "resume=true",
+    ]
 
 
 @pytest.mark.slow
@@ -114,13 +133,20 @@ def test_sigkill_holding_the_lock_then_the_same_command_resumes_as_if_never_stop
     expected["metrics"].pop("train_time_s")
     expected.pop("checkpoint")
     expected.pop("checkpoint_sha256")
-    reference = torch.load(tmp_path / "checkpoints" / "swwae_hard_mnist_sample_seed3" / "last.ckpt",
-                           weights_only=True)["state_dict"]
+    reference = torch.load(tmp_path / "checkpoints" / "swwae_hard_mnist_sample_seed3" / "last.ckpt", weights_only=True)[
+        "state_dict"
+    ]
 
     broken = tmp_path / "broken"
     broken.mkdir()
-    killed = train_cli(broken, *REPRO, "+callbacks.kill._target_=helpers.faults.KillAt",
-                       "+callbacks.kill.epoch=1", "+callbacks.kill.batch=1", name="killed")
+    killed = train_cli(
+        broken,
+        *REPRO,
+        "+callbacks.kill._target_=helpers.faults.KillAt",
+        "+callbacks.kill.epoch=1",
+        "+callbacks.kill.batch=1",
+        name="killed",
+    )
     assert killed.returncode == -signal.SIGKILL
     last = broken / "checkpoints" / "swwae_hard_mnist_sample_seed3" / "last.ckpt"
     assert torch.load(last, weights_only=True)["epoch"] == 0  # the end of epoch 0, the last one saved
@@ -138,15 +164,19 @@ def test_sigkill_holding_the_lock_then_the_same_command_resumes_as_if_never_stop
     assert state.keys() == reference.keys() and all(torch.equal(state[k], reference[k]) for k in reference)
 
 
-
 # NaN and infinite losses
 
 
 @pytest.mark.slow
 def test_nan_loss_is_one_error_line_and_keeps_the_last_good_checkpoint(tmp_path):
-    result = train_cli(tmp_path, "model.widths=[8]", "trainer.max_epochs=2",
-                       "+callbacks.poison._target_=helpers.faults.PoisonAt",
-                       "+callbacks.poison.epoch=1", "+callbacks.poison.batch=0")
+    result = train_cli(
+        tmp_path,
+        "model.widths=[8]",
+        "trainer.max_epochs=2",
+        "+callbacks.poison._target_=helpers.faults.PoisonAt",
+        "+callbacks.poison.epoch=1",
+        "+callbacks.poison.batch=0",
+    )
     assert result.returncode == 2 and "Traceback" not in result.stderr
     last = tmp_path / "checkpoints" / RUN / "last.ckpt"
     assert last_error_line(result) == (
@@ -163,9 +193,15 @@ def test_weights_that_blow_up_at_the_end_of_an_epoch_never_reach_last_ckpt(make_
     """NaN weights after the last step of epoch 1: validation runs on them before any
     training step can notice, and ModelCheckpoint would then save them over last.ckpt."""
     with pytest.raises(NonFiniteError, match=r"^non-finite weights in epoch 2, step 6 \(net\.encoders") as err:
-        train(make_config("model.widths=[8]", "trainer.max_epochs=2",
-                          "+callbacks.poison._target_=helpers.faults.PoisonAt",
-                          "+callbacks.poison.epoch=1", "+callbacks.poison.batch=2"))
+        train(
+            make_config(
+                "model.widths=[8]",
+                "trainer.max_epochs=2",
+                "+callbacks.poison._target_=helpers.faults.PoisonAt",
+                "+callbacks.poison.epoch=1",
+                "+callbacks.poison.batch=2",
+            )
+        )
     last = tmp_path / "checkpoints" / RUN / "last.ckpt"
     assert str(err.value).endswith(f"{last} (after epoch 1, step 3) is kept")
     checkpoint = torch.load(last, weights_only=True)
@@ -175,15 +211,19 @@ def test_weights_that_blow_up_at_the_end_of_an_epoch_never_reach_last_ckpt(make_
 # determinism
 
 
-
 @pytest.mark.parametrize("model", MODEL_CONFIGS)
 @pytest.mark.slow
 def test_every_model_config_is_bit_reproducible_under_deterministic_algorithms(make_config, model):
     """What ``trainer.deterministic=true`` switches on: no op of any model config raises
     under ``torch.use_deterministic_algorithms(True)``, and the loss and every gradient
     come out bit-identical twice (dropout on, so the random stream matters too)."""
-    cfg = make_config(f"model={model}", "model.widths=[8,16]", "model.dropout=0.2", "model.classifier_dropout=0.2",
-                      "model.batch_norm=true")
+    cfg = make_config(
+        f"model={model}",
+        "model.widths=[8,16]",
+        "model.dropout=0.2",
+        "model.classifier_dropout=0.2",
+        "model.batch_norm=true",
+    )
     x = torch.rand(6, 1, 28, 28, generator=torch.Generator().manual_seed(0))
     y = torch.tensor([0, 1, 2, -1, -1, 5])
 
@@ -206,8 +246,14 @@ def test_every_model_config_is_bit_reproducible_under_deterministic_algorithms(m
 
 @pytest.mark.slow
 def test_two_deterministic_runs_with_the_same_seed_give_identical_metrics(make_config, tmp_path):
-    args = ("model=swwae_soft", "model.widths=[8]", "model.dropout=0.2", "trainer.deterministic=true",
-            "trainer.max_epochs=1", "seed=7")
+    args = (
+        "model=swwae_soft",
+        "model.widths=[8]",
+        "model.dropout=0.2",
+        "trainer.deterministic=true",
+        "trainer.max_epochs=1",
+        "seed=7",
+    )
     runs = []
     for _ in range(2):
         train(make_config(*args))
@@ -237,12 +283,21 @@ def write_mnist_files(root: Path, which: int, content: bytes) -> Path:
         (["model.pool_padding=2"], "padding must be between 0 and kernel_size // 2"),
         (["seed=-1"], r"seed must be an integer in 0\.\.4294967295"),
         (["optimized_metric=val/nope"], "optimized_metric=val/nope is not a validation metric of this model"),
-        (["optimized_metric=val/acc", "optimized_mode=max", "model.lambda_nll=0"], "choose one of val/loss, val/recon_mse$"),
+        (
+            ["optimized_metric=val/acc", "optimized_mode=max", "model.lambda_nll=0"],
+            "choose one of val/loss, val/recon_mse$",
+        ),
         (["optimized_mode=up"], "optimized_mode must be min or max"),
         (["trainer.devices=0"], r"Trainer.*devices=0"),
         (["+trainer.max_epoch=3"], "unexpected keyword argument 'max_epoch'"),
-        (["callbacks.reconstruction_images._target_=swwae.training.callbacks.Nope"], "Error locating target 'swwae.training.callbacks.Nope'"),
-        (["trainer.max_epochs=0"], r"^trainer.max_epochs=0 trains nothing: give it at least 1 \(to evaluate a checkpoint"),
+        (
+            ["callbacks.reconstruction_images._target_=swwae.training.callbacks.Nope"],
+            "Error locating target 'swwae.training.callbacks.Nope'",
+        ),
+        (
+            ["trainer.max_epochs=0"],
+            r"^trainer.max_epochs=0 trains nothing: give it at least 1 \(to evaluate a checkpoint",
+        ),
         (["+trainer.max_steps=0"], r"^trainer.max_steps=0 trains nothing"),
         (["data.num_labels=7"], "^data.num_labels=7 is fewer than the 10 classes of mnist_sample: every class needs"),
         (["resume=maybe"], "^resume='maybe' is unknown; choose one of auto, true, false$"),
@@ -256,11 +311,14 @@ def test_more_bad_values_are_one_line_before_any_training(make_config, tmp_path,
     assert not (tmp_path / "checkpoints").exists() and not (tmp_path / "output" / "metrics.json").exists()
 
 
-@pytest.mark.parametrize("which, content, message", [
-    (2, b"", "files not found"),  # a download that stopped half-way: two files of four
-    (4, b"\x00\x00\x08\x03 not an idx file", "look partial or corrupt"),
-    (4, b"", "look partial or corrupt"),
-])
+@pytest.mark.parametrize(
+    "which, content, message",
+    [
+        (2, b"", "files not found"),  # a download that stopped half-way: two files of four
+        (4, b"\x00\x00\x08\x03 not an idx file", "look partial or corrupt"),
+        (4, b"", "look partial or corrupt"),
+    ],
+)
 def test_a_data_root_with_partial_or_corrupt_files_is_one_line(make_config, tmp_path, which, content, message):
     folder = write_mnist_files(tmp_path / "data", which, content)
     with pytest.raises(DataError, match=message) as err:

@@ -25,7 +25,9 @@ def module_name(path: Path) -> str:
 
 MODULES = {module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
 COMMANDS = sorted(name for name in MODULES if name.startswith(("swwae.commands", "swwae.__main__")))  # the top layer
-CORE = sorted(name for name in MODULES if not name.startswith(("swwae.training", "swwae.bench")) and name not in COMMANDS)
+CORE = sorted(
+    name for name in MODULES if not name.startswith(("swwae.training", "swwae.bench")) and name not in COMMANDS
+)
 
 
 def imports(name: str) -> list[tuple[str, list[str]]]:
@@ -40,7 +42,9 @@ def imports(name: str) -> list[tuple[str, list[str]]]:
         elif isinstance(node, ast.ImportFrom):
             base = node.module or ""
             if node.level:  # relative
-                base = ".".join(package.split(".")[: len(package.split(".")) - node.level + 1] + ([base] if base else []))
+                base = ".".join(
+                    package.split(".")[: len(package.split(".")) - node.level + 1] + ([base] if base else [])
+                )
             names = [alias.name for alias in node.names]
             submodules = [f"{base}.{n}" for n in names if f"{base}.{n}" in MODULES]
             found += [(base, [n for n in names if f"{base}.{n}" not in MODULES])] + [(m, []) for m in submodules]
@@ -96,7 +100,7 @@ def test_no_import_cycles():
         state[node] = 1
         for nxt in sorted(graph[node]):
             if state.get(nxt) == 1:
-                cycle = path[path.index(nxt):] + [nxt]
+                cycle = path[path.index(nxt) :] + [nxt]
                 pytest.fail("import cycle: " + " -> ".join(cycle))
             if nxt not in state:
                 visit(nxt, path + [nxt])
@@ -108,6 +112,12 @@ def test_no_import_cycles():
 
 
 def test_no_private_name_is_imported_from_another_module():
-    crossing = [f"{name} imports {n} from {target}" for name in MODULES for target, names in imports(name)
-                if target.startswith("swwae") for n in names if n.startswith("_") and not n.startswith("__")]
+    crossing = [
+        f"{name} imports {n} from {target}"
+        for name in MODULES
+        for target, names in imports(name)
+        if target.startswith("swwae")
+        for n in names
+        if n.startswith("_") and not n.startswith("__")
+    ]
     assert not crossing, crossing

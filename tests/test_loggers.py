@@ -97,8 +97,11 @@ def test_mlflow_run_holds_metrics_params_and_the_panels(make_config, tmp_path, m
     assert metrics["hp/test/recon_mse"] == pytest.approx(metrics["test/recon_mse"])
     assert params["model/widths"] == "[8, 16]" and params["run_name"] == RUN and params["data/batch_size"] == "32"
     assert "widths" not in params  # not Lightning's flat copy of the module's arguments besides
-    images = {re.split(r"[+%]", p.split("/")[-1])[0]: p  # images/<key>+step+<step>+...png ('%' before MLflow 3.?)
-              for p in (a.path for a in client.list_artifacts(run.info.run_id, "images")) if p.endswith(".png")}
+    images = {
+        re.split(r"[+%]", p.split("/")[-1])[0]: p  # images/<key>+step+<step>+...png ('%' before MLflow 3.?)
+        for p in (a.path for a in client.list_artifacts(run.info.run_id, "images"))
+        if p.endswith(".png")
+    }
     assert {"reconstructions", "where_stage_1", "where_stage_2", "middle_stage_1"} <= set(images)
     png = images["reconstructions"]
     from PIL import Image
@@ -117,8 +120,14 @@ def test_a_missing_extra_is_one_error_before_any_training(make_config, tmp_path,
 @pytest.mark.slow
 @pytest.mark.skipif(importlib.util.find_spec("wandb") is not None, reason="wandb is installed")
 def test_cli_missing_wandb_is_one_error_line_and_exit_2(tmp_path):
-    result = run_cli(ROOT / "train.py", "logger=wandb", f"hydra.run.dir={tmp_path}", f"paths.log_dir={tmp_path / 'logs'}",
-                     f"paths.checkpoint_dir={tmp_path / 'ck'}", cwd=tmp_path)
+    result = run_cli(
+        ROOT / "train.py",
+        "logger=wandb",
+        f"hydra.run.dir={tmp_path}",
+        f"paths.log_dir={tmp_path / 'logs'}",
+        f"paths.checkpoint_dir={tmp_path / 'ck'}",
+        cwd=tmp_path,
+    )
     assert result.returncode == 2
     assert result.stderr.strip().splitlines()[-1] == 'error: logger=wandb needs wandb: pip install -e ".[wandb]"'
     assert "Traceback" not in result.stderr and not (tmp_path / "ck").exists()

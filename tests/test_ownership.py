@@ -17,8 +17,8 @@ import pytest
 from helpers.cli import TESTS, last_error_line, run_cli, train_cli
 from helpers.config import QUICK, ROOT
 from swwae.errors import RunInUseError
-from swwae.training.runs.lock import own_run
 from swwae.training.run import train
+from swwae.training.runs.lock import own_run
 
 RUN = "swwae_hard_mnist_sample_seed0"
 SMALL = ["model.widths=[4]", "trainer.max_epochs=2", "trainer.deterministic=true"]
@@ -37,10 +37,24 @@ def test_a_second_run_of_the_same_name_is_refused_in_one_line_and_the_first_keep
     ready, go = tmp_path / "ready", tmp_path / "go"
     env = dict(os.environ, PYTHONWARNINGS="ignore", PYTHONPATH=os.pathsep.join([str(TESTS), str(ROOT)]))
     first = subprocess.Popen(
-        [sys.executable, str(ROOT / "train.py"), *QUICK, *SMALL, f"hydra.run.dir={tmp_path / 'outputs' / 'first'}",
-         "+callbacks.pause._target_=helpers.faults.PauseAt", "+callbacks.pause.epoch=1", "+callbacks.pause.batch=0",
-         f"+callbacks.pause.ready={ready}", f"+callbacks.pause.go={go}"],
-        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        [
+            sys.executable,
+            str(ROOT / "train.py"),
+            *QUICK,
+            *SMALL,
+            f"hydra.run.dir={tmp_path / 'outputs' / 'first'}",
+            "+callbacks.pause._target_=helpers.faults.PauseAt",
+            "+callbacks.pause.epoch=1",
+            "+callbacks.pause.batch=0",
+            f"+callbacks.pause.ready={ready}",
+            f"+callbacks.pause.go={go}",
+        ],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         wait_for(ready, first)  # the first run is mid-training, holding its lock
         folder = tmp_path / "checkpoints" / RUN
@@ -49,8 +63,10 @@ def test_a_second_run_of_the_same_name_is_refused_in_one_line_and_the_first_keep
         second = train_cli(tmp_path, *SMALL, "resume=false", name="second")  # would move the first's folder aside
         assert second.returncode == 2
         line = last_error_line(second)
-        assert line.startswith(f"error: checkpoints/{RUN} is in use by another run of {RUN} (pid {first.pid} on host "
-                               f"{socket.gethostname()}, started ")
+        assert line.startswith(
+            f"error: checkpoints/{RUN} is in use by another run of {RUN} (pid {first.pid} on host "
+            f"{socket.gethostname()}, started "
+        )
         assert line.endswith("wait for it to finish, or give this run its own folder with run_name=...")
         assert len(second.stderr.strip().splitlines()) == 1 and "Traceback" not in second.stderr
         assert {p.name: p.stat().st_mtime_ns for p in folder.iterdir()} == before  # touched nothing
@@ -86,8 +102,15 @@ def test_a_run_whose_folder_is_held_ends_before_reading_it(make_config, tmp_path
 def test_a_sweep_job_whose_run_name_is_taken_fails_alone(tmp_path):
     taken = tmp_path / "checkpoints" / "swwae_hard_mnist_sample_seed0"
     with own_run(taken, taken.name):  # a run of that name is going on elsewhere
-        result = run_cli(ROOT / "train.py", "-m", *QUICK, "model.widths=[4]", "model=swwae_hard,swwae_soft",
-                         f"hydra.sweep.dir={tmp_path / 'sweep'}", cwd=tmp_path)
+        result = run_cli(
+            ROOT / "train.py",
+            "-m",
+            *QUICK,
+            "model.widths=[4]",
+            "model=swwae_hard,swwae_soft",
+            f"hydra.sweep.dir={tmp_path / 'sweep'}",
+            cwd=tmp_path,
+        )
     assert result.returncode == 1  # the sweep says it was not clean...
     jobs = {p.name: json.loads((p / "metrics.json").read_text()) for p in (tmp_path / "sweep").iterdir() if p.is_dir()}
     assert jobs["0_swwae_hard_mnist_sample_seed0"]["status"] == "failed"

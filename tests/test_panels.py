@@ -9,8 +9,18 @@ import pytest
 import torch
 from torchvision.utils import make_grid
 
-from swwae.images import (MIN_IMAGE_WIDTH, PAD, Picture, evaluation_figure, labelled_figure, panel_rows,
-                          projection_figure, reconstruction_panels, to_uint8, upscale_factor)
+from swwae.images import (
+    MIN_IMAGE_WIDTH,
+    PAD,
+    Picture,
+    evaluation_figure,
+    labelled_figure,
+    panel_rows,
+    projection_figure,
+    reconstruction_panels,
+    to_uint8,
+    upscale_factor,
+)
 from swwae.model import SWWAE
 
 
@@ -48,11 +58,11 @@ def test_panels_are_labelled_and_magnified_and_the_columns_line_up():
     # pixels stay pixels: the input row is each digit repeated 3x3 (nearest), right of the labels
     figure = panels["reconstructions"]
     strip = figure.shape[2] - grid_width(8, tile)
-    first = figure[0, PAD:PAD + tile, strip + PAD:strip + PAD + tile]
+    first = figure[0, PAD : PAD + tile, strip + PAD : strip + PAD + tile]
     assert torch.equal(first, x[0, 0].repeat_interleave(3, 0).repeat_interleave(3, 1))
     # each row's label is drawn beside it (dark pixels in the strip, row by row)
     for r in range(3):
-        band = figure[:, PAD + r * (tile + PAD):(r + 1) * (tile + PAD), :strip]
+        band = figure[:, PAD + r * (tile + PAD) : (r + 1) * (tile + PAD), :strip]
         assert (band < 0.5).any(), r
 
 
@@ -60,8 +70,9 @@ def test_bare_panels_are_the_plain_grid():
     model, x = net(), images()
     bare = reconstruction_panels(model, x, scale=1, labels=False)["reconstructions"]
     rows = panel_rows(model, x)["reconstructions"]
-    expected = make_grid(torch.cat([images for _, images in rows]).expand(-1, 3, -1, -1), nrow=8, padding=PAD,
-                         pad_value=1)
+    expected = make_grid(
+        torch.cat([images for _, images in rows]).expand(-1, 3, -1, -1), nrow=8, padding=PAD, pad_value=1
+    )
     assert torch.equal(bare, expected)
 
 

@@ -69,7 +69,9 @@ def test_ties_pick_the_winner_max_pool_picks_and_padding_never_wins():
     _, where = WhatWherePool(kernel_size=3, stride=2, padding=1)(x)
     _, indices = F.max_pool2d(x, 3, 2, 1, return_indices=True)
     assert where.mask.sum() == indices.numel()
-    assert torch.equal(where.mask, torch.zeros(1, 1, 16).scatter_add_(2, indices.flatten(2), torch.ones(1, 1, 4)).view_as(x))
+    assert torch.equal(
+        where.mask, torch.zeros(1, 1, 16).scatter_add_(2, indices.flatten(2), torch.ones(1, 1, 4)).view_as(x)
+    )
 
 
 @settings(max_examples=150, deadline=None)
@@ -329,8 +331,9 @@ def test_soft_ignores_a_minus_inf_cell_like_max_pool2d():
     assert torch.isfinite(x.grad).all()
 
 
-@pytest.mark.parametrize("kernel, size", [(1, (4, 4)), ((1, 1), (3, 3)), ((2, 2), (2, 2)), ((2, 1), (2, 2)),
-                                          ((3, 3), (3, 3))])
+@pytest.mark.parametrize(
+    "kernel, size", [(1, (4, 4)), ((1, 1), (3, 3)), ((2, 2), (2, 2)), ((2, 1), (2, 2)), ((3, 3), (3, 3))]
+)
 @pytest.mark.parametrize("batch", [(1, 1), (2, 3)])
 def test_soft_never_writes_into_its_input_and_has_a_backward_pass(kernel, size, batch):
     """One window covering the whole input, or 1x1 windows: the strided view of the

@@ -87,7 +87,9 @@ def test_soft_pooling_in_true_half_precision_computes_in_float32_and_keeps_the_d
     x_hat = Unpool(pool)(what, where)
     want_what, want_where = pool(x.float())
     assert what.dtype == where.in_window_row.dtype == x_hat.dtype == dtype
-    assert torch.equal(what, want_what.to(dtype)) and torch.equal(where.in_window_row, want_where.in_window_row.to(dtype))
+    assert torch.equal(what, want_what.to(dtype)) and torch.equal(
+        where.in_window_row, want_where.in_window_row.to(dtype)
+    )
 
 
 def test_soft_pooling_at_beta_100_is_finite_in_half_precision_for_large_activations():
@@ -187,8 +189,13 @@ def test_where_free_pools_return_float32_inside_autocast_when_they_compute_in_it
 @pytest.mark.slow
 @pytest.mark.parametrize("model", MODEL_CONFIGS)
 def test_bf16_mixed_trains_every_model_config_with_finite_metrics(make_config, tmp_path, model):
-    cfg = make_config(f"model={model}", "model.widths=[4,8]", "trainer.precision=bf16-mixed",
-                      "trainer.limit_val_batches=1", "data.batch_size=16")
+    cfg = make_config(
+        f"model={model}",
+        "model.widths=[4,8]",
+        "trainer.precision=bf16-mixed",
+        "trainer.limit_val_batches=1",
+        "data.batch_size=16",
+    )
     assert math.isfinite(train(cfg))
     metrics = json.loads((tmp_path / "output" / "metrics.json").read_text())["metrics"]
     assert {"val/recon_mse", "test/recon_mse"} <= set(metrics)

@@ -50,21 +50,37 @@ def fake_scontrol(tmp: Path) -> Path:
     return bin_dir
 
 
-SLURM = {"SLURM_JOB_ID": "4242", "SLURM_NTASKS": "1", "SLURM_NTASKS_PER_NODE": "1", "SLURM_NNODES": "1",
-         "SLURM_NODEID": "0", "SLURM_PROCID": "0", "SLURM_LOCALID": "0", "SLURM_JOB_NAME": "swwae",
-         "SLURM_NODELIST": "localhost"}
+SLURM = {
+    "SLURM_JOB_ID": "4242",
+    "SLURM_NTASKS": "1",
+    "SLURM_NTASKS_PER_NODE": "1",
+    "SLURM_NNODES": "1",
+    "SLURM_NODEID": "0",
+    "SLURM_PROCID": "0",
+    "SLURM_LOCALID": "0",
+    "SLURM_JOB_NAME": "swwae",
+    "SLURM_NODELIST": "localhost",
+}
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("signum", ["SIGTERM", "SIGUSR1"])
 def test_a_signal_saves_mid_epoch_and_the_same_command_continues_bit_identically(tmp_path, signum, uninterrupted):
-    stopped = train_cli(tmp_path, *REPRO, "+callbacks.stop._target_=helpers.faults.SignalAt", "+callbacks.stop.epoch=1",
-                        "+callbacks.stop.batch=1", f"+callbacks.stop.signum={signum}", name="stopped")
+    stopped = train_cli(
+        tmp_path,
+        *REPRO,
+        "+callbacks.stop._target_=helpers.faults.SignalAt",
+        "+callbacks.stop.epoch=1",
+        "+callbacks.stop.batch=1",
+        f"+callbacks.stop.signum={signum}",
+        name="stopped",
+    )
     assert stopped.returncode == 128 + getattr(signal, signum), stopped.stderr[-2000:]
     folder = tmp_path / "checkpoints" / RUN
     assert last_error_line(stopped) == (
-        f"pre-empted by {signum}; saved {folder.relative_to(tmp_path)}/last.ckpt (in epoch 2, after 2 batches; step 5); "
-        "the same command continues it (resume=auto)")
+        f"pre-empted by {signum}; saved {folder.relative_to(tmp_path)}/last.ckpt (in epoch 2, after 2 batches; "
+        "step 5); the same command continues it (resume=auto)"
+    )
     assert "Traceback" not in stopped.stderr
     saved = torch.load(folder / "last.ckpt", weights_only=True)
     assert saved["global_step"] == 5 and saved["swwae_preempted"] == {"epoch": 1, "batches_done": 2}
@@ -81,8 +97,16 @@ def test_a_signal_saves_mid_epoch_and_the_same_command_continues_bit_identically
 @pytest.mark.slow
 def test_on_slurm_sigusr1_requeues_the_job_and_the_requeued_job_continues_by_itself(tmp_path, uninterrupted):
     env = SLURM | {"PATH": f"{fake_scontrol(tmp_path)}{os.pathsep}{os.environ['PATH']}"}
-    stopped = train_cli(tmp_path, *REPRO, "+callbacks.stop._target_=helpers.faults.SignalAt", "+callbacks.stop.epoch=2",
-                        "+callbacks.stop.batch=0", "+callbacks.stop.signum=SIGUSR1", name="job", env=env)
+    stopped = train_cli(
+        tmp_path,
+        *REPRO,
+        "+callbacks.stop._target_=helpers.faults.SignalAt",
+        "+callbacks.stop.epoch=2",
+        "+callbacks.stop.batch=0",
+        "+callbacks.stop.signum=SIGUSR1",
+        name="job",
+        env=env,
+    )
     assert stopped.returncode == 128 + signal.SIGUSR1, stopped.stderr[-2000:]
     assert last_error_line(stopped).endswith("; requeued SLURM job 4242: it continues by itself")
     assert (tmp_path / "scontrol.log").read_text().split() == ["requeue", "4242"]

@@ -64,13 +64,19 @@ def saved(tmp_path: Path, **settings) -> Path:
 # round trips
 
 
-@pytest.mark.parametrize("settings", [
-    dict(pool_mode="hard"),
-    dict(pool_mode="soft", beta=10.0, pool_size=3, pool_stride=2),
-    dict(pool_mode="strided", batch_norm=True, dropout=0.2),  # learned pools, running statistics
-    dict(pool_mode="wavelet", wavelet="db2", num_classes=None),
-    dict(arch="(4)5c-(6)3c-2p-(8)3c-2p-10fc", image_shape=(3, 29, 31), nonlinearity="elu", pixel_mean=[0.2, 0.3, 0.4]),
-], ids=["hard", "soft", "strided-bn", "wavelet-no-head", "arch-rgb-odd"])
+@pytest.mark.parametrize(
+    "settings",
+    [
+        dict(pool_mode="hard"),
+        dict(pool_mode="soft", beta=10.0, pool_size=3, pool_stride=2),
+        dict(pool_mode="strided", batch_norm=True, dropout=0.2),  # learned pools, running statistics
+        dict(pool_mode="wavelet", wavelet="db2", num_classes=None),
+        dict(
+            arch="(4)5c-(6)3c-2p-(8)3c-2p-10fc", image_shape=(3, 29, 31), nonlinearity="elu", pixel_mean=[0.2, 0.3, 0.4]
+        ),
+    ],
+    ids=["hard", "soft", "strided-bn", "wavelet-no-head", "arch-rgb-odd"],
+)
 def test_a_network_round_trips_through_its_folder_bit_for_bit(tmp_path, settings):
     net = scrambled(SWWAE(**{"widths": [4, 8], **settings}))
     swwae.save_pretrained(net, tmp_path / "m", config={"run_name": "r", "model": {"lr": 0.002}})
@@ -80,7 +86,11 @@ def test_a_network_round_trips_through_its_folder_bit_for_bit(tmp_path, settings
     x = torch.rand(3, *net.image_shape)
     for a, b in zip(outputs(net, x), outputs(again, x), strict=True):
         assert torch.equal(a, b)
-    assert sorted(p.name for p in (tmp_path / "m").iterdir()) == [CARD_FILE, CONFIG_FILE, WEIGHTS_FILE]  # + the model card
+    assert sorted(p.name for p in (tmp_path / "m").iterdir()) == [
+        CARD_FILE,
+        CONFIG_FILE,
+        WEIGHTS_FILE,
+    ]  # + the model card
 
 
 @pytest.mark.slow
@@ -111,7 +121,8 @@ pickle.load = pickle.loads = refuse
 import torch, swwae
 net = swwae.load({str(folder)!r})
 print(type(net).__name__, net(torch.rand(2, 1, 28, 28)).recon.shape[0])
-print(sorted({{m.split(".")[0] for m, module in sys.modules.items() if module is not None}} & {{"lightning", "pytorch_lightning", "hydra", "omegaconf", "huggingface_hub"}}))
+heavy = {{"lightning", "pytorch_lightning", "hydra", "omegaconf", "huggingface_hub"}}
+print(sorted({{m.split(".")[0] for m, module in sys.modules.items() if module is not None}} & heavy))
 """
     result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr[-2000:]
@@ -178,7 +189,9 @@ def test_a_folder_with_pickled_weights_only_is_refused_not_unpickled(tmp_path):
     folder = saved(tmp_path)
     (folder / WEIGHTS_FILE).unlink()
     torch.save(SWWAE(widths=[4, 8]).state_dict(), folder / "pytorch_model.bin")
-    with pytest.raises(CheckpointError, match="no model.safetensors; pytorch_model.bin is a pickle, which is never loaded"):
+    with pytest.raises(
+        CheckpointError, match="no model.safetensors; pytorch_model.bin is a pickle, which is never loaded"
+    ):
         swwae.load(folder)
 
 
@@ -238,7 +251,9 @@ def test_from_pretrained_of_a_repo_downloads_config_and_safetensors_only(hub, tm
         asked.update(repo_id=repo_id, allow_patterns=allow_patterns)
         return str(folder)
 
-    monkeypatch.setattr(huggingface_hub.hub_mixin, "hf_hub_download", lambda repo_id, filename, **kw: str(folder / filename))
+    monkeypatch.setattr(
+        huggingface_hub.hub_mixin, "hf_hub_download", lambda repo_id, filename, **kw: str(folder / filename)
+    )
     monkeypatch.setattr(hub, "snapshot_download", snapshot)
     net = hub.SWWAE.from_pretrained("user/swwae-test")
     assert asked == {"repo_id": "user/swwae-test", "allow_patterns": [CONFIG_FILE, WEIGHTS_FILE]}

@@ -17,12 +17,28 @@ from helpers.cli import run_cli, train_cli
 from helpers.config import ROOT
 from scripts.probe import main as probe_main
 from swwae.model import SWWAE
-from swwae.probe import (features, invariance, knn_probe, labelled_subset, linear_probe, probe_features, random_like,
-                         shift)
+from swwae.probe import (
+    features,
+    invariance,
+    knn_probe,
+    labelled_subset,
+    linear_probe,
+    probe_features,
+    random_like,
+    shift,
+)
 from swwae.training.module import SWWAEModule
 
-DATA = {"_target_": "swwae.training.data.MNISTSampleDataModule", "batch_size": 128, "num_labels": None, "seed": 0,
-        "split_seed": 0, "num_workers": 0, "val_size": 500, "test_size": 500}
+DATA = {
+    "_target_": "swwae.training.data.MNISTSampleDataModule",
+    "batch_size": 128,
+    "num_labels": None,
+    "seed": 0,
+    "split_seed": 0,
+    "num_workers": 0,
+    "val_size": 500,
+    "test_size": 500,
+}
 
 # helpers
 
@@ -57,8 +73,14 @@ def checkpoint_of(net: SWWAE, path):
     """The net inside a checkpoint as train.py writes one (what swwae.load reads)."""
     module = SWWAEModule(widths=[4, 8], lambda_nll=0.0)
     module.net.load_state_dict(net.state_dict())
-    torch.save({"state_dict": module.state_dict(), "hyper_parameters": dict(module.hparams),
-                "swwae_config": {"data": DATA, "model": {"pool_mode": "hard"}, "run_name": "tiny"}}, path)
+    torch.save(
+        {
+            "state_dict": module.state_dict(),
+            "hyper_parameters": dict(module.hparams),
+            "swwae_config": {"data": DATA, "model": {"pool_mode": "hard"}, "run_name": "tiny"},
+        },
+        path,
+    )
     return path
 
 
@@ -86,8 +108,15 @@ def test_the_linear_probe_picks_its_regularisation_on_validation_only():
     picked = linear_probe(x, y, vx, vy, tx, ty).C
     assert picked == linear_probe(x, y, vx, vy, tx, 1 - ty.clamp(max=1)).C  # the test labels play no part
     scaler = StandardScaler().fit(x.numpy())
-    val_acc = {C: (LogisticRegression(C=C, max_iter=1000).fit(scaler.transform(x.numpy()), y.numpy())
-                   .predict(scaler.transform(vx.numpy())) == vy.numpy()).mean() for C in (1e-4, 1e-3, 1e-2, 0.1, 1, 10)}
+    val_acc = {
+        C: (
+            LogisticRegression(C=C, max_iter=1000)
+            .fit(scaler.transform(x.numpy()), y.numpy())
+            .predict(scaler.transform(vx.numpy()))
+            == vy.numpy()
+        ).mean()
+        for C in (1e-4, 1e-3, 1e-2, 0.1, 1, 10)
+    }
     assert val_acc[picked] == max(val_acc.values())
 
 
@@ -149,8 +178,9 @@ def test_features_are_the_top_what_as_the_classifier_reads_it(tiny_net):
     top = features(tiny_net, x)
     assert torch.equal(top, tiny_net.encode(x)[0][-1].flatten(1))
     assert features(tiny_net, x, stages="all", pooled=2).shape == (5, (4 + 8) * 4)
-    assert torch.equal(features(tiny_net, (x * 255).round().to(torch.uint8)),
-                       features(tiny_net, (x * 255).round() / 255))  # uint8 images read as [0, 1]
+    assert torch.equal(
+        features(tiny_net, (x * 255).round().to(torch.uint8)), features(tiny_net, (x * 255).round() / 255)
+    )  # uint8 images read as [0, 1]
 
 
 def test_random_weights_keep_the_architecture_and_leave_the_global_generator_alone(tiny_net):
@@ -204,10 +234,13 @@ def test_two_checkpoints_are_probed_on_the_same_labelled_images(tmp_path, capsys
     assert first["linear"] == second["linear"] and first["knn"] == second["knn"]  # same net, same subsets
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["missing.ckpt"], "error: checkpoint missing.ckpt does not exist"),
-    (["x.ckpt", "--labels", "ten"], "error: --labels takes positive numbers or 'all', got 'ten'"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["missing.ckpt"], "error: checkpoint missing.ckpt does not exist"),
+        (["x.ckpt", "--labels", "ten"], "error: --labels takes positive numbers or 'all', got 'ten'"),
+    ],
+)
 def test_bad_input_is_one_error_line(tmp_path, capsys, monkeypatch, argv, message):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "x.ckpt").write_bytes(b"")

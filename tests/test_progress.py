@@ -28,13 +28,20 @@ def test_off_a_terminal_each_step_is_a_line_on_stderr_as_it_starts(capsys):
 def test_the_lines_count_the_steps_and_name_them(capsys):
     list(progress(iter([("a", 1), ("b", 2)]), "export", name=lambda step: step[0], total=2))
     lines = capsys.readouterr().err.splitlines()
-    assert [re.sub(r"\(\d+ s\)", "(t)", line) for line in lines] == \
-        ["export 1/2 (t): a", "export 2/2 (t): b", "export: 2 done (t)"]
+    assert [re.sub(r"\(\d+ s\)", "(t)", line) for line in lines] == [
+        "export 1/2 (t): a",
+        "export 2/2 (t): b",
+        "export: 2 done (t)",
+    ]
 
 
 def test_without_a_length_the_steps_are_numbered(capsys):
     list(progress((n for n in range(2)), "reading"))
-    assert [line.split(" (")[0] for line in capsys.readouterr().err.splitlines()] == ["reading 1", "reading 2", "reading: 2 done"]
+    assert [line.split(" (")[0] for line in capsys.readouterr().err.splitlines()] == [
+        "reading 1",
+        "reading 2",
+        "reading: 2 done",
+    ]
 
 
 def test_on_a_terminal_it_is_a_bar(capsys):

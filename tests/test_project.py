@@ -14,13 +14,21 @@ from helpers.config import ROOT
 from scripts.project import main as project_main
 from scripts.project import parse
 from swwae.errors import ConfigError
-from swwae.model import SWWAE
-from swwae.training.module import SWWAEModule
 from swwae.images import projection_grid
+from swwae.model import SWWAE
 from swwae.projection import deconvolve, encode_to, project, strongest
+from swwae.training.module import SWWAEModule
 
-DATA = {"_target_": "swwae.training.data.MNISTSampleDataModule", "batch_size": 128, "num_labels": None, "seed": 0,
-        "split_seed": 0, "num_workers": 0, "val_size": 500, "test_size": 500}
+DATA = {
+    "_target_": "swwae.training.data.MNISTSampleDataModule",
+    "batch_size": 128,
+    "num_labels": None,
+    "seed": 0,
+    "split_seed": 0,
+    "num_workers": 0,
+    "val_size": 500,
+    "test_size": 500,
+}
 
 
 def net(mode="hard", widths=(4, 8)):
@@ -114,8 +122,14 @@ def test_a_bad_stage_is_a_config_error():
 def fake_checkpoint(path, mode="hard"):
     torch.manual_seed(0)
     module = SWWAEModule(widths=[4, 8], pool_mode=mode)
-    torch.save({"state_dict": module.state_dict(), "hyper_parameters": dict(module.hparams),
-                "swwae_config": {"data": DATA, "model": {"pool_mode": mode}}}, path)
+    torch.save(
+        {
+            "state_dict": module.state_dict(),
+            "hyper_parameters": dict(module.hparams),
+            "swwae_config": {"data": DATA, "model": {"pool_mode": mode}},
+        },
+        path,
+    )
     return path
 
 
@@ -135,16 +149,19 @@ def test_where_free_models_project_and_say_so(tmp_path, capsys):
     assert (tmp_path / "p.png").is_file()
 
 
-@pytest.mark.parametrize("args, message", [
-    (["stage=3"], "error: stage=3 is out of range: this model has 2 stages (1..2)"),
-    (["stage=two"], "error: stage='two' is not a valid int"),
-    (["layer=1"], "error: unknown option 'layer=1'"),
-    (["--stage", "two"], "error: stage='two' is not a valid int"),
-    (["--stage", "3"], "error: stage=3 is out of range: this model has 2 stages (1..2)"),
-    (["--layer", "1"], "error: unrecognized arguments: --layer 1"),
-    (["stage=1", "--stage", "2"], "error: stage is given twice"),
-    (["split=train"], "error: split='train': choose val or test"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["stage=3"], "error: stage=3 is out of range: this model has 2 stages (1..2)"),
+        (["stage=two"], "error: stage='two' is not a valid int"),
+        (["layer=1"], "error: unknown option 'layer=1'"),
+        (["--stage", "two"], "error: stage='two' is not a valid int"),
+        (["--stage", "3"], "error: stage=3 is out of range: this model has 2 stages (1..2)"),
+        (["--layer", "1"], "error: unrecognized arguments: --layer 1"),
+        (["stage=1", "--stage", "2"], "error: stage is given twice"),
+        (["split=train"], "error: split='train': choose val or test"),
+    ],
+)
 def test_bad_options_are_one_error_line(tmp_path, capsys, args, message):
     ckpt = fake_checkpoint(tmp_path / "best.ckpt")
     assert project_main([str(ckpt), *args]) == 2
@@ -159,10 +176,13 @@ def test_options_take_key_value_and_dashed_forms():
     assert parse(["m.ckpt", "stage=1", "stage=2"])[1] == {"stage": 2}  # key=value: the last one counts
 
 
-@pytest.mark.parametrize("argv, message", [
-    ([], "error: the following arguments are required: checkpoint"),
-    (["stage=2"], "error: the first argument is the checkpoint"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        ([], "error: the following arguments are required: checkpoint"),
+        (["stage=2"], "error: the first argument is the checkpoint"),
+    ],
+)
 def test_a_missing_checkpoint_is_one_error_line(capsys, argv, message):
     assert project_main(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()

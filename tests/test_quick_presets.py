@@ -20,8 +20,11 @@ from swwae.training.run import check_settings, train
 
 EXPERIMENTS = CONFIG_DIR / "experiment"
 ARM_FOLDERS = {p.name for p in EXPERIMENTS.iterdir() if p.is_dir() and p.name != "paper"}  # +experiment/<x>@_global_
-PRESETS = sorted(str(p.relative_to(EXPERIMENTS).with_suffix("")) for p in EXPERIMENTS.rglob("*.yaml")
-                 if p.parent.name not in ARM_FOLDERS)
+PRESETS = sorted(
+    str(p.relative_to(EXPERIMENTS).with_suffix(""))
+    for p in EXPERIMENTS.rglob("*.yaml")
+    if p.parent.name not in ARM_FOLDERS
+)
 
 
 def sweep_params(preset: str) -> dict[str, list[str]]:
@@ -70,8 +73,9 @@ def test_each_preset_and_arm_passes_the_jobs_checks_with_debug_quick(case, make_
     check_settings(cfg)
     datamodule = build(cfg.data, _convert_="all")
     if cfg.data.get("num_labels") is not None:  # the check setup() runs on the loaded data
-        labelled = labelled_per_batch(datamodule.labelled_per_batch, datamodule.batch_size, cfg.data.num_labels,
-                                      f"{cfg.data.num_labels} labels")
+        labelled = labelled_per_batch(
+            datamodule.labelled_per_batch, datamodule.batch_size, cfg.data.num_labels, f"{cfg.data.num_labels} labels"
+        )
         assert 1 <= labelled < datamodule.batch_size
 
 
@@ -87,7 +91,11 @@ def data_of(preset: str) -> str:
 
 
 # the presets, and the arms that set their own data (batches), not their own epochs
-TRAINED = [(p, a) for p, a in CASES if data_of(p) == "mnist_sample" and (not a or arm_sets(a) & {"data", "trainer"} == {"data"})]
+TRAINED = [
+    (p, a)
+    for p, a in CASES
+    if data_of(p) == "mnist_sample" and (not a or arm_sets(a) & {"data", "trainer"} == {"data"})
+]
 
 
 def test_the_trained_presets_include_the_one_that_failed():

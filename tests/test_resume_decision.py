@@ -28,20 +28,44 @@ CASES = [
     ("empty, resume=false", (), "false", 20, "fresh", None),
     ("unfinished, same identity", (ckpt(epoch=3),), "auto", 20, "continue", "last.ckpt"),
     ("unfinished, same identity, resume=true", (ckpt(epoch=3),), "true", 20, "continue", "last.ckpt"),
-    ("pre-empted mid-epoch in its last epoch", (ckpt(epoch=19, mid_epoch=(19, 5)),), "auto", 20, "continue",
-     "last.ckpt"),
+    (
+        "pre-empted mid-epoch in its last epoch",
+        (ckpt(epoch=19, mid_epoch=(19, 5)),),
+        "auto",
+        20,
+        "continue",
+        "last.ckpt",
+    ),
     ("finished", (ckpt(epoch=19),), "auto", 20, "finished", "last.ckpt"),
     ("finished, asked for more epochs", (ckpt(epoch=19),), "auto", 30, "continue", "last.ckpt"),
     ("finished, resume=false", (ckpt(epoch=19),), "false", 20, "start_over", None),
     ("other identity", (ckpt(identity=OTHER),), "auto", 20, "refuse", "last.ckpt"),
     ("other identity, resume=true", (ckpt(identity=OTHER),), "true", 20, "refuse", "last.ckpt"),
     ("other identity, resume=false", (ckpt(identity=OTHER),), "false", 20, "start_over", None),
-    ("corrupt last, good best", (ckpt(problem=CORRUPT), ckpt("best.ckpt", epoch=2)), "auto", 20, "continue",
-     "best.ckpt"),
-    ("corrupt last, best of another run", (ckpt(problem=CORRUPT), ckpt("best.ckpt", identity=OTHER)), "auto", 20,
-     "refuse", "best.ckpt"),
-    ("nothing reads back", (ckpt(problem=CORRUPT), ckpt("best.ckpt", problem=UNREADABLE)), "auto", 20,
-     "start_over", None),
+    (
+        "corrupt last, good best",
+        (ckpt(problem=CORRUPT), ckpt("best.ckpt", epoch=2)),
+        "auto",
+        20,
+        "continue",
+        "best.ckpt",
+    ),
+    (
+        "corrupt last, best of another run",
+        (ckpt(problem=CORRUPT), ckpt("best.ckpt", identity=OTHER)),
+        "auto",
+        20,
+        "refuse",
+        "best.ckpt",
+    ),
+    (
+        "nothing reads back",
+        (ckpt(problem=CORRUPT), ckpt("best.ckpt", problem=UNREADABLE)),
+        "auto",
+        20,
+        "start_over",
+        None,
+    ),
     ("nothing reads back, resume=true", (ckpt(problem=CORRUPT),), "true", 20, "refuse", None),
     ("foreign file only", (ckpt("model.ckpt", problem=FOREIGN),), "auto", 20, "start_over", None),
     ("foreign file only, resume=true", (ckpt("model.ckpt", problem=FOREIGN),), "true", 20, "refuse", None),
@@ -63,7 +87,9 @@ def test_a_locked_folder_is_refused_whatever_it_holds_and_whatever_is_asked():
 
 
 def test_a_refusal_names_what_differs_and_passed_over_files_are_warned_about():
-    decision = decide(FolderState((ckpt(problem=CORRUPT), ckpt("best.ckpt", identity=OTHER))), Request("auto", MINE, 20))
+    decision = decide(
+        FolderState((ckpt(problem=CORRUPT), ckpt("best.ckpt", identity=OTHER))), Request("auto", MINE, 20)
+    )
     assert decision.reason == "holds another run (model.lr: 0.001 -> 0.002)"
     assert decision.warnings == (f"cannot resume from last.ckpt: {CORRUPT}",)
 
@@ -85,12 +111,17 @@ def test_an_unknown_resume_mode_is_one_line():
 
 # the identity: what made the weights, and nothing else
 
-BASE = {"model": {"_target_": "swwae.training.module.SWWAEModule", "lr": 0.002, "widths": [32, 64]},
-        "data": {"_target_": "swwae.training.data.MNISTSampleDataModule", "batch_size": 128, "root": "a",
-                 "num_workers": 0},
-        "trainer": {"max_epochs": 20, "gradient_clip_val": None, "precision": "32-true", "devices": 1},
-        "seed": 0, "optimized_metric": "val/recon_mse", "optimized_mode": "min",
-        "logger": {"tensorboard": {}}, "paths": {"checkpoint_dir": "checkpoints"}, "compile": False}
+BASE = {
+    "model": {"_target_": "swwae.training.module.SWWAEModule", "lr": 0.002, "widths": [32, 64]},
+    "data": {"_target_": "swwae.training.data.MNISTSampleDataModule", "batch_size": 128, "root": "a", "num_workers": 0},
+    "trainer": {"max_epochs": 20, "gradient_clip_val": None, "precision": "32-true", "devices": 1},
+    "seed": 0,
+    "optimized_metric": "val/recon_mse",
+    "optimized_mode": "min",
+    "logger": {"tensorboard": {}},
+    "paths": {"checkpoint_dir": "checkpoints"},
+    "compile": False,
+}
 
 
 def changed(**sections):
@@ -104,22 +135,40 @@ def changed(**sections):
     return config
 
 
-@pytest.mark.parametrize("change", [
-    {"model__lr": 0.001}, {"data__batch_size": 32}, {"seed": 1}, {"trainer__gradient_clip_val": 1.0},
-    {"trainer__precision": "bf16-mixed"}, {"trainer__limit_train_batches": 3}, {"optimized_metric": "val/acc"},
-    {"optimized_mode": "max"}, {"data___target_": "swwae.training.data.MNISTDataModule"},
-])
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"model__lr": 0.001},
+        {"data__batch_size": 32},
+        {"seed": 1},
+        {"trainer__gradient_clip_val": 1.0},
+        {"trainer__precision": "bf16-mixed"},
+        {"trainer__limit_train_batches": 3},
+        {"optimized_metric": "val/acc"},
+        {"optimized_mode": "max"},
+        {"data___target_": "swwae.training.data.MNISTDataModule"},
+    ],
+)
 def test_a_setting_that_changes_the_weights_changes_the_identity(change):
     assert run_identity(changed(**change)) != run_identity(BASE)
     assert digest(run_identity(changed(**change))) != digest(run_identity(BASE))
     assert differences(run_identity(BASE), run_identity(changed(**change)))
 
 
-@pytest.mark.parametrize("change", [
-    {"trainer__max_epochs": 40}, {"trainer__devices": 2}, {"data__root": "elsewhere"}, {"data__num_workers": 4},
-    {"logger": {"csv": {}}}, {"paths": {"checkpoint_dir": "other"}}, {"compile": True},
-    {"trainer__precision": "32"}, {"trainer__limit_train_batches": 1.0},
-])
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"trainer__max_epochs": 40},
+        {"trainer__devices": 2},
+        {"data__root": "elsewhere"},
+        {"data__num_workers": 4},
+        {"logger": {"csv": {}}},
+        {"paths": {"checkpoint_dir": "other"}},
+        {"compile": True},
+        {"trainer__precision": "32"},
+        {"trainer__limit_train_batches": 1.0},
+    ],
+)
 def test_a_setting_that_does_not_change_the_weights_keeps_the_identity(change):
     assert run_identity(changed(**change)) == run_identity(BASE)
 

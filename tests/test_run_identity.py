@@ -29,8 +29,25 @@ def hashes(folder) -> dict[str, str]:
     return {p.name: sha(p) for p in sorted(folder.iterdir())}
 
 
-@pytest.mark.parametrize("name", ["../x", "../../../x", "/abs/x", "a/b", "", ".hidden", "..", ".", "a b", "a\\b",
-                                  "ｒｕｎ", "run\n", "quick", "x" * 201])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "../x",
+        "../../../x",
+        "/abs/x",
+        "a/b",
+        "",
+        ".hidden",
+        "..",
+        ".",
+        "a b",
+        "a\\b",
+        "ｒｕｎ",
+        "run\n",
+        "quick",
+        "x" * 201,
+    ],
+)
 def test_a_run_name_that_is_not_one_path_component_is_one_line(name):
     with pytest.raises(ConfigError, match="^run_name") as err:
         check_run_name(name)
@@ -72,8 +89,16 @@ def test_debug_quick_after_a_real_run_never_touches_it(tmp_path):
 
 @pytest.mark.slow
 def test_the_jobs_of_a_sweep_that_share_a_run_name_never_share_a_folder(tmp_path):
-    result = run_cli(ROOT / "train.py", "-m", *QUICK, *SMALL, "run_name=same", "seed=0,1",
-                     f"hydra.sweep.dir={tmp_path / 'sweep'}", cwd=tmp_path)
+    result = run_cli(
+        ROOT / "train.py",
+        "-m",
+        *QUICK,
+        *SMALL,
+        "run_name=same",
+        "seed=0,1",
+        f"hydra.sweep.dir={tmp_path / 'sweep'}",
+        cwd=tmp_path,
+    )
     assert result.returncode == 1, result.stderr[-2000:]  # the sweep says it was not clean
     jobs = {p.name: json.loads((p / "metrics.json").read_text()) for p in (tmp_path / "sweep").iterdir() if p.is_dir()}
     first, second = jobs["0_same"], jobs["1_same"]
@@ -82,8 +107,10 @@ def test_the_jobs_of_a_sweep_that_share_a_run_name_never_share_a_folder(tmp_path
     assert first["checkpoint"] == str(best) and first["checkpoint_sha256"] == sha(best)  # its own weights, still
     assert second["status"] == "failed"
     assert second["error"].startswith("checkpoints/same holds another run (") and "seed: 0 -> 1" in second["error"]
-    assert second["error"].endswith("give this run its own folder with run_name=..., or resume=false to start over "
-                                    "(the old run is moved aside, not deleted)")
+    assert second["error"].endswith(
+        "give this run its own folder with run_name=..., or resume=false to start over "
+        "(the old run is moved aside, not deleted)"
+    )
     assert not list((tmp_path / "checkpoints").glob("same.previous-*"))
 
 
@@ -104,8 +131,9 @@ def test_a_lock_that_cannot_be_taken_for_another_reason_is_one_line(tmp_path):
     lock.symlink_to(lock.name)  # a symlink loop where the lock file goes
     result = train_cli(tmp_path, *SMALL)
     assert result.returncode == 2 and "Traceback" not in result.stderr
-    assert last_error_line(result) == (f"error: cannot lock checkpoints/.{RUN}.lock for the run {RUN}: Too many levels "
-                                       "of symbolic links")
+    assert last_error_line(result) == (
+        f"error: cannot lock checkpoints/.{RUN}.lock for the run {RUN}: Too many levels of symbolic links"
+    )
 
 
 def test_a_sweep_reader_leaves_out_a_checkpoint_that_no_longer_holds_the_measured_weights(tmp_path):
@@ -117,8 +145,16 @@ def test_a_sweep_reader_leaves_out_a_checkpoint_that_no_longer_holds_the_measure
     best.write_bytes(b"the weights that were measured")
     job = tmp_path / "sweep" / "0_run"
     job.mkdir(parents=True)
-    (job / "metrics.json").write_text(json.dumps({"status": "ok", "metrics": {"test/acc": 0.9}, "checkpoint": str(best),
-                                                  "checkpoint_sha256": file_sha256(best)}))
+    (job / "metrics.json").write_text(
+        json.dumps(
+            {
+                "status": "ok",
+                "metrics": {"test/acc": 0.9},
+                "checkpoint": str(best),
+                "checkpoint_sha256": file_sha256(best),
+            }
+        )
+    )
     assert read_job(job).checkpoint() == best
     best.write_bytes(b"another run's weights")  # e.g. a later run of the same name with resume=false
     assert read_job(job).checkpoint() is None

@@ -57,8 +57,10 @@ def test_smaller_pools_are_part_of_larger_ones():
 
 
 def test_every_pool_cycles_through_the_labels_in_the_same_order():
-    full, small = sample(num_labels=100, labelled_per_batch=64), sample(num_labels=100, labelled_per_batch=64,
-                                                                        num_unlabelled=500)
+    full, small = (
+        sample(num_labels=100, labelled_per_batch=64),
+        sample(num_labels=100, labelled_per_batch=64, num_unlabelled=500),
+    )
     assert len(small.train_dataloader()) == 10 and len(full.train_dataloader()) == 63
     assert torch.equal(labelled_images_seen(small, 70), labelled_images_seen(full, 70))  # across small epochs
 
@@ -102,8 +104,14 @@ def fake_run(sweep, num, model, labels, pool, seed, error_pct):
     folder = sweep / f"{num}_job"
     (folder / ".hydra").mkdir(parents=True)
     (folder / ".hydra" / "overrides.yaml").write_text(f"- model={model}\n- seed={seed}\n")
-    data = {"_target_": "swwae.training.data.MNISTSampleDataModule", "num_labels": labels, "num_unlabelled": pool,
-            "val_size": 500, "test_size": 500, "seed": "${seed}"}  # as Hydra saves it: an interpolation
+    data = {
+        "_target_": "swwae.training.data.MNISTSampleDataModule",
+        "num_labels": labels,
+        "num_unlabelled": pool,
+        "val_size": 500,
+        "test_size": 500,
+        "seed": "${seed}",
+    }  # as Hydra saves it: an interpolation
     (folder / ".hydra" / "config.yaml").write_text(OmegaConf.to_yaml({"seed": seed, "data": data}))
     record = {"run_name": f"run{num}", "model": model, "seed": seed, "metrics": {"test/acc": 1 - error_pct / 100}}
     (folder / "metrics.json").write_text(__import__("json").dumps(record))
@@ -121,8 +129,10 @@ def test_the_map_pairs_each_seed_with_its_twin(tmp_path, capsys):
             fake_run(labels, next(num), "classifier_only", n, None, seed, twin_err)
         fake_run(pools, next(num), "swwae_hard", 100, 500, seed, 10.0 + seed)  # its twin: the full pool's
     assert semi_map_main([str(labels), str(pools), "--out", str(tmp_path / "map")]) == 0
-    rows = {tuple(line.split("|")[1:3]): [c.strip() for c in line.split("|")[3:-1]]
-            for line in (tmp_path / "map.md").read_text().splitlines()[2:]}
+    rows = {
+        tuple(line.split("|")[1:3]): [c.strip() for c in line.split("|")[3:-1]]
+        for line in (tmp_path / "map.md").read_text().splitlines()[2:]
+    }
     assert rows[(" 20 ", " all (3,980) ")][:4] == ["31.00 ± 1.00", "37.00 ± 2.00", "+6.00 ± 1.00", "+5.0, +6.0, +7.0"]
     assert rows[(" 100 ", " 500 ")][2:] == ["-1.00 ± 0.00", "-1.0, -1.0, -1.0", "full pool (all (3,900))"]
     assert rows[(" 100 ", " all (3,900) ")][-1] == "same cell"

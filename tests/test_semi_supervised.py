@@ -12,9 +12,9 @@ import pytest
 import torch
 
 from helpers.config import MODEL_CONFIGS
-from swwae.training.data.batching import UNLABELLED, LabelledBatchSampler, SemiSupervisedBatch, batch_loader
-from swwae.training.data import MNISTSampleDataModule
 from swwae.errors import ConfigError
+from swwae.training.data import MNISTSampleDataModule
+from swwae.training.data.batching import UNLABELLED, LabelledBatchSampler, SemiSupervisedBatch, batch_loader
 from swwae.training.run import train
 
 N, BATCH, K = 1000, 64, 16  # 1000 training samples, 16 labelled in every batch of 64
@@ -54,8 +54,8 @@ def test_every_label_is_used_equally_often_in_each_cycle():
     s = sampler(labelled)
     stream = s.labelled_stream(0, 10 * len(labelled)).tolist()
     for c in range(10):
-        assert sorted(stream[c * len(labelled):(c + 1) * len(labelled)]) == labelled
-    assert stream[:len(labelled)] != stream[len(labelled):2 * len(labelled)]  # reshuffled per cycle
+        assert sorted(stream[c * len(labelled) : (c + 1) * len(labelled)]) == labelled
+    assert stream[: len(labelled)] != stream[len(labelled) : 2 * len(labelled)]  # reshuffled per cycle
     # the epochs read the same stream, one after the other
     drawn = [i for e in range(4) for b in epoch(s, e) for i in b.labelled]
     assert drawn == s.labelled_stream(0, len(drawn)).tolist()
@@ -82,8 +82,9 @@ def test_ddp_ranks_get_their_own_batches():
     loader = batch_loader(x, y, BATCH, shuffle=True, sampler=sampler(k=8))  # 18 batches: 9 a rank
     per_rank = []
     for rank in range(2):
-        sharded = _update_dataloader(loader, _get_distributed_sampler(loader, shuffle=True, overfit_batches=0,
-                                                                        num_replicas=2, rank=rank))
+        sharded = _update_dataloader(
+            loader, _get_distributed_sampler(loader, shuffle=True, overfit_batches=0, num_replicas=2, rank=rank)
+        )
         _set_sampler_epoch(sharded, 2)
         per_rank.append(list(sharded.sampler))
     assert [len(b) for b in per_rank] == [9, 9]
@@ -115,12 +116,18 @@ def test_the_default_is_a_quarter_of_the_batch_and_never_more_than_the_labels():
     assert MNISTSampleDataModule(num_labels=100, batch_size=2).labelled_per_batch == 1
 
 
-@pytest.mark.parametrize("kwargs, message", [
-    ({"labelled_per_batch": 0}, r"data.labelled_per_batch=0 must be an integer >= 1"),
-    ({"labelled_per_batch": 128}, r"labelled_per_batch=128 leaves no room for unlabelled samples in batches of "
-                                  r"data.batch_size=128"),
-    ({"labelled_per_batch": 101}, r"labelled_per_batch=101 is more than the data.num_labels=100 labelled samples"),
-])
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"labelled_per_batch": 0}, r"data.labelled_per_batch=0 must be an integer >= 1"),
+        (
+            {"labelled_per_batch": 128},
+            r"labelled_per_batch=128 leaves no room for unlabelled samples in batches of "
+            r"data.batch_size=128",
+        ),
+        ({"labelled_per_batch": 101}, r"labelled_per_batch=101 is more than the data.num_labels=100 labelled samples"),
+    ],
+)
 def test_labelled_per_batch_values_that_cannot_work(kwargs, message):
     with pytest.raises(ConfigError, match=message):
         MNISTSampleDataModule(num_labels=100, batch_size=128, **kwargs)
@@ -157,8 +164,11 @@ def test_an_explicit_monitor_wins_and_its_mode_follows(make_config):
 
 
 def test_a_monitor_the_model_cannot_compute_is_one_error_line(make_config, tmp_path):
-    with pytest.raises(ConfigError, match="optimized_metric=val/acc is not a validation metric of this model; "
-                                          "choose one of val/loss, val/recon_mse$"):
+    with pytest.raises(
+        ConfigError,
+        match="optimized_metric=val/acc is not a validation metric of this model; "
+        "choose one of val/loss, val/recon_mse$",
+    ):
         train(make_config("model.lambda_nll=0", "optimized_metric=val/acc", "model.widths=[4]"))
     assert not (tmp_path / "checkpoints").exists()
 
@@ -190,14 +200,21 @@ class RecordTrainingSteps(L.Callback):
 
 @pytest.mark.slow
 def test_a_semi_supervised_run_computes_the_nll_on_every_step_and_picks_by_val_acc(make_config, tmp_path):
-    cfg = make_config("data.num_labels=50", "data.labelled_per_batch=8", "model.widths=[4]",
-                      "trainer.max_epochs=2", "trainer.limit_train_batches=5")
+    cfg = make_config(
+        "data.num_labels=50",
+        "data.labelled_per_batch=8",
+        "model.widths=[4]",
+        "trainer.max_epochs=2",
+        "trainer.limit_train_batches=5",
+    )
     probe = RecordTrainingSteps()
     with pytest.MonkeyPatch.context() as mp:  # the job builds its callbacks from the config: add the probe
         from swwae import run
 
         build_trainer = run.build_trainer
-        mp.setattr(run, "build_trainer", lambda cfg, loggers, callbacks: build_trainer(cfg, loggers, [*callbacks, probe]))
+        mp.setattr(
+            run, "build_trainer", lambda cfg, loggers, callbacks: build_trainer(cfg, loggers, [*callbacks, probe])
+        )
         value = train(cfg)
     assert probe.labelled == [8] * 10
     assert len(probe.nll) == 10 and all(math.isfinite(v) and v > 0 for v in probe.nll)
@@ -208,13 +225,23 @@ def test_a_semi_supervised_run_computes_the_nll_on_every_step_and_picks_by_val_a
 
 @pytest.mark.slow
 def test_a_resumed_semi_supervised_run_matches_an_uninterrupted_one(make_config, tmp_path):
-    common = ["data.num_labels=50", "data.labelled_per_batch=8", "model.widths=[4]", "model.dropout=0.2",
-              "model.scheduler=none", "trainer.deterministic=true", "trainer.limit_train_batches=4", "seed=5"]
+    common = [
+        "data.num_labels=50",
+        "data.labelled_per_batch=8",
+        "model.widths=[4]",
+        "model.dropout=0.2",
+        "model.scheduler=none",
+        "trainer.deterministic=true",
+        "trainer.limit_train_batches=4",
+        "seed=5",
+    ]
     train(make_config(*common, "trainer.max_epochs=2", f"paths.checkpoint_dir={tmp_path / 'straight'}"))
     train(make_config(*common, "trainer.max_epochs=1", f"paths.checkpoint_dir={tmp_path / 'stopped'}"))
     train(make_config(*common, "trainer.max_epochs=2", f"paths.checkpoint_dir={tmp_path / 'stopped'}", "resume=true"))
     run = "swwae_hard_mnist_sample_seed5"
-    straight, resumed = (torch.load(tmp_path / d / run / "last.ckpt", weights_only=True) for d in ("straight", "stopped"))
+    straight, resumed = (
+        torch.load(tmp_path / d / run / "last.ckpt", weights_only=True) for d in ("straight", "stopped")
+    )
     assert straight["global_step"] == resumed["global_step"] == 8
     assert all(torch.equal(straight["state_dict"][k], v) for k, v in resumed["state_dict"].items())
 
@@ -230,8 +257,9 @@ def test_noisy_inputs_are_reconstructed_into_the_clean_images_and_clean_features
     x, y = torch.rand(6, 1, 28, 28), torch.full((6,), UNLABELLED)
     seen = {}
     losses = module.losses
-    module.losses = lambda out, target, labels, middle: seen.update(out=out, target=target, middle=middle) or losses(
-        out, target, labels, middle)
+    module.losses = lambda out, target, labels, middle: (
+        seen.update(out=out, target=target, middle=middle) or losses(out, target, labels, middle)
+    )
     module.training_step((x, y), 0)
     assert torch.equal(seen["target"], x)  # the clean images, not the noisy inputs
     with torch.no_grad():
@@ -239,4 +267,3 @@ def test_noisy_inputs_are_reconstructed_into_the_clean_images_and_clean_features
         clean = module.net.encode(x)[0][0]  # no noise, no dropout
     assert torch.equal(seen["middle"][0], clean) and not seen["middle"][0].requires_grad
     assert not torch.equal(seen["out"].whats[0].detach(), clean)  # the training pass saw noise
-

@@ -21,8 +21,16 @@ TINY = [*QUICK, "trainer.limit_train_batches=2", "trainer.limit_val_batches=1", 
 
 
 def sweep(tmp, *overrides):
-    return run_cli(ROOT / "train.py", "-m", *overrides, *TINY, f"hydra.sweep.dir={tmp / 'sweep'}",
-                   f"paths.log_dir={tmp / 'logs'}", f"paths.checkpoint_dir={tmp / 'checkpoints'}", cwd=tmp)
+    return run_cli(
+        ROOT / "train.py",
+        "-m",
+        *overrides,
+        *TINY,
+        f"hydra.sweep.dir={tmp / 'sweep'}",
+        f"paths.log_dir={tmp / 'logs'}",
+        f"paths.checkpoint_dir={tmp / 'checkpoints'}",
+        cwd=tmp,
+    )
 
 
 def table_rows(text: str) -> dict[str, list[str]]:
@@ -76,7 +84,9 @@ def test_compare_runs_on_a_missing_folder_is_one_error_line(tmp_path, capsys):
     from scripts.compare_runs import main
 
     assert main([str(tmp_path / "nothing")]) == 2
-    assert capsys.readouterr().err.strip().splitlines() == [f"error: sweep folder {tmp_path / 'nothing'} does not exist"]
+    assert capsys.readouterr().err.strip().splitlines() == [
+        f"error: sweep folder {tmp_path / 'nothing'} does not exist"
+    ]
 
 
 @pytest.mark.slow
@@ -91,7 +101,10 @@ def test_a_failed_job_is_listed_and_the_sweep_exits_nonzero(tmp_path):
     text = (tmp_path / "sweep" / "summary.md").read_text()
     rows = table_rows(text)
     assert rows["model.beta=1"][:2] == ["1", "0"] and rows["model.beta=-1"][:2] == ["0", "1"]
-    assert "Failed jobs:" in text and "model.beta must be a finite number > 0 (the soft argmax temperature), got -1" in text
+    assert (
+        "Failed jobs:" in text
+        and "model.beta must be a finite number > 0 (the soft argmax temperature), got -1" in text
+    )
     failed = json.loads(next((tmp_path / "sweep").glob("1_*/metrics.json")).read_text())
     assert failed["status"] == "failed" and failed["model"] == "swwae_soft" and failed["seed"] == 0
     assert (tmp_path / "sweep" / "summary.png").is_file()
@@ -113,8 +126,12 @@ def fake_job(sweep_dir, num, overrides, metrics=None, **record):
 def test_groups_take_mean_and_sample_std_over_seeds(tmp_path):
     for num, (model, seed) in enumerate(itertools.product(["swwae_hard", "upsample"], [0, 1, 2])):
         mse = {"swwae_hard": [0.01, 0.02, 0.03], "upsample": [0.05, 0.05, 0.05]}[model][seed]
-        fake_job(tmp_path, num, ["data.batch_size=64", f"model={model}", f"seed={seed}"],
-                 {"test/recon_mse": mse, "test/acc": 0.9, "test/middle_mse_1": 0.2, "train_time_s": 10.0})
+        fake_job(
+            tmp_path,
+            num,
+            ["data.batch_size=64", f"model={model}", f"seed={seed}"],
+            {"test/recon_mse": mse, "test/acc": 0.9, "test/middle_mse_1": 0.2, "train_time_s": 10.0},
+        )
     summary = write_summary(tmp_path)
     assert [g.label for g in summary.groups] == ["model=swwae_hard", "model=upsample"]
     assert summary.common == {"data.batch_size": "64"}
@@ -122,21 +139,38 @@ def test_groups_take_mean_and_sample_std_over_seeds(tmp_path):
     assert mean == pytest.approx(0.02) and std == pytest.approx(0.01)  # sample std, n - 1
     assert summary.groups[1].stat("test/error_pct")[0] == pytest.approx(10.0)
     rows = table_rows((tmp_path / "summary.md").read_text())
-    assert rows["model=swwae_hard"] == ["3", "0", "0.0200 ± 0.0100", "0.9000 ± 0.0000", "10.00 ± 0.00",
-                                        "0.2000 ± 0.0000", "10 ± 0"]
+    assert rows["model=swwae_hard"] == [
+        "3",
+        "0",
+        "0.0200 ± 0.0100",
+        "0.9000 ± 0.0000",
+        "10.00 ± 0.00",
+        "0.2000 ± 0.0000",
+        "10 ± 0",
+    ]
     assert (tmp_path / "summary.png").is_file()
 
 
 def test_the_summary_says_which_metric_picked_each_configs_checkpoints_and_which_network(tmp_path):
-    monitors = {"swwae_hard": {"metric": "val/acc", "mode": "max"},
-                "classifier_only": {"metric": "val/acc", "mode": "max"},
-                "upsample": {"metric": "val/recon_mse", "mode": "min"}}
+    monitors = {
+        "swwae_hard": {"metric": "val/acc", "mode": "max"},
+        "classifier_only": {"metric": "val/acc", "mode": "max"},
+        "upsample": {"metric": "val/recon_mse", "mode": "min"},
+    }
     for num, model in enumerate(monitors):
-        fake_job(tmp_path, num, [f"model={model}", "seed=0"], {"test/acc": 0.9}, monitor=monitors[model],
-                 arch="(8)3c-2p" if model == "upsample" else "(8)3c-2p-10fc")
+        fake_job(
+            tmp_path,
+            num,
+            [f"model={model}", "seed=0"],
+            {"test/acc": 0.9},
+            monitor=monitors[model],
+            arch="(8)3c-2p" if model == "upsample" else "(8)3c-2p-10fc",
+        )
     text = markdown(collect(tmp_path))
-    assert ("Checkpoints picked by val/acc (max) for `model=swwae_hard`, `model=classifier_only`; "
-            "val/recon_mse (min) for `model=upsample`.") in text
+    assert (
+        "Checkpoints picked by val/acc (max) for `model=swwae_hard`, `model=classifier_only`; "
+        "val/recon_mse (min) for `model=upsample`."
+    ) in text
     rows = table_rows(text)  # networks that differ get a column
     assert rows["model=upsample"][:3] == ["`(8)3c-2p`", "1", "0"]
     assert rows["model=swwae_hard"][0] == "`(8)3c-2p-10fc`" and "Network:" not in text
@@ -146,8 +180,12 @@ def test_unfinished_jobs_count_as_failed_and_numeric_keys_become_an_axis(tmp_pat
     jobs = list(itertools.product(["swwae_hard", "upsample"], ["2", "4", "7"]))
     for num, (model, pool) in enumerate(jobs):
         finished = (model, pool) != ("upsample", "7")
-        fake_job(tmp_path, num, [f"model={model}", f"model.pool_size={pool}", "seed=0"],
-                 {"test/recon_mse": 0.01 * int(pool)} if finished else None)
+        fake_job(
+            tmp_path,
+            num,
+            [f"model={model}", f"model.pool_size={pool}", "seed=0"],
+            {"test/recon_mse": 0.01 * int(pool)} if finished else None,
+        )
     summary = collect(tmp_path)
     assert numeric_axis(summary) == "model.pool_size"
     assert [j.folder.name for j in summary.failed] == ["5_job"]
@@ -164,12 +202,20 @@ def test_sweeps_run_into_one_folder_read_as_one_table(tmp_path):
     second = [("swwae_soft", "1000"), ("swwae_soft", "100"), ("classifier_only", "1000")]
     for sweep, jobs in (("a", first), ("b", second)):
         for num, (model, labels) in enumerate(jobs):
-            folder = fake_job(tmp_path / sweep, num, [f"model={model}", f"data.num_labels={labels}", "seed=0"], {"test/acc": 0.9})
+            folder = fake_job(
+                tmp_path / sweep, num, [f"model={model}", f"data.num_labels={labels}", "seed=0"], {"test/acc": 0.9}
+            )
             folder.rename(tmp_path / f"{num}_{model}_labels{labels}")
     rows = [(g.keys["model"], g.keys["data.num_labels"]) for g in collect(tmp_path).groups]
-    assert rows == [("swwae_hard", "100"), ("swwae_hard", "600"), ("swwae_hard", "1000"),
-                    ("swwae_soft", "100"), ("swwae_soft", "1000"),
-                    ("classifier_only", "100"), ("classifier_only", "1000")]
+    assert rows == [
+        ("swwae_hard", "100"),
+        ("swwae_hard", "600"),
+        ("swwae_hard", "1000"),
+        ("swwae_soft", "100"),
+        ("swwae_soft", "1000"),
+        ("classifier_only", "100"),
+        ("classifier_only", "1000"),
+    ]
 
 
 def test_published_figures_are_drawn_beside_ours_over_the_label_axis(tmp_path, capsys, monkeypatch):
@@ -179,7 +225,9 @@ def test_published_figures_are_drawn_beside_ours_over_the_label_axis(tmp_path, c
     import matplotlib.axes
 
     plot = matplotlib.axes.Axes.plot
-    monkeypatch.setattr(matplotlib.axes.Axes, "plot", lambda ax, *a, **k: drawn.append(k.get("label")) or plot(ax, *a, **k))
+    monkeypatch.setattr(
+        matplotlib.axes.Axes, "plot", lambda ax, *a, **k: drawn.append(k.get("label")) or plot(ax, *a, **k)
+    )
     from scripts.compare_runs import main
 
     assert main([str(tmp_path), "--reference", "paper=100:11.7,1000:4.0"]) == 0
@@ -201,8 +249,10 @@ def sweep_params(preset: str) -> dict[str, list[str]]:
     return {key: str(values).split(",") for key, values in params.items()}
 
 
-@pytest.mark.parametrize("preset", ["hard_vs_soft", "semi_supervised", "paper/mnist_pool_size", "paper/mnist_semi",
-                                    "feature_study", "semi_map"])
+@pytest.mark.parametrize(
+    "preset",
+    ["hard_vs_soft", "semi_supervised", "paper/mnist_pool_size", "paper/mnist_semi", "feature_study", "semi_map"],
+)
 @pytest.mark.slow
 def test_sweep_presets_give_every_job_its_own_run_name(preset):
     params = sweep_params(preset)
@@ -253,9 +303,13 @@ def test_hard_vs_soft_sweeps_beta_for_soft_only():
         for arm in arms:
             GlobalHydra.instance().clear()
             with initialize_config_dir(str(CONFIG_DIR), version_base="1.3"):
-                cfg = compose("train", overrides=["experiment=hard_vs_soft", f"+experiment/hard_vs_soft@_global_={arm}"])
+                cfg = compose(
+                    "train", overrides=["experiment=hard_vs_soft", f"+experiment/hard_vs_soft@_global_={arm}"]
+                )
             modes.append((cfg.model.pool_mode, cfg.model.beta))
     finally:
         GlobalHydra.instance().clear()
-    assert sorted(m for m, _ in modes) == sorted(["hard", "soft", "soft", "soft", "upsample", "avg", "strided", "wavelet"])
+    assert sorted(m for m, _ in modes) == sorted(
+        ["hard", "soft", "soft", "soft", "upsample", "avg", "strided", "wavelet"]
+    )
     assert sorted(b for m, b in modes if m == "soft") == [1.0, 10.0, 100.0]

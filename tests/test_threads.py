@@ -16,28 +16,39 @@ def python(code: str, **env) -> str:
     """``python -c code`` in a fresh process (torch not loaded yet), the wait policy unset unless given."""
     environ = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"} | env
     environ["PYTHONPATH"] = os.pathsep.join([str(ROOT), environ.get("PYTHONPATH", "")])
-    return subprocess.run([sys.executable, "-c", code], env=environ, cwd=ROOT, capture_output=True, text=True,
-                          check=True, timeout=300).stdout.strip()
+    return subprocess.run(
+        [sys.executable, "-c", code], env=environ, cwd=ROOT, capture_output=True, text=True, check=True, timeout=300
+    ).stdout.strip()
 
 
 REPORT = "import os, sys; print(os.environ.get('OMP_WAIT_POLICY'), 'torch' in sys.modules)"
 
 
 def test_set_before_torch_loads_unless_the_user_chose():
-    assert python(f"from swwae.threads import set_passive_wait; print(set_passive_wait()); {REPORT}") == \
-        "True\nPASSIVE False"
-    assert python(f"from swwae.threads import set_passive_wait; print(set_passive_wait()); {REPORT}",
-                  OMP_WAIT_POLICY="ACTIVE") == "False\nACTIVE False"
+    assert (
+        python(f"from swwae.threads import set_passive_wait; print(set_passive_wait()); {REPORT}")
+        == "True\nPASSIVE False"
+    )
+    assert (
+        python(
+            f"from swwae.threads import set_passive_wait; print(set_passive_wait()); {REPORT}", OMP_WAIT_POLICY="ACTIVE"
+        )
+        == "False\nACTIVE False"
+    )
 
 
 def test_too_late_once_torch_is_loaded_so_nothing_is_claimed():
-    assert python(f"import torch; from swwae.threads import set_passive_wait; print(set_passive_wait()); {REPORT}") \
+    assert (
+        python(f"import torch; from swwae.threads import set_passive_wait; print(set_passive_wait()); {REPORT}")
         == "False\nNone True"
+    )
 
 
 def test_importing_swwae_loads_no_torch_and_its_pooling_names_still_come():
-    assert python("import sys, swwae; print('torch' in sys.modules); print(swwae.WhatWherePool.__name__)") == \
-        "False\nWhatWherePool"
+    assert (
+        python("import sys, swwae; print('torch' in sys.modules); print(swwae.WhatWherePool.__name__)")
+        == "False\nWhatWherePool"
+    )
 
 
 @pytest.mark.slow

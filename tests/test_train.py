@@ -15,7 +15,6 @@ from swwae.errors import ConfigError
 from swwae.training.run import train
 
 
-
 def event_tags(log_dir):
     tags = {"images": set(), "scalars": set()}
     for events in log_dir.rglob("events.out.tfevents.*"):
@@ -55,7 +54,14 @@ def test_a_short_run_leaves_logs_metrics_and_a_checkpoint_that_reloads(make_conf
 
     tags = event_tags(tmp_path / "logs" / cfg.run_name)
     assert {"reconstructions", "where/stage_1", "where/stage_2", "middle/stage_1"} <= tags["images"]
-    assert {"train/loss_epoch", "val/recon_mse", "val/acc", "val/middle_mse_1", "test/recon_mse", "hp/test/acc"} <= tags["scalars"]
+    assert {
+        "train/loss_epoch",
+        "val/recon_mse",
+        "val/acc",
+        "val/middle_mse_1",
+        "test/recon_mse",
+        "hp/test/acc",
+    } <= tags["scalars"]
 
     folder = tmp_path / "checkpoints" / cfg.run_name
     assert (folder / "best.ckpt").is_file() and (folder / "last.ckpt").is_file()
@@ -84,7 +90,9 @@ def test_a_fresh_run_moves_an_old_run_aside_instead_of_overwriting(make_config, 
     train(make_config("model.widths=[8]"))
     train(make_config("model.widths=[8]", "resume=false"))
     folders = sorted(p.name for p in (tmp_path / "checkpoints").iterdir() if not p.name.startswith("."))
-    assert folders[0] == "swwae_hard_mnist_sample_seed0" and folders[1].startswith("swwae_hard_mnist_sample_seed0.previous-")
+    assert folders[0] == "swwae_hard_mnist_sample_seed0" and folders[1].startswith(
+        "swwae_hard_mnist_sample_seed0.previous-"
+    )
     assert (tmp_path / "checkpoints" / folders[1] / "last.ckpt").is_file()
 
 
@@ -112,8 +120,15 @@ def test_invalid_values_are_rejected_before_training(make_config, overrides, mes
 
 @pytest.mark.slow
 def test_cli_bad_value_is_one_error_line_and_nonzero_exit(tmp_path):
-    result = run_cli(ROOT / "train.py", "model=swwae_soft", "model.beta=-1", f"hydra.run.dir={tmp_path}",
-                     f"paths.checkpoint_dir={tmp_path / 'ck'}", f"paths.log_dir={tmp_path / 'logs'}", cwd=tmp_path)
+    result = run_cli(
+        ROOT / "train.py",
+        "model=swwae_soft",
+        "model.beta=-1",
+        f"hydra.run.dir={tmp_path}",
+        f"paths.checkpoint_dir={tmp_path / 'ck'}",
+        f"paths.log_dir={tmp_path / 'logs'}",
+        cwd=tmp_path,
+    )
     assert result.returncode == 2
     assert result.stderr.strip().splitlines()[-1].startswith("error: model.beta must be a finite number > 0")
     assert "Traceback" not in result.stderr
@@ -121,8 +136,9 @@ def test_cli_bad_value_is_one_error_line_and_nonzero_exit(tmp_path):
 
 @pytest.mark.slow
 def test_cli_missing_dataset_names_the_folder_and_the_offline_option(tmp_path):
-    result = run_cli(ROOT / "train.py", "data=mnist", f"data.root={tmp_path / 'nothing'}", f"hydra.run.dir={tmp_path}",
-                     cwd=tmp_path)
+    result = run_cli(
+        ROOT / "train.py", "data=mnist", f"data.root={tmp_path / 'nothing'}", f"hydra.run.dir={tmp_path}", cwd=tmp_path
+    )
     assert result.returncode == 2
     line = result.stderr.strip().splitlines()[-1]
     assert line.startswith("error:") and str(tmp_path / "nothing") in line and "data=mnist_sample" in line
@@ -143,5 +159,7 @@ def test_the_training_job_flushes_denormal_floats_as_configured(make_config, mon
 
     calls = []
     monkeypatch.setattr(swwae.training.run.torch, "set_flush_denormal", lambda on: calls.append(on) or True)
-    train(make_config(*([] if flush else ["flush_denormal=false"]), "+trainer.fast_dev_run=true", "model.widths=[8,16]"))
+    train(
+        make_config(*([] if flush else ["flush_denormal=false"]), "+trainer.fast_dev_run=true", "model.widths=[8,16]")
+    )
     assert calls == ([True] if flush else [])

@@ -71,8 +71,12 @@ def quiet():
     """The progress bar and the run's chatter go to /dev/null (they are still drawn)."""
     level = logging.getLogger("lightning.pytorch").level
     logging.getLogger("lightning.pytorch").setLevel(logging.WARNING)
-    with open(os.devnull, "w") as null, contextlib.redirect_stdout(null), contextlib.redirect_stderr(null), \
-            warnings.catch_warnings():
+    with (
+        open(os.devnull, "w") as null,
+        contextlib.redirect_stdout(null),
+        contextlib.redirect_stderr(null),
+        warnings.catch_warnings(),
+    ):
         warnings.simplefilter("ignore")
         try:
             yield
@@ -203,8 +207,12 @@ class EpochClock(L.Callback):
     def on_train_epoch_start(self, trainer, module):
         self._close()
         self.train_size = min(len(self.data.train_x), trainer.num_training_batches * self.data.batch_size)
-        self._open = {"start": time.perf_counter(), "paused": 0.0, "images_before": self.images.total,
-                      "checkpoints_before": self.checkpoints.total}
+        self._open = {
+            "start": time.perf_counter(),
+            "paused": 0.0,
+            "images_before": self.images.total,
+            "checkpoints_before": self.checkpoints.total,
+        }
         if self.twin is not None:
             self._hand(self.twin.start_epoch())
 

@@ -145,8 +145,11 @@ def peak_memory(fn: Callable[[], object], device) -> int:
     with _quiet_stderr():  # the profiler's C++ side logs its start and stop there
         with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
             fn()
-        events = sorted((e.start_ns(), e.nbytes()) for e in prof.profiler.kineto_results.events()
-                        if e.name() == "[memory]" and str(e.device_type()).endswith("CPU"))
+        events = sorted(
+            (e.start_ns(), e.nbytes())
+            for e in prof.profiler.kineto_results.events()
+            if e.name() == "[memory]" and str(e.device_type()).endswith("CPU")
+        )
     live = peak = 0
     for _, nbytes in events:
         live += nbytes

@@ -15,8 +15,14 @@ AUTOCAST = {"32-true": None, "bf16-mixed": torch.bfloat16, "16-mixed": torch.flo
 PRECISIONS = tuple(AUTOCAST)
 
 
-def training_step(loss: Callable[[], Tensor], parameters: Iterable[torch.nn.Parameter], *, lr: float,
-                  device: torch.device | str = "cpu", precision: str = "32-true") -> Callable[[], Tensor]:
+def training_step(
+    loss: Callable[[], Tensor],
+    parameters: Iterable[torch.nn.Parameter],
+    *,
+    lr: float,
+    device: torch.device | str = "cpu",
+    precision: str = "32-true",
+) -> Callable[[], Tensor]:
     """A function taking one step on ``loss()`` and returning it."""
     if precision not in AUTOCAST:
         raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")

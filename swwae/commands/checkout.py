@@ -17,6 +17,8 @@ def checkout_file(relative: str, needs: tuple[str, ...] = ()) -> Path:
     path of ``needs`` it goes with) is not there."""
     missing = [p for p in (relative, *needs) if not (ROOT / p).exists()]
     if missing:
-        raise ConfigError(f"{' and '.join(missing)} not found in {ROOT}: this subcommand runs the checkout's own "
-                          "programs, so it needs swwae installed from a clone (pip install -e .)")
+        raise ConfigError(
+            f"{' and '.join(missing)} not found in {ROOT}: this subcommand runs the checkout's own "
+            "programs, so it needs swwae installed from a clone (pip install -e .)"
+        )
     return ROOT / relative

@@ -108,8 +108,11 @@ def device_check(name: str, args: list[str]) -> int:
     """``bash scripts/device_check.sh``, its Python this one (unless ``PYTHON`` names another),
     so the checks run where swwae is installed, not with whatever ``python`` is on PATH."""
     path = checkout_file("scripts/device_check.sh")
-    parser = OneLineParser(prog=command_line(name, [])[0], description=script_header(path),
-                           formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = OneLineParser(
+        prog=command_line(name, [])[0],
+        description=script_header(path),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.parse_args(args)  # --help; it takes no arguments (anything else: one error line)
     env = dict(os.environ, PYTHON=os.environ.get("PYTHON", sys.executable))
     return subprocess.run(["bash", str(path)], env=env).returncode
@@ -133,30 +136,44 @@ def runs(name: str, args: list[str]) -> int:
 
 SUBCOMMANDS = {
     "train": Subcommand("train a model: Hydra overrides as for python train.py (-m sweeps; --help lists them)", train),
-    "evaluate": Subcommand("test metrics and a reconstruction PNG of a checkpoint (scripts/evaluate.py)",
-                           script("evaluate.py")),
-    "export": Subcommand("a model folder (safetensors) and/or an ONNX file of a network (scripts/export.py)",
-                         script("export.py")),
-    "probe": Subcommand("linear and k-NN probes of frozen features, with controls (scripts/probe.py)",
-                        script("probe.py")),
-    "project": Subcommand("deconvnet projections of a stage's strongest activations (scripts/project.py)",
-                          script("project.py")),
-    "compare": Subcommand("a sweep folder's summary table and plot, again (scripts/compare_runs.py)",
-                          script("compare_runs.py")),
+    "evaluate": Subcommand(
+        "test metrics and a reconstruction PNG of a checkpoint (scripts/evaluate.py)", script("evaluate.py")
+    ),
+    "export": Subcommand(
+        "a model folder (safetensors) and/or an ONNX file of a network (scripts/export.py)", script("export.py")
+    ),
+    "probe": Subcommand(
+        "linear and k-NN probes of frozen features, with controls (scripts/probe.py)", script("probe.py")
+    ),
+    "project": Subcommand(
+        "deconvnet projections of a stage's strongest activations (scripts/project.py)", script("project.py")
+    ),
+    "compare": Subcommand(
+        "a sweep folder's summary table and plot, again (scripts/compare_runs.py)", script("compare_runs.py")
+    ),
     "runs": Subcommand("the runs under checkpoints/: finished or not, epochs, the best monitored value", runs),
-    "device-check": Subcommand("the CUDA tests and benchmarks on a GPU, in minutes (scripts/device_check.sh)",
-                               device_check),
+    "device-check": Subcommand(
+        "the CUDA tests and benchmarks on a GPU, in minutes (scripts/device_check.sh)", device_check
+    ),
 }
 
 
 def overview() -> str:
     width = max(map(len, SUBCOMMANDS)) + 2
-    lines = [f"usage: {PROG} <subcommand> [arguments]", "",
-             f"Stacked What-Where Auto-encoders: train, evaluate, probe and share them (swwae {__version__}).", "",
-             "subcommands:"]
+    lines = [
+        f"usage: {PROG} <subcommand> [arguments]",
+        "",
+        f"Stacked What-Where Auto-encoders: train, evaluate, probe and share them (swwae {__version__}).",
+        "",
+        "subcommands:",
+    ]
     lines += [f"  {name:<{width}}{sub.summary}" for name, sub in SUBCOMMANDS.items()]
-    lines += ["", f"{PROG} <subcommand> --help shows a subcommand's own options; {PROG} --version the version;",
-              "python -m swwae is the same command.", f"example: {PROG} train model=swwae_hard, then {PROG} runs"]
+    lines += [
+        "",
+        f"{PROG} <subcommand> --help shows a subcommand's own options; {PROG} --version the version;",
+        "python -m swwae is the same command.",
+        f"example: {PROG} train model=swwae_hard, then {PROG} runs",
+    ]
     return "\n".join(lines)
 
 

@@ -99,8 +99,17 @@ def described(name: str, folder: Path, path: Path, checkpoint: dict) -> Run:
         status = "finished" if by_steps or by_epochs else "unfinished"
     monitor, best = best_score(checkpoint)
     best = best if best is not None and math.isfinite(best) else None  # JSON has no NaN
-    return Run(name, str(folder), status, epochs, max_epochs if max_epochs is not None and max_epochs >= 0 else None,
-               monitor, best, path.name, note)
+    return Run(
+        name,
+        str(folder),
+        status,
+        epochs,
+        max_epochs if max_epochs is not None and max_epochs >= 0 else None,
+        monitor,
+        best,
+        path.name,
+        note,
+    )
 
 
 def read_run(name: str, folder: Path) -> Run:
@@ -123,15 +132,21 @@ def read_run(name: str, folder: Path) -> Run:
     if problems:
         return Run(name, str(folder), "unreadable", note="; ".join(problems))
     others = sorted(p.name for p in folder.glob("*.ckpt"))
-    return Run(name, str(folder), "no checkpoint",
-               note=f"no {' or '.join(CHECKPOINTS)} (holds {', '.join(others)})" if others else "")
+    return Run(
+        name,
+        str(folder),
+        "no checkpoint",
+        note=f"no {' or '.join(CHECKPOINTS)} (holds {', '.join(others)})" if others else "",
+    )
 
 
 def list_runs(root: Path, previous: bool = False) -> tuple[list[Run], int]:
     """(the runs under ``root``, how many moved-aside old runs were left out)."""
     if not root.is_dir():
-        raise ConfigError(f"{root} is not a folder of runs (--dir names the folder train.py saves checkpoints "
-                          f"into: paths.checkpoint_dir, by default checkpoints/ of the folder it ran in)")
+        raise ConfigError(
+            f"{root} is not a folder of runs (--dir names the folder train.py saves checkpoints "
+            f"into: paths.checkpoint_dir, by default checkpoints/ of the folder it ran in)"
+        )
     rows, skipped = [], 0
     for folder in run_folders(root):
         aside = is_moved_aside(folder)
@@ -169,25 +184,41 @@ def note_text(run: Run, limit: int = 80) -> str:
 
 def table(rows: list[Run]) -> str:
     head = ["run", "status", "epochs", "best", "folder"]
-    lines = [head] + [[run.name + (" (moved aside)" if run.previous else ""), run.status, epochs_text(run),
-                       best_text(run), run.folder + note_text(run)] for run in rows]
+    lines = [head] + [
+        [
+            run.name + (" (moved aside)" if run.previous else ""),
+            run.status,
+            epochs_text(run),
+            best_text(run),
+            run.folder + note_text(run),
+        ]
+        for run in rows
+    ]
     widths = [max(len(line[i]) for line in lines) for i in range(len(head) - 1)]
-    return "\n".join("  ".join([*(cell.ljust(w) for cell, w in zip(line, widths)), line[-1]]).rstrip()
-                     for line in lines)
+    return "\n".join(
+        "  ".join([*(cell.ljust(w) for cell, w in zip(line, widths)), line[-1]]).rstrip() for line in lines
+    )
 
 
 @one_line_errors
 def main(argv=None) -> int:
     parser = OneLineParser(prog="swwae runs", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--dir", type=Path, default=DEFAULT_DIR,
-                        help="the checkpoint folder (default: checkpoints/ of the current folder)")
+    parser.add_argument(
+        "--dir",
+        type=Path,
+        default=DEFAULT_DIR,
+        help="the checkpoint folder (default: checkpoints/ of the current folder)",
+    )
     parser.add_argument("--previous", action="store_true", help="also list the old runs moved aside")
     parser.add_argument("--json", action="store_true", help="print the rows as JSON instead of a table")
     args = parser.parse_args(argv)
     rows, skipped = list_runs(args.dir, args.previous)
     if args.json:
-        print(json.dumps({"dir": str(args.dir), "runs": [asdict(run) for run in rows], "moved_aside_left_out": skipped},
-                         indent=2))
+        print(
+            json.dumps(
+                {"dir": str(args.dir), "runs": [asdict(run) for run in rows], "moved_aside_left_out": skipped}, indent=2
+            )
+        )
         return 0
     print(table(rows) if rows else f"no runs under {args.dir}")
     if skipped:

@@ -20,15 +20,20 @@ class Pool(nn.Module):
     keeps_where: ClassVar[bool] = False
     mode: str
 
-    def __init__(self, kernel_size: int | tuple[int, int] = 2, stride: int | tuple[int, int] | None = None,
-                 padding: int | tuple[int, int] = 0):
+    def __init__(
+        self,
+        kernel_size: int | tuple[int, int] = 2,
+        stride: int | tuple[int, int] | None = None,
+        padding: int | tuple[int, int] = 0,
+    ):
         super().__init__()
         self.geometry = Geometry(kernel_size, stride, padding)
         self.input_size: tuple[int, int] | None = None
 
     @classmethod
-    def from_config(cls, mode: str, *, channels: int | None, kernel_size, stride, padding, beta: float,
-                    wavelet: str) -> Pool:
+    def from_config(
+        cls, mode: str, *, channels: int | None, kernel_size, stride, padding, beta: float, wavelet: str
+    ) -> Pool:
         """The pool a model config asks for (``swwae.pooling.make_pool``); each mode takes
         the settings it has."""
         return cls(kernel_size, stride, padding)

@@ -25,8 +25,14 @@ class WhatWherePool(Pool):
     modes = ("hard", "soft")
     keeps_where = True
 
-    def __init__(self, kernel_size: int | tuple[int, int] = 2, stride: int | tuple[int, int] | None = None,
-                 padding: int | tuple[int, int] = 0, mode: str = "hard", beta: float = 100.0):
+    def __init__(
+        self,
+        kernel_size: int | tuple[int, int] = 2,
+        stride: int | tuple[int, int] | None = None,
+        padding: int | tuple[int, int] = 0,
+        mode: str = "hard",
+        beta: float = 100.0,
+    ):
         super().__init__(kernel_size, stride, padding)
         if mode not in self.modes:
             raise ValueError(f"WhatWherePool mode must be one of {self.modes}, got {mode!r}")
@@ -80,8 +86,13 @@ class StridedConvPool(Pool):
     mode = "strided"
     modes = (mode,)
 
-    def __init__(self, channels: int, kernel_size: int | tuple[int, int] = 2,
-                 stride: int | tuple[int, int] | None = None, padding: int | tuple[int, int] = 0):
+    def __init__(
+        self,
+        channels: int,
+        kernel_size: int | tuple[int, int] = 2,
+        stride: int | tuple[int, int] | None = None,
+        padding: int | tuple[int, int] = 0,
+    ):
         super().__init__(kernel_size, stride, padding)
         self.channels = channels
         g = self.geometry
@@ -168,19 +179,27 @@ class WaveletPool(Pool):
 
 
 # the registry: mode name -> the class that pools that way
-POOLS: dict[str, type[Pool]] = {mode: cls for cls in (WhatWherePool, MaxUpsamplePool, AvgPool, StridedConvPool,
-                                                      WaveletPool) for mode in cls.modes}
+POOLS: dict[str, type[Pool]] = {
+    mode: cls for cls in (WhatWherePool, MaxUpsamplePool, AvgPool, StridedConvPool, WaveletPool) for mode in cls.modes
+}
 MODES = tuple(POOLS)
 WHERE_MODES = tuple(mode for mode, cls in POOLS.items() if cls.keeps_where)
 WHERELESS_MODES = tuple(mode for mode in MODES if mode not in WHERE_MODES)
 
 
-def make_pool(mode: str, channels: int | None = None, kernel_size: int | tuple[int, int] = 2,
-              stride: int | tuple[int, int] | None = None, padding: int | tuple[int, int] = 0,
-              beta: float = 100.0, wavelet: str = "haar") -> Pool:
+def make_pool(
+    mode: str,
+    channels: int | None = None,
+    kernel_size: int | tuple[int, int] = 2,
+    stride: int | tuple[int, int] | None = None,
+    padding: int | tuple[int, int] = 0,
+    beta: float = 100.0,
+    wavelet: str = "haar",
+) -> Pool:
     """One pool from a config: ``mode`` picks the class (``POOLS``), the rest is its geometry
     and settings, each mode taking the ones it has."""
     if mode not in POOLS:
         raise ValueError(f"unknown pooling mode {mode!r}; choose one of {MODES}")
-    return POOLS[mode].from_config(mode, channels=channels, kernel_size=kernel_size, stride=stride, padding=padding,
-                                   beta=beta, wavelet=wavelet)
+    return POOLS[mode].from_config(
+        mode, channels=channels, kernel_size=kernel_size, stride=stride, padding=padding, beta=beta, wavelet=wavelet
+    )

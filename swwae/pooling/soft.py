@@ -15,8 +15,18 @@ from torch import Tensor
 
 from swwae.pooling.geometry import Geometry
 from swwae.pooling.precision import in_float32
-from swwae.pooling.windows import (combine_cells, from_windows, interleave, per_window, tiles_in_pairs, to_windows,
-                                   valid_cells, window_origins, window_sum, window_view)
+from swwae.pooling.windows import (
+    combine_cells,
+    from_windows,
+    interleave,
+    per_window,
+    tiles_in_pairs,
+    to_windows,
+    valid_cells,
+    window_origins,
+    window_sum,
+    window_view,
+)
 
 # Exponents below this are clamped before exp: exp(-80) ~ 1.8e-35 is a zero weight for
 # every purpose (the winner has weight 1), while exp of anything below ~ -87 (float32
@@ -185,7 +195,9 @@ class WindowSplat(torch.autograd.Function):
             if tiles_in_pairs(geometry, shape, v.dtype):  # window rows are image rows
                 rows = torch.stack((v - lower, lower), 3)  # (N, C, Ho, 2, Wo)
                 right = rows * q_col.unsqueeze(3)
-                return interleave(rows.sub_(right), right).reshape(shape)  # reshape: channels_last input gives a strided result
+                return interleave(rows.sub_(right), right).reshape(
+                    shape
+                )  # reshape: channels_last input gives a strided result
             if torch.compiler.is_compiling():  # no out= into strided views (the compiler fuses these)
                 rows = torch.stack((v - lower, lower), 2)  # (N, C, 2, Ho, Wo)
                 right = rows * q_col.unsqueeze(2)
@@ -203,7 +215,7 @@ class WindowSplat(torch.autograd.Function):
         values = torch.stack((by_row.sub_(right), right), -1)  # (N, C, Ho, Wo, 2, 2), as index
         (n, c, height, width), (ph, pw) = shape, geometry.padding
         image = add_at(v.new_zeros(n, c, (height + 2 * ph) * (width + 2 * pw)), index.flatten(2), values.flatten(2))
-        return image.view(n, c, height + 2 * ph, width + 2 * pw)[:, :, ph:ph + height, pw:pw + width]
+        return image.view(n, c, height + 2 * ph, width + 2 * pw)[:, :, ph : ph + height, pw : pw + width]
 
     @staticmethod
     @torch.autograd.function.once_differentiable

@@ -27,8 +27,9 @@ class Unpool(nn.Module):
     def pool(self) -> Pool:
         return self._pool[0]
 
-    def forward(self, v: Tensor, where: HardWhere | SoftWhere | None = None,
-                output_size: tuple[int, ...] | None = None) -> Tensor:
+    def forward(
+        self, v: Tensor, where: HardWhere | SoftWhere | None = None, output_size: tuple[int, ...] | None = None
+    ) -> Tensor:
         if where is not None:
             return where.unpool(v)
         size = output_size if output_size is not None else self.pool.input_size

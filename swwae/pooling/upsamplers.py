@@ -50,9 +50,11 @@ def wavelet_low_synthesis(v: Tensor, low_pass: Tensor) -> Tensor:
     low-low filter transposed at stride 2, less ptwt's padding (2 L - 3) // 2 on every side."""
     low_pass = low_pass.to(v.dtype)
     n, c, height, width = v.shape
-    image = F.conv_transpose2d(v.reshape(n * c, 1, height, width), torch.outer(low_pass, low_pass)[None, None], stride=2)
+    image = F.conv_transpose2d(
+        v.reshape(n * c, 1, height, width), torch.outer(low_pass, low_pass)[None, None], stride=2
+    )
     pad = (2 * len(low_pass) - 3) // 2
-    image = image[..., pad:image.shape[-2] - pad, pad:image.shape[-1] - pad]
+    image = image[..., pad : image.shape[-2] - pad, pad : image.shape[-1] - pad]
     return image.reshape(n, c, *image.shape[-2:])
 
 

@@ -36,8 +36,9 @@ class HardWhere:
         if v.dtype != x.dtype:
             dtype = torch.promote_types(v.dtype, x.dtype)
             v, x = v.to(dtype), x.to(dtype)
-        return torch.ops.aten.max_pool2d_with_indices_backward(v, x, g.kernel, g.stride, g.padding, (1, 1), False,
-                                                               self.indices)
+        return torch.ops.aten.max_pool2d_with_indices_backward(
+            v, x, g.kernel, g.stride, g.padding, (1, 1), False, self.indices
+        )
 
     @cached_property
     def mask(self) -> Tensor:
@@ -79,8 +80,9 @@ class SoftWhere:
     def mask(self) -> Tensor:
         """Soft bed of nails: ``unpool(ones)``, a constant."""
         with torch.no_grad():
-            return window_splat(torch.ones_like(self.in_window_row), self.in_window_row, self.in_window_col,
-                                self.geometry, self.shape)
+            return window_splat(
+                torch.ones_like(self.in_window_row), self.in_window_row, self.in_window_col, self.geometry, self.shape
+            )
 
 
 def splat(v: Tensor, row: Tensor, col: Tensor, shape) -> Tensor:

@@ -43,8 +43,13 @@ def tiles_in_pairs(g: Geometry, shape, dtype) -> bool:
     ``interleave`` writes it, contiguously."""
     (kh, kw), (sh, sw) = g.kernel, g.stride
     height, width = shape[-2:]
-    return ((kw, sw, sh) == (2, 2, kh) and not any(g.padding) and height % kh == 0 and width % 2 == 0
-            and dtype in (torch.float32, torch.float64))
+    return (
+        (kw, sw, sh) == (2, 2, kh)
+        and not any(g.padding)
+        and height % kh == 0
+        and width % 2 == 0
+        and dtype in (torch.float32, torch.float64)
+    )
 
 
 def interleave(a: Tensor, b: Tensor, out: Tensor | None = None) -> Tensor:
@@ -67,8 +72,9 @@ def from_windows(t: Tensor, g: Geometry, shape) -> Tensor:
 
     Windows apart (stride >= kernel, the usual case) give every cell a pixel of its own,
     so this is one copy into place (2-wide windows: ``interleave`` writes, ~2x faster
-    still; 2x2 windows tiling the image fill it whole, rows at a time). Overlapping windows take ``F.fold`` (col2im), ~2.5x slower on CPU: one
-    deterministic pass in which each output pixel is summed in a fixed order."""
+    still; 2x2 windows tiling the image fill it whole, rows at a time). Overlapping windows take
+    ``F.fold`` (col2im), ~2.5x slower on CPU: one deterministic pass in which each output pixel
+    is summed in a fixed order."""
     n, c, height, width = shape
     (kh, kw), (sh, sw), (ph, pw) = g.kernel, g.stride, g.padding
     ho, wo = t.shape[-2:]
@@ -81,13 +87,13 @@ def from_windows(t: Tensor, g: Geometry, shape) -> Tensor:
     cols += pairs and cols % 2  # even: complex views of the image need even strides
     covered = (kh, kw) == (sh, sw) and (rows, cols) == (ho * sh, wo * sw)
     image = t.new_empty(n, c, rows, cols) if covered else t.new_zeros(n, c, rows, cols)  # in padded coordinates
-    tiles = image[:, :, :ho * sh, :wo * sw].unflatten(3, (wo, sw)).unflatten(2, (ho, sh))  # (N, C, Ho, sh, Wo, sw)
+    tiles = image[:, :, : ho * sh, : wo * sw].unflatten(3, (wo, sw)).unflatten(2, (ho, sh))  # (N, C, Ho, sh, Wo, sw)
     if pairs:
         for i in range(kh):
             interleave(t[:, :, i, 0], t[:, :, i, 1], out=tiles[:, :, :, i])
     else:
         tiles[:, :, :, :kh, :, :kw].copy_(t.permute(0, 1, 4, 2, 5, 3))
-    return image[:, :, ph:ph + height, pw:pw + width]
+    return image[:, :, ph : ph + height, pw : pw + width]
 
 
 def per_window(t: Tensor) -> Tensor:

@@ -37,8 +37,10 @@ class ReconstructionImages(L.Callback):
             return
         if self._images is None:  # fixed once: the same digits every epoch
             self._images = trainer.datamodule.images("val", self.num_images)
-        panels = {name: Picture(image) for name, image in
-                  reconstruction_panels(module.net, self._images.to(module.device)).items()}
+        panels = {
+            name: Picture(image)
+            for name, image in reconstruction_panels(module.net, self._images.to(module.device)).items()
+        }
         for logger in loggers:
             for name, picture in panels.items():
                 log_image(logger, name, picture, step=trainer.current_epoch)
@@ -133,7 +135,7 @@ class LiveBar(ShowsTrainLoss, TQDMProgressBar):
 class EpochLines(ShowsTrainLoss, ProgressBar):
     """Progress as one line per training epoch, with the epoch's progress-bar metrics::
 
-        epoch 3/20: train/loss=0.0231 val/recon_mse=0.0052 val/acc=0.9640 (4.4 s)
+    epoch 3/20: train/loss=0.0231 val/recon_mse=0.0052 val/acc=0.9640 (4.4 s)
     """
 
     def __init__(self):
@@ -152,9 +154,17 @@ class EpochLines(ShowsTrainLoss, ProgressBar):
     def on_train_epoch_end(self, trainer: L.Trainer, module: L.LightningModule) -> None:
         if not self._enabled or not trainer.is_global_zero:
             return
-        shown = {name.removesuffix("_epoch"): value for name, value in self.get_metrics(trainer, module).items()
-                 if name != "v_num" and not name.endswith("_step")}
-        values = " ".join(f"{name}={value:.4f}" if isinstance(value, float) else f"{name}={value}"
-                          for name, value in sorted(shown.items(), key=lambda item: not item[0].startswith("train")))
-        print(f"epoch {trainer.current_epoch + 1}/{trainer.max_epochs}: {values} "
-              f"({time.perf_counter() - self._started:.1f} s)", flush=True)
+        shown = {
+            name.removesuffix("_epoch"): value
+            for name, value in self.get_metrics(trainer, module).items()
+            if name != "v_num" and not name.endswith("_step")
+        }
+        values = " ".join(
+            f"{name}={value:.4f}" if isinstance(value, float) else f"{name}={value}"
+            for name, value in sorted(shown.items(), key=lambda item: not item[0].startswith("train"))
+        )
+        print(
+            f"epoch {trainer.current_epoch + 1}/{trainer.max_epochs}: {values} "
+            f"({time.perf_counter() - self._started:.1f} s)",
+            flush=True,
+        )

@@ -87,7 +87,9 @@ class AtomicCheckpointIO(TorchCheckpointIO):
         except OSError as err:  # disk full, quota, read-only: the previous file is whole
             raise write_failed(path, err) from err
 
-    def load_checkpoint(self, path, map_location: Any | None = None, weights_only: bool | None = None) -> dict[str, Any]:
+    def load_checkpoint(
+        self, path, map_location: Any | None = None, weights_only: bool | None = None
+    ) -> dict[str, Any]:
         if not _is_local_file_protocol(path):
             return verified(super().load_checkpoint(path, map_location=map_location, weights_only=True), path)
         return read_checkpoint(path)

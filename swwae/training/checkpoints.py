@@ -10,7 +10,8 @@ from pathlib import Path
 
 from swwae.checkpoint_file import read_checkpoint
 from swwae.errors import CheckpointError, UserError, one_line
-from swwae.pretrained import check_shapes as check_settings_fit, meta_shapes
+from swwae.pretrained import check_shapes as check_settings_fit
+from swwae.pretrained import meta_shapes
 from swwae.training.module import SWWAEModule
 from swwae.training.registry import plain_settings
 
@@ -49,5 +50,6 @@ def check_fits_model(path: Path, checkpoint: dict, module) -> None:
         wrong = sorted(k for k in expected.keys() | saved.keys() if expected.get(k) != saved.get(k))
         raise CheckpointError(
             f"{path} does not fit the current model ({len(wrong)} tensors differ, e.g. {wrong[0]}: "
-            f"{saved.get(wrong[0], 'missing')} there, {expected.get(wrong[0], 'missing')} now): use another run_name, or resume=false to start over"
+            f"{saved.get(wrong[0], 'missing')} there, {expected.get(wrong[0], 'missing')} now): use another "
+            "run_name, or resume=false to start over"
         )

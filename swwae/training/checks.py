@@ -30,8 +30,10 @@ def check_length(trainer: Mapping) -> None:
     """A run that trains nothing would test an untrained model and report it as a result."""
     for key in ("max_epochs", "max_steps"):
         if trainer.get(key) == 0:
-            raise ConfigError(f"trainer.{key}=0 trains nothing: give it at least 1 (to evaluate a checkpoint "
-                              f"without training, use python scripts/evaluate.py <checkpoint>)")
+            raise ConfigError(
+                f"trainer.{key}=0 trains nothing: give it at least 1 (to evaluate a checkpoint "
+                f"without training, use python scripts/evaluate.py <checkpoint>)"
+            )
 
 
 def check_settings(cfg: Mapping) -> None:
@@ -49,16 +51,30 @@ def check_model_and_data(model: Mapping, data: Mapping) -> None:
     spec = DATASETS.get(str(data.get("_target_", "")).rpartition(".")[2])
     if spec is None:
         return
-    check_data(spec.name, spec.num_classes, **{k if k != "labelled_per_batch" else "labelled_per_batch_": data[k]
-                                                for k in DATA_KEYS if k in data})
-    if str(model.get("_target_", "")).rpartition(".")[2] not in MODELS or \
-            any(k not in model for k in (*NETWORK_KEYS, *TRAINING_KEYS)):
+    check_data(
+        spec.name,
+        spec.num_classes,
+        **{k if k != "labelled_per_batch" else "labelled_per_batch_": data[k] for k in DATA_KEYS if k in data},
+    )
+    if str(model.get("_target_", "")).rpartition(".")[2] not in MODELS or any(
+        k not in model for k in (*NETWORK_KEYS, *TRAINING_KEYS)
+    ):
         return
     check_network(*(model[k] for k in NETWORK_KEYS), spec.image_shape)
-    arch = network_spec(model.get("arch"), model.get("widths"), model["kernel_size"], model.get("pool_size"),
-                        spec.num_classes if trains_classifier(model) else None)
-    check_fits(arch, spec.image_shape, model.get("pool_stride"), model.get("pool_padding") or 0,
-               ceil=model["pool_mode"] == "wavelet")
+    arch = network_spec(
+        model.get("arch"),
+        model.get("widths"),
+        model["kernel_size"],
+        model.get("pool_size"),
+        spec.num_classes if trains_classifier(model) else None,
+    )
+    check_fits(
+        arch,
+        spec.image_shape,
+        model.get("pool_stride"),
+        model.get("pool_padding") or 0,
+        ceil=model["pool_mode"] == "wavelet",
+    )
     check_training(*(model[k] for k in TRAINING_KEYS), model.get("arch"))
 
 
@@ -67,4 +83,6 @@ def check_config(cfg) -> None:
     from omegaconf import OmegaConf
 
     check_settings(cfg)
-    check_model_and_data(OmegaConf.to_container(cfg.model, resolve=True), OmegaConf.to_container(cfg.data, resolve=True))
+    check_model_and_data(
+        OmegaConf.to_container(cfg.model, resolve=True), OmegaConf.to_container(cfg.data, resolve=True)
+    )

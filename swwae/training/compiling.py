@@ -30,8 +30,10 @@ def compile_backend(setting) -> str | None:
         return DEFAULT_BACKEND
     backends = torch._dynamo.list_backends(exclude_tags=())
     if not isinstance(setting, str) or setting not in backends:
-        raise ConfigError(f"compile={setting!r}: write true, false, or a torch.compile backend "
-                          f"({', '.join(b for b in backends if 'TESTING' not in b)})")
+        raise ConfigError(
+            f"compile={setting!r}: write true, false, or a torch.compile backend "
+            f"({', '.join(b for b in backends if 'TESTING' not in b)})"
+        )
     return setting
 
 

@@ -59,20 +59,26 @@ def wanted_count(devices) -> int | None:
 def check_cuda(devices) -> None:
     have = cuda_count()
     if have == 0:
-        raise ConfigError("trainer.accelerator=gpu asks for a CUDA GPU, and this machine has none "
-                          "(torch.cuda.is_available() is False): train on the CPU with trainer=default "
-                          "(or trainer.accelerator=auto, which uses a GPU where there is one)")
+        raise ConfigError(
+            "trainer.accelerator=gpu asks for a CUDA GPU, and this machine has none "
+            "(torch.cuda.is_available() is False): train on the CPU with trainer=default "
+            "(or trainer.accelerator=auto, which uses a GPU where there is one)"
+        )
     indices = wanted_indices(devices)
     if indices is not None:
         missing = [i for i in indices if not 0 <= i < have]
         if missing:
-            raise ConfigError(f"trainer.devices={devices} names GPU {', '.join(map(str, missing))}, and this machine "
-                              f"has {plural(have, 'CUDA GPU')} (indices 0..{have - 1})")
+            raise ConfigError(
+                f"trainer.devices={devices} names GPU {', '.join(map(str, missing))}, and this machine "
+                f"has {plural(have, 'CUDA GPU')} (indices 0..{have - 1})"
+            )
         return
     count = wanted_count(devices)
     if count is not None and count > have:
-        raise ConfigError(f"trainer.devices={devices} asks for {plural(count, 'CUDA GPU')}, and this machine has "
-                          f"{have}: trainer.devices={have} (or -1: every GPU there is)")
+        raise ConfigError(
+            f"trainer.devices={devices} asks for {plural(count, 'CUDA GPU')}, and this machine has "
+            f"{have}: trainer.devices={have} (or -1: every GPU there is)"
+        )
 
 
 def check_devices(trainer_cfg: Mapping) -> None:
@@ -85,6 +91,8 @@ def check_devices(trainer_cfg: Mapping) -> None:
     elif accelerator == "mps" and not mps_available():
         cuda = cuda_count()
         instead = f"trainer=gpu (this machine has {plural(cuda, 'CUDA GPU')})" if cuda else "trainer=default (the CPU)"
-        raise ConfigError("trainer.accelerator=mps asks for Apple's MPS GPU, and this machine has none "
-                          f"(torch.backends.mps.is_available() is False; MPS is macOS on Apple silicon): "
-                          f"train with {instead}")
+        raise ConfigError(
+            "trainer.accelerator=mps asks for Apple's MPS GPU, and this machine has none "
+            f"(torch.backends.mps.is_available() is False; MPS is macOS on Apple silicon): "
+            f"train with {instead}"
+        )

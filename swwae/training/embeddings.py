@@ -32,8 +32,9 @@ def write_embedding(writer, net: SWWAE, images: Tensor, labels: Tensor, *, step:
     """Hand the projector the top whats of ``images`` (floats in [0, 1], on the network's
     device), ``labels`` as metadata and the images as thumbnails; the number of points."""
     codes = top_codes(net, images)
-    writer.add_embedding(codes.cpu(), metadata=[str(int(y)) for y in labels], label_img=images.cpu(),
-                         global_step=step, tag=tag)
+    writer.add_embedding(
+        codes.cpu(), metadata=[str(int(y)) for y in labels], label_img=images.cpu(), global_step=step, tag=tag
+    )
     writer.flush()
     return len(codes)
 

@@ -20,15 +20,26 @@ def report_finished(cfg: DictConfig, folder: RunFolder, module, datamodule, path
     wanted = [cfg.optimized_metric] + (["test/recon_mse"] if cfg.get("test") else [])
     summary, source = folder.own_metrics(checkpoint, wanted)
     if summary is None:  # e.g. killed after its last checkpoint, before it wrote metrics.json
-        trainer = build_trainer(cfg, [], [], enable_checkpointing=False, enable_progress_bar=False,
-                                enable_model_summary=False, devices=1, num_nodes=1, strategy="auto")
+        trainer = build_trainer(
+            cfg,
+            [],
+            [],
+            enable_checkpointing=False,
+            enable_progress_bar=False,
+            enable_model_summary=False,
+            devices=1,
+            num_nodes=1,
+            strategy="auto",
+        )
         trainer.validate(module, datamodule=datamodule, ckpt_path=str(path), verbose=False)
         best = path.with_name("best.ckpt") if path.with_name("best.ckpt").is_file() else path
         metrics = evaluate_best(trainer, module, datamodule, cfg, str(best))
         summary = run_summary(cfg, module.net.arch, epochs, str(best), metrics)
         source = f"evaluated again from {best.name}"
     folder.write_metrics(summary)
-    print(f"done: {cfg.run_name} had already finished: {epochs} of {cfg.trainer.max_epochs} epochs trained; "
-          f"{shown(summary['metrics'], cfg.optimized_metric)} ({source}); nothing was retrained or logged again "
-          f"(resume=false trains it again, under the loggers now asked for) -> {cfg.paths.output_dir}")
+    print(
+        f"done: {cfg.run_name} had already finished: {epochs} of {cfg.trainer.max_epochs} epochs trained; "
+        f"{shown(summary['metrics'], cfg.optimized_metric)} ({source}); nothing was retrained or logged again "
+        f"(resume=false trains it again, under the loggers now asked for) -> {cfg.paths.output_dir}"
+    )
     return monitored_value(cfg, summary["metrics"])

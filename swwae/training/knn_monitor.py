@@ -27,8 +27,11 @@ class KNNAccuracy(L.Callback):
         self.every_n_epochs, self.k, self.max_train_images = every_n_epochs, k, max_train_images
 
     def due(self, trainer: L.Trainer) -> bool:
-        return bool(self.every_n_epochs) and not trainer.sanity_checking and \
-            (trainer.current_epoch + 1) % self.every_n_epochs == 0
+        return (
+            bool(self.every_n_epochs)
+            and not trainer.sanity_checking
+            and (trainer.current_epoch + 1) % self.every_n_epochs == 0
+        )
 
     def on_validation_epoch_end(self, trainer: L.Trainer, module: L.LightningModule) -> None:
         if not self.due(trainer):

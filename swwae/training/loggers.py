@@ -150,8 +150,11 @@ def run_params(config: dict, arch: str | None = None, choices: dict | None = Non
         params[group] = {k: v for k, v in (config.get(group) or {}).items() if k != "_target_"}
     if arch is not None:
         params["model"]["arch"] = arch
-    chosen = {k: v if isinstance(v, str) else str(list(v)) for k, v in (choices or {}).items()
-              if k in ("model", "data", "trainer", "logger", "experiment") and v is not None}
+    chosen = {
+        k: v if isinstance(v, str) else str(list(v))
+        for k, v in (choices or {}).items()
+        if k in ("model", "data", "trainer", "logger", "experiment") and v is not None
+    }
     if chosen:
         params["choice"] = chosen
     return params

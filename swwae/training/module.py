@@ -46,8 +46,7 @@ class SWWAEModule(L.LightningModule):
         self.save_hyperparameters()
         unknown = sorted(set(net) - set(NET_ARGS))
         if unknown:
-            raise ConfigError(f"model.{unknown[0]} is not a model setting; the network takes "
-                              f"{', '.join(NET_ARGS)}")
+            raise ConfigError(f"model.{unknown[0]} is not a model setting; the network takes {', '.join(NET_ARGS)}")
         check_training(lambda_rec, lambda_m, lambda_nll, input_noise, nll_warmup_epochs, lr, scheduler, net.get("arch"))
         self.net = SWWAE.from_settings(dict(net, lambda_nll=lambda_nll), image_shape, num_classes, pixel_mean)
         self.num_stages = len(self.net.encoders)
@@ -83,11 +82,20 @@ class SWWAEModule(L.LightningModule):
         progress = (self.global_step + 1) / max(1, self.trainer.num_training_batches)
         return hp.lambda_nll * min(1.0, progress / hp.nll_warmup_epochs)
 
-    def losses(self, out: SWWAEOutput, x: torch.Tensor, y: torch.Tensor, middle_targets=None) -> dict[str, torch.Tensor]:
+    def losses(
+        self, out: SWWAEOutput, x: torch.Tensor, y: torch.Tensor, middle_targets=None
+    ) -> dict[str, torch.Tensor]:
         """``swwae.loss.swwae_loss`` with this module's weights (the NLL's warmed up)."""
         hp = self.hparams
-        return swwae_loss(out, x, y, lambda_rec=hp.lambda_rec, lambda_m=hp.lambda_m, lambda_nll=self.nll_weight(),
-                          middle_targets=middle_targets)
+        return swwae_loss(
+            out,
+            x,
+            y,
+            lambda_rec=hp.lambda_rec,
+            lambda_m=hp.lambda_m,
+            lambda_nll=self.nll_weight(),
+            middle_targets=middle_targets,
+        )
 
     def training_step(self, batch, batch_idx):
         x, y = batch
@@ -148,8 +156,11 @@ class SWWAEModule(L.LightningModule):
         training step notices, and overwrite the last good checkpoint. A non-finite loss not yet
         reported is reported first: it is the cause."""
         self.loss_watch.check()
-        bad = [name for name, t in checkpoint["state_dict"].items()
-               if t.is_floating_point() and not torch.isfinite(t).all()]
+        bad = [
+            name
+            for name, t in checkpoint["state_dict"].items()
+            if t.is_floating_point() and not torch.isfinite(t).all()
+        ]
         if bad:
             raise NonFiniteError(
                 f"non-finite weights in epoch {checkpoint.get('epoch', -1) + 1}, step {checkpoint.get('global_step')} "

@@ -3,9 +3,9 @@
 By default it follows what the model trains: a run that trains a classifier on few labels
 (``data.num_labels`` set, or STL-10's unlabelled images) or on nothing else (``lambda_rec = lambda_m = 0``) is judged by
 ``val/acc``; a model that trains reconstructions only (no classifier head: lambda_nll = 0,
-or a ``model.arch`` without an ``Nfc`` token) by ``val/recon_mse``; a fully labelled SWWAE, which trains both, by its reconstruction. A
-checkpoint picked by a metric the model never trains (a classifier-only run by its
-untrained decoder) would make every comparison built on it wrong.
+or a ``model.arch`` without an ``Nfc`` token) by ``val/recon_mse``; a fully labelled SWWAE,
+which trains both, by its reconstruction. A checkpoint picked by a metric the model never
+trains (a classifier-only run by its untrained decoder) would make every comparison built on it wrong.
 
 The configs reach these rules through two OmegaConf resolvers (registered on import)::
 
@@ -53,16 +53,19 @@ def check_monitor(metric: str, mode: str, logged: list[str]) -> None:
     """``metric`` must be one of the validation metrics the model logs: ModelCheckpoint
     watches it at every validation, and sweepers read it at the end."""
     if metric not in logged:
-        raise ConfigError(f"optimized_metric={metric} is not a validation metric of this model; "
-                          f"choose one of {', '.join(sorted(logged))}")
+        raise ConfigError(
+            f"optimized_metric={metric} is not a validation metric of this model; "
+            f"choose one of {', '.join(sorted(logged))}"
+        )
     if mode not in ("min", "max"):
         raise ConfigError(f"optimized_mode must be min or max, got {mode!r}")
 
 
 def _register() -> None:
     if not OmegaConf.has_resolver("swwae.default_monitor"):
-        OmegaConf.register_new_resolver("swwae.default_monitor",
-                                        lambda *, _root_: default_monitor(_root_.model, _root_.data))
+        OmegaConf.register_new_resolver(
+            "swwae.default_monitor", lambda *, _root_: default_monitor(_root_.model, _root_.data)
+        )
     if not OmegaConf.has_resolver("swwae.monitor_mode"):
         OmegaConf.register_new_resolver("swwae.monitor_mode", monitor_mode)
 

@@ -64,4 +64,6 @@ class LossWatch:
             return
         values = dict(zip(self.names, self.values.tolist()))
         shown = ", ".join(f"{name}={value}" for name, value in values.items() if not math.isfinite(value))
-        raise NonFiniteError(f"non-finite loss in epoch {int(self.epoch) + 1}, step {int(self.step)}: {shown}; {ADVICE}")
+        raise NonFiniteError(
+            f"non-finite loss in epoch {int(self.epoch) + 1}, step {int(self.step)}: {shown}; {ADVICE}"
+        )

@@ -98,10 +98,18 @@ class Preemption(L.Callback):
         self._position = {"epoch": trainer.current_epoch, "batches_done": batch_idx + 1}
         path = self.folder / "last.ckpt"
         trainer.save_checkpoint(path)
-        requeue = requeue_slurm_job() if signum == REQUEUE_SIGNAL and SLURMEnvironment.detect() and \
-            trainer.is_global_zero else None
-        self.saved = {"path": path, "epoch": trainer.current_epoch, "step": trainer.global_step,
-                      "batches_done": batch_idx + 1, "requeue": requeue}
+        requeue = (
+            requeue_slurm_job()
+            if signum == REQUEUE_SIGNAL and SLURMEnvironment.detect() and trainer.is_global_zero
+            else None
+        )
+        self.saved = {
+            "path": path,
+            "epoch": trainer.current_epoch,
+            "step": trainer.global_step,
+            "batches_done": batch_idx + 1,
+            "requeue": requeue,
+        }
         raise PreemptionSaved(signal.Signals(signum).name)
 
     def on_save_checkpoint(self, trainer, module, checkpoint: dict) -> None:

@@ -9,12 +9,30 @@ import time
 import torch
 
 from swwae.errors import ConfigError
-from swwae.probe import DIRECTIONS, features, invariance, label_key, labelled_subset, probe_features, relative_change, shift
+from swwae.probe import (
+    DIRECTIONS,
+    features,
+    invariance,
+    label_key,
+    labelled_subset,
+    probe_features,
+    relative_change,
+    shift,
+)
 from swwae.training.registry import data_of_run
 
 # data settings that do not change which images a split holds
-FREE_DATA_KEYS = ("root", "download", "num_workers", "batch_size", "seed", "num_labels", "labelled_per_batch",
-                  "num_unlabelled", "augment")
+FREE_DATA_KEYS = (
+    "root",
+    "download",
+    "num_workers",
+    "batch_size",
+    "seed",
+    "num_labels",
+    "labelled_per_batch",
+    "num_unlabelled",
+    "augment",
+)
 INVARIANCE_IMAGES = 500  # the first test images, shifted
 
 
@@ -75,8 +93,11 @@ def probe_model(name: str, data, subsets, net=None, k: int = 20, stages: str = "
     started = time.perf_counter()
     encode = (lambda x: x.flatten(1).float() / 255.0) if net is None else (lambda x: features(net, x, stages))
     labelled = data.train_y >= 0
-    splits = {"train": (data.train_x[labelled], data.train_y[labelled]),
-              "val": (data.val_x, data.val_y), "test": (data.test_x, data.test_y)}
+    splits = {
+        "train": (data.train_x[labelled], data.train_y[labelled]),
+        "val": (data.val_x, data.val_y),
+        "test": (data.test_x, data.test_y),
+    }
     feats = {split: (encode(x), y) for split, (x, y) in splits.items()}
     row = {"name": name, "dim": int(feats["train"][0].shape[1])}
     row |= probe_features(feats["train"], feats["val"], feats["test"], subsets, k=k)
@@ -89,5 +110,9 @@ def probe_model(name: str, data, subsets, net=None, k: int = 20, stages: str = "
 def pixel_invariance(images: torch.Tensor, shifts) -> dict:
     """The raw image's own change under the shifts: the reference row."""
     x = images.float() / 255.0 if images.dtype == torch.uint8 else images
-    return {"pixels": {int(s): float(torch.cat([relative_change(shift(x, dy * s, dx * s), x)
-                                                 for dy, dx in DIRECTIONS]).nanmean()) for s in shifts}}
+    return {
+        "pixels": {
+            int(s): float(torch.cat([relative_change(shift(x, dy * s, dx * s), x) for dy, dx in DIRECTIONS]).nanmean())
+            for s in shifts
+        }
+    }

@@ -42,14 +42,17 @@ class Shipped:
         return getattr(importlib.import_module(self.module), self.cls)
 
 
-DATASETS = {s.cls: s for s in (
-    Shipped("mnist_sample", "MNISTSampleDataModule", "swwae.training.data", (1, 28, 28), 10),
-    Shipped("mnist", "MNISTDataModule", "swwae.training.data", (1, 28, 28), 10),
-    Shipped("cifar10", "CIFAR10DataModule", "swwae.training.data", (3, 32, 32), 10),
-    Shipped("cifar100", "CIFAR100DataModule", "swwae.training.data", (3, 32, 32), 100),
-    Shipped("svhn", "SVHNDataModule", "swwae.training.data", (3, 32, 32), 10),
-    Shipped("stl10", "STL10DataModule", "swwae.training.data", (3, 96, 96), 10),
-)}
+DATASETS = {
+    s.cls: s
+    for s in (
+        Shipped("mnist_sample", "MNISTSampleDataModule", "swwae.training.data", (1, 28, 28), 10),
+        Shipped("mnist", "MNISTDataModule", "swwae.training.data", (1, 28, 28), 10),
+        Shipped("cifar10", "CIFAR10DataModule", "swwae.training.data", (3, 32, 32), 10),
+        Shipped("cifar100", "CIFAR100DataModule", "swwae.training.data", (3, 32, 32), 100),
+        Shipped("svhn", "SVHNDataModule", "swwae.training.data", (3, 32, 32), 10),
+        Shipped("stl10", "STL10DataModule", "swwae.training.data", (3, 96, 96), 10),
+    )
+}
 MODELS = {s.cls: s for s in (Shipped("swwae", "SWWAEModule", "swwae.training.module"),)}
 # the module paths a stored _target_ may name them by: today's, its submodules, and the paths
 # before 0.2 moved them into swwae.training (checkpoints of then store those)
@@ -58,17 +61,19 @@ MODEL_MODULES = ("swwae.training.module", "swwae.module")
 PLAIN = (str, int, float, bool, type(None))
 
 
-def shipped(target: object, table: Mapping[str, Shipped], modules: tuple[str, ...], what: str,
-            source: str) -> Shipped:
+def shipped(target: object, table: Mapping[str, Shipped], modules: tuple[str, ...], what: str, source: str) -> Shipped:
     """The entry of ``table`` that ``target`` (a ``_target_`` string) names, or CheckpointError."""
     text = str(target)
     module, _, name = text.rpartition(".")
-    known = isinstance(target, str) and name in table and any(
-        module == m or module.startswith(m + ".") for m in modules)
+    known = (
+        isinstance(target, str) and name in table and any(module == m or module.startswith(m + ".") for m in modules)
+    )
     if not known:
         choices = ", ".join(s.target for s in table.values())
-        raise CheckpointError(f"{source} asks for {what} {text[:120]!r}, which is not one that swwae ships "
-                              f"({choices}): it is not built (a file's config is data, never code)")
+        raise CheckpointError(
+            f"{source} asks for {what} {text[:120]!r}, which is not one that swwae ships "
+            f"({choices}): it is not built (a file's config is data, never code)"
+        )
     return table[name]
 
 
@@ -85,8 +90,10 @@ def plain_settings(settings: Mapping, section: str, source: str) -> dict:
             continue
         items = value if isinstance(value, (list, tuple)) else [value]
         if not isinstance(key, str) or not all(isinstance(v, PLAIN) for v in items):
-            raise CheckpointError(f"{source} holds {section}.{key} = {str(value)[:80]!r}, which is not a plain "
-                                  f"value (a number, a string, a boolean or a list of them): it is not built")
+            raise CheckpointError(
+                f"{source} holds {section}.{key} = {str(value)[:80]!r}, which is not a plain "
+                f"value (a number, a string, a boolean or a list of them): it is not built"
+            )
         values[key] = list(value) if isinstance(value, (list, tuple)) else value
     return values
 

@@ -37,15 +37,27 @@ def run_summary(cfg: DictConfig, arch: str, epochs: int, checkpoint: str | None,
     """The contents of ``metrics.json``: what tells runs apart in tables (model, data, seed,
     the network in the paper's notation, the run name), how it ended, and its metrics."""
     picked = choices()
-    return {"run_name": cfg.run_name, "model": picked.get("model"), "data": picked.get("data"), "seed": cfg.seed,
-            "arch": arch, "status": "ok", "epochs": epochs, "checkpoint": checkpoint,
-            "monitor": {"metric": cfg.optimized_metric, "mode": cfg.optimized_mode}, "metrics": metrics}
+    return {
+        "run_name": cfg.run_name,
+        "model": picked.get("model"),
+        "data": picked.get("data"),
+        "seed": cfg.seed,
+        "arch": arch,
+        "status": "ok",
+        "epochs": epochs,
+        "checkpoint": checkpoint,
+        "monitor": {"metric": cfg.optimized_metric, "mode": cfg.optimized_mode},
+        "metrics": metrics,
+    }
 
 
 def log_final(trainer: L.Trainer, cfg: DictConfig, summary: dict) -> None:
     """The final metrics to every logger (TensorBoard's hparams table, MLflow, W&B, CSV)."""
     hparams = OmegaConf.to_container(cfg.model, resolve=True) | {
-        "seed": cfg.seed, "data": summary["data"], "arch": summary["arch"]}
+        "seed": cfg.seed,
+        "data": summary["data"],
+        "arch": summary["arch"],
+    }
     for logger in trainer.loggers:
         log_summary(logger, hparams, summary["metrics"], step=trainer.global_step)
 

@@ -22,12 +22,12 @@ import torch
 from lightning.pytorch.trainer.states import TrainerStatus
 from omegaconf import DictConfig, OmegaConf
 
-from swwae.errors import CheckpointError, ConfigError, DiskError, Interrupted, NonFiniteError, Preempted, RunInUseError
+from swwae.errors import CheckpointError, DiskError, Interrupted, NonFiniteError, Preempted, RunInUseError
 from swwae.training.building import build, build_loggers, build_trainer, choices, task_overrides
 from swwae.training.callbacks import BatchSeed, LogRunConfig, SaveRunConfig
 from swwae.training.checkpoints import check_fits_model
-from swwae.training.compiling import compile_network
 from swwae.training.checks import check_config
+from swwae.training.compiling import compile_network
 from swwae.training.finished import report_finished
 from swwae.training.folders import check_writable
 from swwae.training.host_memory import keep_freed_memory
@@ -89,9 +89,14 @@ def continue_command() -> str:
 def warn_about_schedule(path: Path, checkpoint: dict, cfg: DictConfig) -> None:
     for scheduler in checkpoint.get("lr_schedulers") or []:
         if scheduler.get("T_max") not in (None, cfg.trainer.get("max_epochs")):
-            log.warning("%s holds a cosine schedule over %s epochs; this run has trainer.max_epochs=%s: the "
-                        "learning rate keeps the old schedule (0 after epoch %s, rising after)", path,
-                        scheduler["T_max"], cfg.trainer.get("max_epochs"), scheduler["T_max"])
+            log.warning(
+                "%s holds a cosine schedule over %s epochs; this run has trainer.max_epochs=%s: the "
+                "learning rate keeps the old schedule (0 after epoch %s, rising after)",
+                path,
+                scheduler["T_max"],
+                cfg.trainer.get("max_epochs"),
+                scheduler["T_max"],
+            )
 
 
 # the job
@@ -109,8 +114,13 @@ def train(cfg: DictConfig) -> float:
     datamodule = build(cfg.data, _convert_="all")
     datamodule.prepare_data()
     datamodule.setup("fit")  # load now: data errors stop the run before any training
-    module = build(cfg.model, image_shape=datamodule.image_shape, num_classes=datamodule.num_classes,
-                   pixel_mean=datamodule.pixel_mean(), _convert_="all")  # plain lists: checkpoints load weights_only
+    module = build(
+        cfg.model,
+        image_shape=datamodule.image_shape,
+        num_classes=datamodule.num_classes,
+        pixel_mean=datamodule.pixel_mean(),
+        _convert_="all",
+    )  # plain lists: checkpoints load weights_only
     compile_network(module, cfg.get("compile"))  # compile=true: in place, checkpoints unchanged
     check_monitor(cfg.optimized_metric, cfg.optimized_mode, logged_val_metrics(module))
     preemption = Preemption(folder.path)
@@ -128,14 +138,17 @@ def train(cfg: DictConfig) -> float:
 def start_of(cfg: DictConfig, folder: RunFolder, module) -> Decision:
     """The resume decision, said in one line where it continues or passes files over; a
     refusal as one error line naming the folder, what it holds and the ways out."""
-    decision = folder.decide(resume_mode(cfg.get("resume", "auto")), cfg.trainer.get("max_epochs"),
-                             cfg.trainer.get("max_steps"))
+    decision = folder.decide(
+        resume_mode(cfg.get("resume", "auto")), cfg.trainer.get("max_epochs"), cfg.trainer.get("max_steps")
+    )
     for warning in decision.warnings:
         log.warning("%s %s", folder.path, warning)
     if decision.action == "refuse":
         kind = RunInUseError if decision.checkpoint is None and "in use" in decision.reason else CheckpointError
-        raise kind(f"{folder.path} {decision.reason}: give this run its own folder with run_name=..., or "
-                   f"resume=false to start over (the old run is moved aside, not deleted)")
+        raise kind(
+            f"{folder.path} {decision.reason}: give this run its own folder with run_name=..., or "
+            f"resume=false to start over (the old run is moved aside, not deleted)"
+        )
     if decision.action == "start_over":
         log.warning("%s: starting a fresh run (%s)", folder.path, decision.reason)
     if decision.checkpoint is not None:
@@ -145,13 +158,24 @@ def start_of(cfg: DictConfig, folder: RunFolder, module) -> Decision:
         if decision.warnings:
             log.warning("resuming from %s instead", describe(path, checkpoint))
         elif decision.action == "continue":
-            log.info("resume=%s: continuing this run from %s", resume_mode(cfg.get("resume", "auto")),
-                     describe(path, checkpoint))
+            log.info(
+                "resume=%s: continuing this run from %s",
+                resume_mode(cfg.get("resume", "auto")),
+                describe(path, checkpoint),
+            )
     return decision
 
 
-def train_owned(cfg: DictConfig, folder: RunFolder, trains: bool, module, datamodule, callbacks: list,
-                preemption: Preemption, started: float) -> float:
+def train_owned(
+    cfg: DictConfig,
+    folder: RunFolder,
+    trains: bool,
+    module,
+    datamodule,
+    callbacks: list,
+    preemption: Preemption,
+    started: float,
+) -> float:
     """The part of the job that runs holding the run's lock."""
     decision = start_of(cfg, folder, module)
     path, checkpoint = folder.checkpoint(decision.checkpoint) if decision.checkpoint else (None, None)
@@ -166,15 +190,16 @@ def train_owned(cfg: DictConfig, folder: RunFolder, trains: bool, module, datamo
 
     with ExitStack() as stack:
         stack.callback(preemption.install().restore)
-        metrics, best = fit_and_test(cfg, folder, trainer, module, datamodule, path if continuing else None,
-                                     preemption)
+        metrics, best = fit_and_test(cfg, folder, trainer, module, datamodule, path if continuing else None, preemption)
     metrics["train_time_s"] = time.perf_counter() - started
     summary = run_summary(cfg, module.net.arch, trainer.current_epoch, best, metrics)
     if trainer.is_global_zero:
         folder.write_metrics(summary)
         log_final(trainer, cfg, summary)
-        print(f"done: {cfg.run_name}: {shown(metrics, cfg.optimized_metric)} ({metrics['train_time_s']:.0f} s) "
-              f"-> {cfg.paths.output_dir}")
+        print(
+            f"done: {cfg.run_name}: {shown(metrics, cfg.optimized_metric)} ({metrics['train_time_s']:.0f} s) "
+            f"-> {cfg.paths.output_dir}"
+        )
     return monitored_value(cfg, metrics)
 
 
@@ -193,8 +218,15 @@ def job_callbacks(cfg: DictConfig, folder: RunFolder, module, datamodule, preemp
     return [*callbacks, preemption]
 
 
-def fit_and_test(cfg: DictConfig, folder: RunFolder, trainer: L.Trainer, module, datamodule,
-                 ckpt_path: Path | None, preemption: Preemption) -> tuple[dict, str | None]:
+def fit_and_test(
+    cfg: DictConfig,
+    folder: RunFolder,
+    trainer: L.Trainer,
+    module,
+    datamodule,
+    ckpt_path: Path | None,
+    preemption: Preemption,
+) -> tuple[dict, str | None]:
     """Fit, then test the best checkpoint; every way of stopping early as one line naming what
     is kept and how to go on."""
     try:
@@ -212,8 +244,10 @@ def fit_and_test(cfg: DictConfig, folder: RunFolder, trainer: L.Trainer, module,
             raise
         if preemption.received is not None:  # SIGTERM during validation: Lightning stopped it there
             raise Preempted(preempted_line(folder, preemption), preemption.received) from None
-        raise Interrupted(f"interrupted in epoch {trainer.current_epoch + 1} (step {trainer.global_step}); "
-                          f"{folder.kept()}; continue with: {continue_command()}") from None
+        raise Interrupted(
+            f"interrupted in epoch {trainer.current_epoch + 1} (step {trainer.global_step}); "
+            f"{folder.kept()}; continue with: {continue_command()}"
+        ) from None
 
 
 def preempted_line(folder: RunFolder, preemption: Preemption) -> str:
@@ -223,11 +257,16 @@ def preempted_line(folder: RunFolder, preemption: Preemption) -> str:
     if saved is None:
         kept = folder.kept()
     else:
-        kept = (f"saved {saved['path']} (in epoch {saved['epoch'] + 1}, after {batches(saved['batches_done'])}; "
-                f"step {saved['step']})")
+        kept = (
+            f"saved {saved['path']} (in epoch {saved['epoch'] + 1}, after {batches(saved['batches_done'])}; "
+            f"step {saved['step']})"
+        )
     requeue = saved.get("requeue") if saved else None
-    after = f"{requeue}: it continues by itself" if requeue and requeue.startswith("requeued") else (
-        f"{requeue + '; ' if requeue else ''}the same command continues it (resume=auto)")
+    after = (
+        f"{requeue}: it continues by itself"
+        if requeue and requeue.startswith("requeued")
+        else (f"{requeue + '; ' if requeue else ''}the same command continues it (resume=auto)")
+    )
     return f"pre-empted by {name}; {kept}; {after}"
 
 
@@ -241,7 +280,8 @@ def set_torch_defaults() -> None:
     warnings.filterwarnings("ignore", ".*resuming from a checkpoint that ended before the epoch ended.*")
     # on Ctrl-C train.py says what is kept and how to continue, instead of Lightning's line
     logging.getLogger("lightning.pytorch.utilities.rank_zero").addFilter(
-        lambda record: "Detected KeyboardInterrupt" not in record.getMessage())
+        lambda record: "Detected KeyboardInterrupt" not in record.getMessage()
+    )
     # Lightning's device lines and tips on stderr, plain, as when it is imported before Hydra sets
     # up logging (train.py imports it after its checks: it would log them through Hydra's handler)
     for name in ("lightning.pytorch", "lightning.fabric"):

@@ -103,13 +103,19 @@ def write_stl10(root: Path, monkeypatch, n_train: int = 100, n_test: int = 30, n
 
 def trust(monkeypatch, cls, folder: Path) -> None:
     """Point a torchvision dataset class's md5 sums at the files in ``folder``."""
+
     def sums(entries):
         return [[name, md5(folder / name) if (folder / name).is_file() else m] for name, m in entries]
 
     if cls is torchvision.datasets.SVHN:
-        monkeypatch.setattr(cls, "split_list", {
-            part: [url, name, md5(folder / name) if (folder / name).is_file() else m]
-            for part, (url, name, m) in cls.split_list.items()})
+        monkeypatch.setattr(
+            cls,
+            "split_list",
+            {
+                part: [url, name, md5(folder / name) if (folder / name).is_file() else m]
+                for part, (url, name, m) in cls.split_list.items()
+            },
+        )
         return
     monkeypatch.setattr(cls, "train_list", sums(cls.train_list))
     monkeypatch.setattr(cls, "test_list", sums(cls.test_list))

@@ -59,8 +59,13 @@ class CountSyncs(TorchDispatchMode):
     @staticmethod
     def origin() -> str:
         frames = [f for f in traceback.extract_stack() if f.filename != __file__]
-        ours = [f for f in frames if (f.filename.startswith(REPO) and "site-packages" not in f.filename)  # a venv inside the checkout
-                or "/lightning/" in f.filename or "/torch/optim/" in f.filename]
+        ours = [
+            f
+            for f in frames
+            if (f.filename.startswith(REPO) and "site-packages" not in f.filename)  # a venv inside the checkout
+            or "/lightning/" in f.filename
+            or "/torch/optim/" in f.filename
+        ]
         frame = (ours or frames)[-1]
         return f"{frame.filename.split('site-packages/')[-1].removeprefix(REPO + '/')}:{frame.lineno}"
 

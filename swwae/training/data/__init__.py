@@ -9,8 +9,13 @@ on whole batches on the training device (``augment``). Configs name these classe
 from swwae.training.data.base import InMemoryDataModule, Splits
 from swwae.training.data.sample import MNISTSampleDataModule
 from swwae.training.data.stl10 import STL10DataModule
-from swwae.training.data.torchvision_sets import (CIFAR10DataModule, CIFAR100DataModule, MNISTDataModule, SVHNDataModule,
-                                         TorchvisionDataModule)
+from swwae.training.data.torchvision_sets import (
+    CIFAR10DataModule,
+    CIFAR100DataModule,
+    MNISTDataModule,
+    SVHNDataModule,
+    TorchvisionDataModule,
+)
 
 __all__ = [
     "CIFAR10DataModule",

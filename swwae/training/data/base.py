@@ -23,12 +23,20 @@ import torch
 from torch import Tensor
 from torch.utils.data import DataLoader
 
-from swwae.training.data.augment import random_crop_flip
-from swwae.training.data.batching import UNLABELLED, LabelledBatchSampler, batch_loader, to_float
-from swwae.splits import (AUGMENT, LABELS, SPLIT, UNLABELLED_POOL, balanced_subset, derive_seed, generator,
-                                        stratified_split)
 from swwae.errors import ConfigError
 from swwae.settings import check_data, check_int, labelled_per_batch
+from swwae.splits import (
+    AUGMENT,
+    LABELS,
+    SPLIT,
+    UNLABELLED_POOL,
+    balanced_subset,
+    derive_seed,
+    generator,
+    stratified_split,
+)
+from swwae.training.data.augment import random_crop_flip
+from swwae.training.data.batching import UNLABELLED, LabelledBatchSampler, batch_loader, to_float
 
 OFFLINE_HINT = "data=mnist_sample (bundled, works offline)"
 
@@ -62,17 +70,41 @@ class InMemoryDataModule(lightning.LightningDataModule):
     num_classes: int = 10
     flips: bool = False  # whether a mirrored image is still an image of its class (not digits)
 
-    def __init__(self, batch_size: int = 128, num_labels: int | None = None, seed: int = 0, num_workers: int = 0,
-                 split_seed: int = 0, labelled_per_batch: int | None = None, augment: bool = False,
-                 num_unlabelled: int | None = None):
+    def __init__(
+        self,
+        batch_size: int = 128,
+        num_labels: int | None = None,
+        seed: int = 0,
+        num_workers: int = 0,
+        split_seed: int = 0,
+        labelled_per_batch: int | None = None,
+        augment: bool = False,
+        num_unlabelled: int | None = None,
+    ):
         super().__init__()
         # the split is a property of the dataset, fixed by split_seed: runs with different
         # (training) seeds are then compared on the same test images
-        values = check_data(self.name, self.num_classes, batch_size, num_labels, seed, num_workers, split_seed,
-                            labelled_per_batch, num_unlabelled)
-        self.split_seed, self.batch_size, self.num_labels = values["split_seed"], values["batch_size"], values["num_labels"]
-        self.labelled_per_batch, self.seed, self.num_workers = (values["labelled_per_batch"], values["seed"],
-                                                                values["num_workers"])
+        values = check_data(
+            self.name,
+            self.num_classes,
+            batch_size,
+            num_labels,
+            seed,
+            num_workers,
+            split_seed,
+            labelled_per_batch,
+            num_unlabelled,
+        )
+        self.split_seed, self.batch_size, self.num_labels = (
+            values["split_seed"],
+            values["batch_size"],
+            values["num_labels"],
+        )
+        self.labelled_per_batch, self.seed, self.num_workers = (
+            values["labelled_per_batch"],
+            values["seed"],
+            values["num_workers"],
+        )
         self.num_unlabelled = values["num_unlabelled"]
         self.augment = bool(augment)
         self.train_x = self.train_y = self.val_x = self.val_y = self.test_x = self.test_y = None
@@ -94,10 +126,13 @@ class InMemoryDataModule(lightning.LightningDataModule):
         pool = torch.nonzero(train_y >= 0).flatten()  # the training samples that have a label
         if self.num_labels is not None:
             if self.num_labels > len(pool):
-                raise ConfigError(f"data.num_labels={self.num_labels} is more than the {len(pool)} labelled "
-                                  f"training samples of {self.name}")
-            chosen = balanced_subset(train_y[pool], self.num_labels, self.num_classes, generator(self.seed, LABELS),
-                                     self.name)
+                raise ConfigError(
+                    f"data.num_labels={self.num_labels} is more than the {len(pool)} labelled "
+                    f"training samples of {self.name}"
+                )
+            chosen = balanced_subset(
+                train_y[pool], self.num_labels, self.num_classes, generator(self.seed, LABELS), self.name
+            )
             hidden = torch.ones(len(train_y), dtype=torch.bool)
             hidden[pool[chosen]] = False
             train_y[hidden] = UNLABELLED
@@ -106,8 +141,12 @@ class InMemoryDataModule(lightning.LightningDataModule):
             train_x, train_y = self._fewer_unlabelled(train_x, train_y)
         if bool((train_y < 0).any()):  # semi-supervised: labelled samples in every batch
             self.labelled = torch.nonzero(train_y >= 0).flatten()
-            self.labelled_per_batch = labelled_per_batch(self.labelled_per_batch, self.batch_size, len(self.labelled),
-                                                         f"{len(self.labelled)} labelled training samples of {self.name}")
+            self.labelled_per_batch = labelled_per_batch(
+                self.labelled_per_batch,
+                self.batch_size,
+                len(self.labelled),
+                f"{len(self.labelled)} labelled training samples of {self.name}",
+            )
         self.train_x, self.train_y = train_x, train_y
         self.val_x, self.val_y = splits.val_x, splits.val_y
         self.test_x, self.test_y = splits.test_x, splits.test_y
@@ -119,14 +158,18 @@ class InMemoryDataModule(lightning.LightningDataModule):
         through in the same order whatever the pool."""
         hidden = torch.nonzero(train_y < 0).flatten()
         if len(hidden) == 0:
-            raise ConfigError(f"data.num_unlabelled={self.num_unlabelled} needs label-hidden training images: "
-                              "set data.num_labels too (with every label kept, no image is unlabelled)")
+            raise ConfigError(
+                f"data.num_unlabelled={self.num_unlabelled} needs label-hidden training images: "
+                "set data.num_labels too (with every label kept, no image is unlabelled)"
+            )
         if self.num_unlabelled > len(hidden):
-            raise ConfigError(f"data.num_unlabelled={self.num_unlabelled} is more than the {len(hidden)} "
-                              f"label-hidden training images of {self.name}")
+            raise ConfigError(
+                f"data.num_unlabelled={self.num_unlabelled} is more than the {len(hidden)} "
+                f"label-hidden training images of {self.name}"
+            )
         pool = hidden[torch.randperm(len(hidden), generator=generator(self.seed, UNLABELLED_POOL))]
         keep = torch.ones(len(train_y), dtype=torch.bool)
-        keep[pool[self.num_unlabelled:]] = False
+        keep[pool[self.num_unlabelled :]] = False
         return train_x[keep], train_y[keep]
 
     def _split_seeded(self, x: Tensor, y: Tensor, sizes: dict[str, int]) -> list[tuple[Tensor, Tensor]]:
@@ -157,8 +200,9 @@ class InMemoryDataModule(lightning.LightningDataModule):
     def train_dataloader(self) -> DataLoader:
         sampler = None
         if self.labelled is not None:
-            sampler = LabelledBatchSampler(len(self.train_x), self.labelled, self.batch_size, self.labelled_per_batch,
-                                           self.seed)
+            sampler = LabelledBatchSampler(
+                len(self.train_x), self.labelled, self.batch_size, self.labelled_per_batch, self.seed
+            )
         loader = batch_loader(self.train_x, self.train_y, self.batch_size, True, self.seed, self.num_workers, sampler)
         if self.resume_position is not None:  # the batch sampler sits in the sampler= slot
             loader.sampler.resume_at(*self.resume_position)
@@ -185,5 +229,6 @@ class InMemoryDataModule(lightning.LightningDataModule):
         x, y = batch
         step = trainer.fit_loop.epoch_loop.batch_progress.current.ready
         gen = torch.Generator(x.device).manual_seed(
-            derive_seed(self.seed, AUGMENT, trainer.current_epoch, step, trainer.global_rank))
+            derive_seed(self.seed, AUGMENT, trainer.current_epoch, step, trainer.global_rank)
+        )
         return random_crop_flip(x, padding=max(1, self.image_shape[-1] // 8), flip=self.flips, generator=gen), y

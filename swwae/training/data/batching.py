@@ -1,9 +1,9 @@
 """Whole batches from in-memory tensors: no per-sample calls, no collate.
 
 A sampler hands out one *batch of indices* at a time and the dataset answers it with one
-gather, ``(x[idx], y[idx])``, uint8 images turned to float in [0, 1] batch by batch. The batch sampler sits in the DataLoader's ``sampler`` slot
-(``batch_size=None``): under DDP Lightning wraps a plain ``sampler`` in its
-``DistributedSamplerWrapper``, which then deals whole batches out to the ranks.
+gather, ``(x[idx], y[idx])``, uint8 images turned to float in [0, 1] batch by batch. The batch
+sampler sits in the DataLoader's ``sampler`` slot (``batch_size=None``): under DDP Lightning
+wraps a plain ``sampler`` in its ``DistributedSamplerWrapper``, which then deals whole batches out to the ranks.
 
 Every order is a pure function of (seed, epoch): Lightning calls ``set_epoch`` before each
 training epoch (through its wrapper too, under DDP), so a resumed run replays exactly the
@@ -25,7 +25,6 @@ from torch.utils.data import BatchSampler, DataLoader, Dataset, RandomSampler, S
 
 from swwae.loss import UNLABELLED
 from swwae.splits import LABELLED_CYCLES, SHUFFLE, derive_seed, generator
-
 
 
 def to_float(x: Tensor) -> Tensor:
@@ -166,18 +165,28 @@ class LabelledBatchSampler(ResumesMidEpoch, Sampler):
         k, batches = self.labelled_per_batch, len(self)
         hidden = torch.randperm(self.num_samples, generator=generator(self.seed, SHUFFLE, epoch))
         labelled = self.labelled_stream(epoch * batches * k, batches * k)
-        batches = (SemiSupervisedBatch(labelled[b * k:(b + 1) * k].tolist(), chunk.tolist())
-                   for b, chunk in enumerate(hidden.split(self.unlabelled_per_batch)))
+        batches = (
+            SemiSupervisedBatch(labelled[b * k : (b + 1) * k].tolist(), chunk.tolist())
+            for b, chunk in enumerate(hidden.split(self.unlabelled_per_batch))
+        )
         yield from self._skipping(epoch, batches)
 
 
-def batch_loader(x: Tensor, y: Tensor, batch_size: int, shuffle: bool, seed: int = 0, num_workers: int = 0,
-                 sampler: Sampler | None = None) -> DataLoader:
+def batch_loader(
+    x: Tensor,
+    y: Tensor,
+    batch_size: int,
+    shuffle: bool,
+    seed: int = 0,
+    num_workers: int = 0,
+    sampler: Sampler | None = None,
+) -> DataLoader:
     """A DataLoader of whole batches gathered from in-memory tensors: shuffled (by (seed,
     epoch)) or in order, or as ``sampler`` says. The last batch may be smaller."""
     dataset = BatchTensorDataset(x, y)
     if sampler is None:
         order = EpochRandomSampler(dataset, seed) if shuffle else SequentialSampler(dataset)
         sampler = EpochBatchSampler(order, batch_size=batch_size, drop_last=False)
-    return DataLoader(dataset, sampler=sampler, batch_size=None, num_workers=num_workers,
-                      persistent_workers=num_workers > 0)
+    return DataLoader(
+        dataset, sampler=sampler, batch_size=None, num_workers=num_workers, persistent_workers=num_workers > 0
+    )

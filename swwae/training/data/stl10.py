@@ -17,11 +17,11 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from swwae.errors import ConfigError
 from swwae.settings import check_int
 from swwae.training.data.base import Splits
 from swwae.training.data.batching import UNLABELLED
 from swwae.training.data.torchvision_sets import TorchvisionDataModule
-from swwae.errors import ConfigError
 
 IMAGE_BYTES = 3 * 96 * 96
 
@@ -38,7 +38,7 @@ def read_stl10_images(path: str, out: Tensor, chunk: int = 4096) -> Tensor:
             raw = np.fromfile(f, dtype=np.uint8, count=count * IMAGE_BYTES)
             if len(raw) != count * IMAGE_BYTES:
                 raise EOFError(f"{os.path.basename(path)} ends after {start} images")
-            out[start:start + count] = torch.from_numpy(raw.reshape(count, 3, 96, 96).transpose(0, 1, 3, 2))
+            out[start : start + count] = torch.from_numpy(raw.reshape(count, 3, 96, 96).transpose(0, 1, 3, 2))
     return out
 
 

@@ -19,8 +19,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from swwae.training.data.base import OFFLINE_HINT, InMemoryDataModule, Splits
 from swwae.errors import DataError, one_line
+from swwae.training.data.base import OFFLINE_HINT, InMemoryDataModule, Splits
 
 # Everything that reading half-written or foreign files can raise.
 READ_ERRORS = (
@@ -91,14 +91,20 @@ class TorchvisionDataModule(InMemoryDataModule):
             present = all(os.path.isfile(os.path.join(folder, f)) for f in files)
             expected = ", ".join(files)
             if not present and not self.download:
-                msg = (f"{self.name} files not found in {folder} (expected {expected}): set data.download=true "
-                       f"to fetch them (needs internet), or use {OFFLINE_HINT}")
+                msg = (
+                    f"{self.name} files not found in {folder} (expected {expected}): set data.download=true "
+                    f"to fetch them (needs internet), or use {OFFLINE_HINT}"
+                )
             elif not present:
-                msg = (f"could not download {self.name} into {folder} ({one_line(err, limit=160)}): check the "
-                       f"internet connection, or copy the files there by hand ({expected}), or use {OFFLINE_HINT}")
+                msg = (
+                    f"could not download {self.name} into {folder} ({one_line(err, limit=160)}): check the "
+                    f"internet connection, or copy the files there by hand ({expected}), or use {OFFLINE_HINT}"
+                )
             else:
-                msg = (f"{self.name} files in {folder} look partial or corrupt ({one_line(err, limit=160)}): "
-                       f"delete that folder and download again with data.download=true, or use {OFFLINE_HINT}")
+                msg = (
+                    f"{self.name} files in {folder} look partial or corrupt ({one_line(err, limit=160)}): "
+                    f"delete that folder and download again with data.download=true, or use {OFFLINE_HINT}"
+                )
             raise DataError(msg) from err
 
 
@@ -199,5 +205,6 @@ class SVHNDataModule(TorchvisionDataModule):
         if not self.extra:
             return splits
         extra_x, extra_y = self._read("extra")  # training only: val and test stay as they are
-        return splits._replace(train_x=torch.cat([splits.train_x, extra_x]),
-                               train_y=torch.cat([splits.train_y, extra_y]))
+        return splits._replace(
+            train_x=torch.cat([splits.train_x, extra_x]), train_y=torch.cat([splits.train_y, extra_y])
+        )

@@ -83,16 +83,19 @@ def decide(state: FolderState, request: Request) -> Decision:
     if state.locked_by is not None:
         return Decision("refuse", reason=f"in use by another run ({state.locked_by})")
     if not state.checkpoints:
-        return Decision("fresh", warnings=("holds no checkpoint: starting a fresh run",) if request.mode == "true" else ())
+        return Decision(
+            "fresh", warnings=("holds no checkpoint: starting a fresh run",) if request.mode == "true" else ()
+        )
     if request.mode == "false":
         return Decision("start_over", reason="resume=false")
     readable = next((f for f in state.checkpoints if f.problem is None), None)
-    before = state.checkpoints[:state.checkpoints.index(readable)] if readable else state.checkpoints
+    before = state.checkpoints[: state.checkpoints.index(readable)] if readable else state.checkpoints
     skipped = tuple(f"cannot resume from {f.name}: {f.problem}" for f in before)
     if readable is None:
         if request.mode == "true":
-            return Decision("refuse", reason=f"holds no checkpoint that reads back ({'; '.join(skipped)})",
-                            warnings=skipped)
+            return Decision(
+                "refuse", reason=f"holds no checkpoint that reads back ({'; '.join(skipped)})", warnings=skipped
+            )
         return Decision("start_over", reason="no checkpoint in it reads back", warnings=skipped)
     changed = differences(readable.identity or {}, request.identity)
     if changed:

@@ -80,8 +80,9 @@ def describe(path: Path, checkpoint: Mapping) -> str:
     a user reads counts them."""
     position = mid_epoch_position(checkpoint)
     if position is not None:
-        return (f"{path} (in epoch {position[0] + 1}, after {batches(position[1])}; step "
-                f"{checkpoint.get('global_step')})")
+        return (
+            f"{path} (in epoch {position[0] + 1}, after {batches(position[1])}; step {checkpoint.get('global_step')})"
+        )
     return f"{path} (after epoch {checkpoint.get('epoch', -1) + 1}, step {checkpoint.get('global_step')})"
 
 
@@ -110,8 +111,12 @@ class RunFolder:
     @classmethod
     def of(cls, config: Mapping) -> RunFolder:
         """The folder of the run a resolved job config describes."""
-        return cls(config["paths"]["checkpoint_dir"], config["run_name"], identity_of(config),
-                   config["paths"].get("output_dir"))
+        return cls(
+            config["paths"]["checkpoint_dir"],
+            config["run_name"],
+            identity_of(config),
+            config["paths"].get("output_dir"),
+        )
 
     # ownership
 
@@ -138,8 +143,16 @@ class RunFolder:
                 found.append(Found(path.name, problem=str(err)))
                 continue
             self.loaded[path] = checkpoint
-            found.append(Found(path.name, None, identity_of(checkpoint["swwae_config"]), checkpoint.get("epoch", -1),
-                               checkpoint.get("global_step", 0), mid_epoch_position(checkpoint)))
+            found.append(
+                Found(
+                    path.name,
+                    None,
+                    identity_of(checkpoint["swwae_config"]),
+                    checkpoint.get("epoch", -1),
+                    checkpoint.get("global_step", 0),
+                    mid_epoch_position(checkpoint),
+                )
+            )
             break
         return FolderState(tuple(found))
 
@@ -212,6 +225,10 @@ class RunFolder:
         except (AttributeError, KeyError, TypeError, OSError, ValueError):
             return None, ""
         metrics = summary.get("metrics") or {}
-        if not same or summary.get("status") != "ok" or any(not math.isfinite(metrics.get(k, math.nan)) for k in wanted):
+        if (
+            not same
+            or summary.get("status") != "ok"
+            or any(not math.isfinite(metrics.get(k, math.nan)) for k in wanted)
+        ):
             return None, ""
         return summary, f"from {path}"

@@ -20,8 +20,14 @@ import json
 from collections.abc import Mapping
 
 # the trainer settings that change what the optimiser does, with Lightning's defaults
-TRAINER = {"gradient_clip_val": None, "gradient_clip_algorithm": None, "accumulate_grad_batches": 1,
-           "precision": "32-true", "limit_train_batches": None, "deterministic": False}
+TRAINER = {
+    "gradient_clip_val": None,
+    "gradient_clip_algorithm": None,
+    "accumulate_grad_batches": 1,
+    "precision": "32-true",
+    "limit_train_batches": None,
+    "deterministic": False,
+}
 FREE_DATA_KEYS = ("root", "download", "num_workers")  # where the files are, how they are read
 PRECISIONS = {"32": "32-true", "16": "16-mixed", "bf16": "bf16-mixed", "64": "64-true"}
 IDENTITY_KEY = "swwae_run_identity"  # in every checkpoint: {"identity": {...}, "digest": "..."}
@@ -91,4 +97,3 @@ def differences(saved: Mapping, current: Mapping, prefix: str = "") -> list[str]
             shown = {"metric": "optimized_metric", "mode": "optimized_mode"}.get(name, name)
             lines.append(f"{shown}: {a} -> {b}")
     return lines
-

@@ -44,13 +44,19 @@ def describe_owner(folder: Path) -> str:
         owner = json.loads(owner_path(folder).read_text())
     except (OSError, ValueError):
         return "another process"
-    return (f"pid {owner.get('pid', '?')} on host {owner.get('host', '?')}, started {owner.get('started', '?')}: "
-            f"{owner.get('command', '?')}")
+    return (
+        f"pid {owner.get('pid', '?')} on host {owner.get('host', '?')}, started {owner.get('started', '?')}: "
+        f"{owner.get('command', '?')}"
+    )
 
 
 def write_owner(folder: Path) -> None:
-    owner = {"pid": os.getpid(), "host": socket.gethostname(), "started": time.strftime("%Y-%m-%d %H:%M:%S"),
-             "command": " ".join(["python", *map(shlex.quote, sys.argv)])}
+    owner = {
+        "pid": os.getpid(),
+        "host": socket.gethostname(),
+        "started": time.strftime("%Y-%m-%d %H:%M:%S"),
+        "command": " ".join(["python", *map(shlex.quote, sys.argv)]),
+    }
     temp = owner_path(folder).with_name(f"{owner_path(folder).name}.{os.getpid()}.tmp")
     temp.write_text(json.dumps(owner))
     os.replace(temp, owner_path(folder))
@@ -73,7 +79,8 @@ def own_run(folder: Path, run_name: str, trains: bool = True):
     except Timeout:
         raise RunInUseError(
             f"{folder} is in use by another run of {run_name} ({describe_owner(folder)}): wait for it to finish, "
-            f"or give this run its own folder with run_name=...") from None
+            f"or give this run its own folder with run_name=..."
+        ) from None
     except OSError as err:
         raise DiskError(f"cannot lock {lock_path(folder)} for the run {run_name}: {reason(err)}") from None
     try:

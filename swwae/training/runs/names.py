@@ -21,10 +21,17 @@ def check_run_name(name: object) -> str:
         raise ConfigError("run_name is empty: give the run a name, e.g. run_name=my_run")
     if len(text) > MAX_LENGTH or not NAME.fullmatch(text):
         bad = next((c for c in text if not re.fullmatch(r"[A-Za-z0-9._-]", c, re.ASCII)), None)
-        why = (f"{len(text)} characters, more than {MAX_LENGTH}" if len(text) > MAX_LENGTH else
-               "it starts with a dot" if bad is None else f"{bad!r} is not allowed")
-        raise ConfigError(f"run_name={text[:80]!r} is not a name ({why}): use letters, digits and ._- only, "
-                          f"not starting with a dot; it names one folder under paths.checkpoint_dir")
+        why = (
+            f"{len(text)} characters, more than {MAX_LENGTH}"
+            if len(text) > MAX_LENGTH
+            else "it starts with a dot"
+            if bad is None
+            else f"{bad!r} is not allowed"
+        )
+        raise ConfigError(
+            f"run_name={text[:80]!r} is not a name ({why}): use letters, digits and ._- only, "
+            f"not starting with a dot; it names one folder under paths.checkpoint_dir"
+        )
     if text in RESERVED:
         raise ConfigError(f"run_name={text} is reserved ({RESERVED[text]}): choose another name")
     return text

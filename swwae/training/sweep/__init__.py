@@ -23,5 +23,18 @@ from swwae.training.sweep.jobs import Group, Job, Summary, collect, read_job, wr
 from swwae.training.sweep.summary import write_summary
 from swwae.training.sweep.tables import header, markdown
 
-__all__ = ["Group", "Job", "Summary", "SweepSummary", "collect", "header", "markdown", "numeric_axis", "plot",
-           "read_job", "reconstruction_figure", "write_failed_job", "write_summary"]
+__all__ = [
+    "Group",
+    "Job",
+    "Summary",
+    "SweepSummary",
+    "collect",
+    "header",
+    "markdown",
+    "numeric_axis",
+    "plot",
+    "read_job",
+    "reconstruction_figure",
+    "write_failed_job",
+    "write_summary",
+]

@@ -37,6 +37,9 @@ class SweepSummary(Callback):
         print(f"sweep summary: {sweep_dir / 'summary.md'} ({len(summary.jobs)} jobs, {len(summary.failed)} failed)")
         if summary.failed and self.fail_on_error:
             names = ", ".join(j.folder.name for j in summary.failed)
-            print(f"error: {len(summary.failed)} of {len(summary.jobs)} sweep jobs failed ({names}): "
-                  f"see {sweep_dir / 'summary.md'}", file=sys.stderr)
+            print(
+                f"error: {len(summary.failed)} of {len(summary.jobs)} sweep jobs failed ({names}): "
+                f"see {sweep_dir / 'summary.md'}",
+                file=sys.stderr,
+            )
             raise SystemExit(1)

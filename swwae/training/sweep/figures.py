@@ -119,10 +119,9 @@ def reconstruction_figure(summary: Summary, out, num_images: int = 6, split: str
     import matplotlib
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
 
-    from swwae.training.checkpoints import load_model
     from swwae.images import reconstruction_panels
+    from swwae.training.checkpoints import load_model
     from swwae.training.registry import data_of_run
 
     cells, images = {}, {}
@@ -143,9 +142,14 @@ def reconstruction_figure(summary: Summary, out, num_images: int = 6, split: str
     if x_key is None:
         rows = [[g.label] for g in summary.groups if g.label in cells]
     else:
-        names = list(dict.fromkeys(" ".join(f"{k}={v}" for k, v in g.keys.items() if k != x_key) for g in summary.groups))
+        names = list(
+            dict.fromkeys(" ".join(f"{k}={v}" for k, v in g.keys.items() if k != x_key) for g in summary.groups)
+        )
         xs = sorted({g.keys[x_key] for g in summary.groups}, key=as_number)
-        by = {(" ".join(f"{k}={v}" for k, v in g.keys.items() if k != x_key), g.keys[x_key]): g.label for g in summary.groups}
+        by = {
+            (" ".join(f"{k}={v}" for k, v in g.keys.items() if k != x_key), g.keys[x_key]): g.label
+            for g in summary.groups
+        }
         rows = [[by.get((name, x)) for x in xs] for name in names]
     return draw_reconstructions(cells, rows, out)
 
@@ -167,8 +171,12 @@ def draw_reconstructions(cells: dict, rows: list[list[str | None]], out, row_nam
     centres = [PAD + r * (tile + PAD) + tile / 2 for r in range(len(row_names))]
     cols = len(rows[0])
     panel_w = 3.2
-    fig, axes = plt.subplots(len(rows), cols, squeeze=False,
-                             figsize=(panel_w * cols + 1.3, len(rows) * (panel_w * height / width + 0.45) + 0.5))
+    fig, axes = plt.subplots(
+        len(rows),
+        cols,
+        squeeze=False,
+        figsize=(panel_w * cols + 1.3, len(rows) * (panel_w * height / width + 0.45) + 0.5),
+    )
     for r, row in enumerate(rows):
         for c, label in enumerate(row):
             ax = axes[r][c]
@@ -183,8 +191,19 @@ def draw_reconstructions(cells: dict, rows: list[list[str | None]], out, row_nam
                     ax.set_yticks(centres, row_names, fontsize=8)
                     ax.tick_params(axis="y", length=0)
             elif label:
-                ax.text(0.5, 0.5, f"{textwrap.fill(label, 44)}\n(no checkpoint)", ha="center", va="center",
-                        fontsize=8, transform=ax.transAxes)
-    fig.suptitle(textwrap.fill("the same test images through each config's best checkpoint (first seed)",
-                               int(14 * (panel_w * cols + 1.3))), fontsize=9)
+                ax.text(
+                    0.5,
+                    0.5,
+                    f"{textwrap.fill(label, 44)}\n(no checkpoint)",
+                    ha="center",
+                    va="center",
+                    fontsize=8,
+                    transform=ax.transAxes,
+                )
+    fig.suptitle(
+        textwrap.fill(
+            "the same test images through each config's best checkpoint (first seed)", int(14 * (panel_w * cols + 1.3))
+        ),
+        fontsize=9,
+    )
     return save_figure(fig, out)

@@ -177,7 +177,7 @@ def group_order(varying: list[str], groups: dict[tuple, Group]):
     sweep keeps its launch order; several sweeps run into one folder (each numbering its
     jobs from 0) read as one table."""
     ranks = []
-    for i, key in enumerate(varying):
+    for i in range(len(varying)):
         seen = list(dict.fromkeys(values[i][1] for values in groups))
         numbers = [as_number(v) for v in seen]
         ordered = sorted(seen, key=as_number) if None not in numbers else seen
@@ -191,7 +191,9 @@ def collect(sweep_dir) -> Summary:
     sweep_dir = Path(sweep_dir)
     if not sweep_dir.is_dir():
         raise ConfigError(f"sweep folder {sweep_dir} does not exist")
-    folders = [p for p in sweep_dir.iterdir() if p.is_dir() and ((p / ".hydra").is_dir() or (p / "metrics.json").is_file())]
+    folders = [
+        p for p in sweep_dir.iterdir() if p.is_dir() and ((p / ".hydra").is_dir() or (p / "metrics.json").is_file())
+    ]
     jobs = [read_job(p) for p in sorted(folders, key=job_order)]
     keys = list(dict.fromkeys(k for j in jobs for k in j.overrides))
     varying = [k for k in keys if k not in SEED_KEYS and len({j.overrides.get(k) for j in jobs}) > 1]
@@ -209,5 +211,6 @@ def collect(sweep_dir) -> Summary:
     middles = sorted((m for m in found if m.startswith(f"{split}/middle_mse_")), key=lambda m: int(m.rsplit("_", 1)[1]))
     columns = [f"{split}/{m}" for m in ("recon_mse", "acc", "error_pct") if f"{split}/{m}" in found] + middles
     columns += ["train_time_s"] if "train_time_s" in found else []
-    return Summary(sweep_dir, jobs, [groups[v] for v in sorted(groups, key=group_order(varying, groups))],
-                   common, columns)
+    return Summary(
+        sweep_dir, jobs, [groups[v] for v in sorted(groups, key=group_order(varying, groups))], common, columns
+    )

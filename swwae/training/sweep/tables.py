@@ -44,24 +44,36 @@ def markdown(summary: Summary) -> str:
     """The table: one row per group, mean ± sample std over seeds, seeds run and failed."""
     lines = [f"# Sweep summary: {summary.folder.name}", ""]
     n_failed = len(summary.failed)
-    lines.append(f"{len(summary.jobs)} jobs, {len(summary.groups)} configs, {n_failed} failed. "
-                 "Mean ± sample std (n - 1) over seeds.")
+    lines.append(
+        f"{len(summary.jobs)} jobs, {len(summary.groups)} configs, {n_failed} failed. "
+        "Mean ± sample std (n - 1) over seeds."
+    )
     if summary.common:
         lines.append("Common overrides: `" + " ".join(f"{k}={v}" for k, v in summary.common.items()) + "`")
     monitors = by_value(summary, lambda job: job.monitor)
     if len(monitors) == 1:
         lines.append(f"Checkpoints picked by {next(iter(monitors))}.")
     elif monitors:
-        lines.append("Checkpoints picked by " + "; ".join(f"{m} for `{'`, `'.join(labels)}`"
-                                                         for m, labels in monitors.items()) + ".")
+        lines.append(
+            "Checkpoints picked by "
+            + "; ".join(f"{m} for `{'`, `'.join(labels)}`" for m, labels in monitors.items())
+            + "."
+        )
     networks = by_value(summary, lambda job: job.record.get("arch"))
     if len(networks) == 1:
         lines.append(f"Network: `{next(iter(networks))}`.")
     lines.append("")
-    heads = ["config", *(["network"] if len(networks) > 1 else []), "seeds", "failed",
-             *(header(m)[0] for m in summary.columns)]
-    lines += ["| " + " | ".join(heads) + " |", "|" + "|".join(["---"] * (len(heads) - len(summary.columns) - 2)
-                                                          + ["---:"] * (len(summary.columns) + 2)) + "|"]
+    heads = [
+        "config",
+        *(["network"] if len(networks) > 1 else []),
+        "seeds",
+        "failed",
+        *(header(m)[0] for m in summary.columns),
+    ]
+    lines += [
+        "| " + " | ".join(heads) + " |",
+        "|" + "|".join(["---"] * (len(heads) - len(summary.columns) - 2) + ["---:"] * (len(summary.columns) + 2)) + "|",
+    ]
     for group in summary.groups:
         row = [f"`{group.label}`"]
         if len(networks) > 1:
@@ -74,8 +86,11 @@ def markdown(summary: Summary) -> str:
         names.setdefault(job.record.get("run_name"), []).append(job.folder.name)
     shared = {name: folders for name, folders in names.items() if name and len(folders) > 1}
     if shared:  # their checkpoints and TensorBoard runs share a folder: extend run_name
-        lines += ["", "Warning: jobs share a run_name (one checkpoint folder; extend `run_name` with the swept keys): "
-                  + "; ".join(f"`{name}`: {', '.join(folders)}" for name, folders in shared.items())]
+        lines += [
+            "",
+            "Warning: jobs share a run_name (one checkpoint folder; extend `run_name` with the swept keys): "
+            + "; ".join(f"`{name}`: {', '.join(folders)}" for name, folders in shared.items()),
+        ]
     if n_failed:
         lines += ["", "Failed jobs:", ""]
         lines += [f"- `{j.folder.name}`: {j.record.get('error', 'failed')}" for j in summary.failed]
