@@ -15,6 +15,7 @@ from hydra.core.global_hydra import GlobalHydra
 
 import swwae
 from helpers.config import compose_config
+from helpers.hub import fake_hub
 from swwae.card import NO_METRICS, RunMetrics, model_card, run_metrics
 from swwae.model import SWWAE
 from swwae.training.run import train
@@ -121,26 +122,10 @@ def test_the_card_is_the_same_with_and_without_huggingface_hub(metrics, config, 
 
 def test_push_to_hub_sends_the_card(tmp_path, monkeypatch):
     pytest.importorskip("huggingface_hub")
-    import huggingface_hub.hub_mixin
-
     import swwae.hub
 
     uploaded = tmp_path / "uploaded"
-
-    class FakeApi:  # the Hub's HTTP API, as push_to_hub calls it
-        def __init__(self, token=None):
-            pass
-
-        def create_repo(self, repo_id, private=None, exist_ok=False):
-            return type("Repo", (), {"repo_id": repo_id})()
-
-        def upload_folder(self, *, repo_id, folder_path, **kwargs):
-            import shutil
-
-            shutil.copytree(folder_path, uploaded)
-            return f"https://huggingface.co/{repo_id}/commit/0"
-
-    monkeypatch.setattr(huggingface_hub.hub_mixin, "HfApi", FakeApi)
+    fake_hub(monkeypatch, uploaded)
     net = swwae.hub.SWWAE.of(SWWAE(widths=[4, 8]))
     net.config = RUN_CONFIG
     net.push_to_hub("user/swwae-test")

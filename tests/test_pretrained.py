@@ -7,7 +7,6 @@ mixin saves, loads and pushes the same files (the Hub itself cannot be reached h
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -18,6 +17,7 @@ from hydra.core.global_hydra import GlobalHydra
 
 import swwae
 from helpers.config import ROOT, compose_config
+from helpers.hub import fake_hub
 from swwae.card import CARD_FILE
 from swwae.errors import CheckpointError
 from swwae.model import SWWAE
@@ -219,22 +219,8 @@ def test_the_hub_mixin_saves_and_loads_the_same_folder(hub, tmp_path):
 
 
 def test_push_to_hub_uploads_a_folder_that_swwae_load_reads(hub, tmp_path, monkeypatch):
-    import huggingface_hub.hub_mixin
-
     uploaded = tmp_path / "uploaded"
-
-    class FakeApi:  # the Hub's HTTP API, as push_to_hub calls it
-        def __init__(self, token=None):
-            pass
-
-        def create_repo(self, repo_id, private=None, exist_ok=False):
-            return type("Repo", (), {"repo_id": repo_id})()
-
-        def upload_folder(self, *, repo_id, folder_path, **kwargs):
-            shutil.copytree(folder_path, uploaded)
-            return f"https://huggingface.co/{repo_id}/commit/0"
-
-    monkeypatch.setattr(huggingface_hub.hub_mixin, "HfApi", FakeApi)
+    fake_hub(monkeypatch, uploaded)
     net = hub.SWWAE.of(swwae.load(saved(tmp_path)))
     assert net.push_to_hub("user/swwae-test").endswith("user/swwae-test/commit/0")
     x = torch.rand(2, 1, 28, 28)

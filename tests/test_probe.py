@@ -14,7 +14,7 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.preprocessing import StandardScaler
 
 from helpers.cli import run_cli, train_cli
-from helpers.config import ROOT
+from helpers.config import ROOT, SAMPLE_DATA
 from scripts.probe import main as probe_main
 from swwae.model import SWWAE
 from swwae.probe import (
@@ -29,16 +29,7 @@ from swwae.probe import (
 )
 from swwae.training.module import SWWAEModule
 
-DATA = {
-    "_target_": "swwae.training.data.MNISTSampleDataModule",
-    "batch_size": 128,
-    "num_labels": None,
-    "seed": 0,
-    "split_seed": 0,
-    "num_workers": 0,
-    "val_size": 500,
-    "test_size": 500,
-}
+DATA = SAMPLE_DATA
 
 # helpers
 

@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 
 from helpers.cli import run_cli
-from helpers.config import ROOT
+from helpers.config import ROOT, SAMPLE_DATA
 from scripts.project import main as project_main
 from scripts.project import parse
 from swwae.errors import ConfigError
@@ -19,16 +19,7 @@ from swwae.model import SWWAE
 from swwae.projection import deconvolve, encode_to, project, strongest
 from swwae.training.module import SWWAEModule
 
-DATA = {
-    "_target_": "swwae.training.data.MNISTSampleDataModule",
-    "batch_size": 128,
-    "num_labels": None,
-    "seed": 0,
-    "split_seed": 0,
-    "num_workers": 0,
-    "val_size": 500,
-    "test_size": 500,
-}
+DATA = SAMPLE_DATA
 
 
 def net(mode="hard", widths=(4, 8)):

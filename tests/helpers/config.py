@@ -16,6 +16,17 @@ CONFIG_DIR = ROOT / "configs"
 # a few small batches: enough to exercise every code path in seconds (configs/debug/quick.yaml);
 # its checkpoints and logs at the default roots, as a real run's: the tests are runs of the job
 QUICK = ["debug=quick", "paths.checkpoint_dir=checkpoints", "paths.log_dir=logs"]
+# the bundled sample's data config, as a run stores it
+SAMPLE_DATA = {
+    "_target_": "swwae.training.data.MNISTSampleDataModule",
+    "batch_size": 128,
+    "num_labels": None,
+    "seed": 0,
+    "split_seed": 0,
+    "num_workers": 0,
+    "val_size": 500,
+    "test_size": 500,
+}
 MODEL_CONFIGS = sorted(p.stem for p in (CONFIG_DIR / "model").glob("*.yaml"))
 
 
