@@ -158,3 +158,13 @@ def test_a_sweep_reader_leaves_out_a_checkpoint_that_no_longer_holds_the_measure
     assert read_job(job).checkpoint() == best
     best.write_bytes(b"another run's weights")  # e.g. a later run of the same name with resume=false
     assert read_job(job).checkpoint() is None
+
+
+def test_a_network_written_out_gets_a_run_name_of_its_own(tmp_path):
+    from helpers.config import compose_config
+
+    plain = compose_config(tmp_path, [])
+    assert plain.run_name == RUN
+    written = compose_config(tmp_path, ['model.arch="(64)5c-2p-(64)3c-2p-(64)3c-2p-10fc"'])
+    assert written.run_name == "swwae_hard_mnist_sample_64x5c-2p-64x3c-2p-64x3c-2p-10fc_seed0"
+    assert check_run_name(written.run_name) == written.run_name

@@ -22,6 +22,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from swwae.errors import ConfigError
 from swwae.settings import trains_classifier
+from swwae.training.runs import names  # noqa: F401 - registers the run name's ${swwae.arch_tag:} too
 
 
 def has_classifier(model: DictConfig) -> bool:

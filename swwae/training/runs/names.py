@@ -12,6 +12,24 @@ RESERVED = {"quick": "debug=quick's runs have their own root, checkpoints/quick/
 MAX_LENGTH = 200  # with ".previous-<time>" and ".owner.json" added, within a file system's 255 bytes
 
 
+def arch_tag(arch) -> str:
+    """The default run name's part for ``model.arch``: nothing without one, else the network as
+    a name (``(16)5c-(32)3c-2p`` -> ``_16x5c-32x3c-2p``), so that a network written out gets a
+    folder of its own instead of meeting the shorthand's run in one (configs/train.yaml)."""
+    if arch is None or str(arch) in ("", "None"):
+        return ""
+    text = re.sub(r"\(([0-9]+)\)", r"\1x", str(arch))
+    return "_" + re.sub(r"[^A-Za-z0-9._-]", "", text)
+
+
+def register_resolver() -> None:
+    """``${swwae.arch_tag:${model.arch}}`` for the configs (on import: the Hydra callbacks and
+    the job import this module before the run name is resolved)."""
+    from omegaconf import OmegaConf
+
+    OmegaConf.register_new_resolver("swwae.arch_tag", arch_tag, replace=True)
+
+
 def check_run_name(name: object) -> str:
     """``name``, or ConfigError (one line) unless it is letters, digits and ``._-`` only, not
     starting with a dot (no ``..``, no hidden folder beside the locks), not empty and not
@@ -35,3 +53,6 @@ def check_run_name(name: object) -> str:
     if text in RESERVED:
         raise ConfigError(f"run_name={text} is reserved ({RESERVED[text]}): choose another name")
     return text
+
+
+register_resolver()
