@@ -44,3 +44,15 @@ def test_each_bad_input_command_of_the_readme_is_one_line(tmp_path, command, sho
     assert len(lines) == 1 + len(carets) <= 2, lines
     assert lines == [line.replace(README_HOME, str(tmp_path)) for line in shown]
     assert list(tmp_path.iterdir()) == []  # no outputs/, checkpoints/ or logs/ left behind
+
+
+@pytest.mark.slow
+def test_a_run_leaves_its_log_lines_in_train_log_or_no_train_log(tmp_path):
+    from helpers.cli import train_cli
+
+    quiet = train_cli(tmp_path, "model.widths=[4]", name="quiet")  # logs nothing of its own
+    assert quiet.returncode == 0, quiet.stderr[-2000:]
+    assert not (tmp_path / "outputs" / "quiet" / "train.log").exists()
+    again = train_cli(tmp_path, "model.widths=[4]", "trainer.max_epochs=2", name="again")  # says it continues
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert "resume=auto: continuing this run from" in (tmp_path / "outputs" / "again" / "train.log").read_text()

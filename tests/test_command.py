@@ -147,7 +147,8 @@ def test_swwae_train_is_python_train_py_from_any_folder(tmp_path):
     assert result.returncode == 0, result.stderr[-3000:]
     metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
     assert metrics["status"] == "ok" and metrics["arch"] == "(8)3c-2p-10fc"
-    assert (tmp_path / "run" / "train.log").is_file()  # Hydra named the job "train", as for train.py
+    hydra = yaml.safe_load((tmp_path / "run" / ".hydra" / "hydra.yaml").read_text())["hydra"]
+    assert hydra["job"]["name"] == "train"  # as for python train.py
 
     rows, _ = runs.list_runs(tmp_path / "checkpoints")
     assert [(r.status, r.epochs, r.max_epochs, r.monitor) for r in rows] == [("finished", 1, 1, "val/recon_mse")]
