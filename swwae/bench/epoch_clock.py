@@ -52,7 +52,7 @@ def compose_config(folder: Path, overrides=()) -> DictConfig:
     GlobalHydra.instance().clear()
     paths = [f"paths.log_dir={folder / 'logs'}", f"paths.checkpoint_dir={folder / 'checkpoints'}"]
     with initialize_config_dir(str(ROOT / "configs"), version_base="1.3"):
-        cfg = compose("train", overrides=[*paths, *overrides], return_hydra_config=True)
+        cfg = compose("train", overrides=[*overrides, *paths], return_hydra_config=True)  # its folder, always
     with open_dict(cfg):
         cfg.paths.output_dir = cfg.hydra.runtime.output_dir = str(folder / "output")
     HydraConfig.instance().set_config(cfg)
