@@ -61,7 +61,8 @@ def sweep_job_failed(cfg: DictConfig, err: Exception) -> float:
 
 def tidy_output_folder(cfg: DictConfig, rejected: bool) -> None:
     """No litter: a rejected single run leaves no output folder (it holds only Hydra's copy of
-    the config and an empty log), and a run whose log stayed empty leaves no empty train.log."""
+    the config and an empty log), and a run or sweep job whose log stayed empty leaves no empty
+    train.log."""
     folder = Path(HydraConfig.get().runtime.output_dir).absolute()
     log_file = folder / "train.log"
     with contextlib.suppress(OSError):
@@ -106,8 +107,7 @@ def main(cfg: DictConfig) -> float:
             sys.exit(2)
         raise
     finally:
-        if not multirun:
-            tidy_output_folder(cfg, rejected)
+        tidy_output_folder(cfg, rejected and not multirun)  # a failed sweep job keeps its record
 
 
 def quote_layer_strings(argv: list[str]) -> list[str]:

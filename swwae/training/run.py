@@ -22,7 +22,7 @@ import torch
 from lightning.pytorch.trainer.states import TrainerStatus
 from omegaconf import DictConfig, OmegaConf
 
-from swwae.errors import CheckpointError, DiskError, Interrupted, NonFiniteError, Preempted, RunInUseError
+from swwae.errors import CheckpointError, DiskError, Interrupted, NonFiniteError, Preempted
 from swwae.training.building import build, build_loggers, build_trainer, choices, task_overrides
 from swwae.training.callbacks import BatchSeed, LogRunConfig, SaveRunConfig
 from swwae.training.checkpoints import check_fits_model
@@ -143,9 +143,8 @@ def start_of(cfg: DictConfig, folder: RunFolder, module) -> Decision:
     )
     for warning in decision.warnings:
         log.warning("%s %s", folder.path, warning)
-    if decision.action == "refuse":
-        kind = RunInUseError if decision.checkpoint is None and "in use" in decision.reason else CheckpointError
-        raise kind(
+    if decision.action == "refuse":  # (a folder locked by another run was refused by folder.own already)
+        raise CheckpointError(
             f"{folder.path} {decision.reason}: give this run its own folder with run_name=..., or "
             f"resume=false to start over (the old run is moved aside, not deleted)"
         )
