@@ -25,7 +25,7 @@ from swwae.training.checkpoint_io import remove_stale_temp_files
 from swwae.training.folders import write_failed
 from swwae.training.registry import DATA_MODULES, DATASETS, MODEL_MODULES, MODELS, constructor_defaults, shipped
 from swwae.training.runs.decision import Decision, FolderState, Found, Request, decide
-from swwae.training.runs.identity import IDENTITY_KEY, digest, run_identity
+from swwae.training.runs.identity import digest, run_identity
 from swwae.training.runs.lock import own_run
 from swwae.training.runs.names import check_run_name
 
@@ -188,12 +188,6 @@ class RunFolder:
         self.loaded.clear()
         log.warning("%s held an earlier run: moved it to %s", self.path, aside)
         return aside
-
-    # what a checkpoint carries
-
-    def stamp(self, checkpoint: dict) -> None:
-        """Write the run's identity into a checkpoint being saved."""
-        checkpoint[IDENTITY_KEY] = {"identity": self.identity, "digest": self.digest}
 
     # metrics.json
 
