@@ -95,7 +95,7 @@ def check_int(name: str, value, minimum: int) -> int:
     return int(value)
 
 
-def labelled_per_batch(k: int | None, batch_size: int, labels: int, what: str) -> int:
+def choose_labelled_per_batch(k: int | None, batch_size: int, labels: int, what: str) -> int:
     """``data.labelled_per_batch`` (its default: a quarter of the batch, at most ``labels``),
     or a one-line error when it cannot work."""
     if k is None:
@@ -118,7 +118,7 @@ def check_data(
     seed=0,
     num_workers=0,
     split_seed=0,
-    labelled_per_batch_=None,
+    labelled_per_batch=None,
     num_unlabelled=None,
 ) -> dict:
     """The settings every data set shares, checked and normalised (``labelled_per_batch`` is
@@ -133,9 +133,9 @@ def check_data(
             f"data.num_labels={values['num_labels']} is fewer than the {num_classes} classes of "
             f"{name}: every class needs at least one labelled sample"
         )
-    k = None if labelled_per_batch_ is None else check_int("labelled_per_batch", labelled_per_batch_, 1)
+    k = None if labelled_per_batch is None else check_int("labelled_per_batch", labelled_per_batch, 1)
     if values["num_labels"] is not None:
-        k = labelled_per_batch(
+        k = choose_labelled_per_batch(
             k, values["batch_size"], values["num_labels"], f"data.num_labels={values['num_labels']} labelled samples"
         )
     values["labelled_per_batch"] = k

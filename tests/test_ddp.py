@@ -10,19 +10,14 @@ import math
 import pytest
 
 from helpers.cli import run_cli
-from helpers.config import QUICK, ROOT
+from helpers.config import DDP_QUICK, ROOT
 
 
 @pytest.mark.slow
 def test_ddp_with_two_cpu_processes_trains_on_distinct_batches(tmp_path):
     result = run_cli(
         ROOT / "train.py",
-        "trainer=ddp",
-        "trainer.accelerator=cpu",
-        "trainer.devices=2",
-        *QUICK,
-        "trainer.limit_train_batches=2",
-        "trainer.limit_val_batches=1",
+        *DDP_QUICK,
         "model.widths=[8]",
         "data.batch_size=32",
         "callbacks.progress_bar.refresh_rate=0",

@@ -18,7 +18,7 @@ import pytest
 import torch
 
 from helpers.cli import last_error_line, run_cli
-from helpers.config import MODEL_CONFIGS, QUICK, ROOT
+from helpers.config import DDP_QUICK, MODEL_CONFIGS, ROOT
 from helpers.syncs import CountSyncs, SyncsPerBatch
 from swwae.errors import NonFiniteError
 from swwae.training import run
@@ -158,12 +158,7 @@ def test_ddp_processes_stop_together_on_a_nan_loss_in_one_of_them(tmp_path):
     only (it would otherwise wait for process 1 at the next all-reduce)."""
     result = run_cli(
         ROOT / "train.py",
-        "trainer=ddp",
-        "trainer.accelerator=cpu",
-        "trainer.devices=2",
-        *QUICK,
-        "trainer.limit_train_batches=2",
-        "trainer.limit_val_batches=1",
+        *DDP_QUICK,
         "model.widths=[4]",
         "data.batch_size=16",
         "+callbacks.poison._target_=helpers.faults.PoisonAt",

@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from helpers.config import CONFIG_DIR
-from swwae.settings import labelled_per_batch
+from swwae.settings import choose_labelled_per_batch
 from swwae.training.building import build
 from swwae.training.run import check_settings, train
 
@@ -73,7 +73,7 @@ def test_each_preset_and_arm_passes_the_jobs_checks_with_debug_quick(case, make_
     check_settings(cfg)
     datamodule = build(cfg.data, _convert_="all")
     if cfg.data.get("num_labels") is not None:  # the check setup() runs on the loaded data
-        labelled = labelled_per_batch(
+        labelled = choose_labelled_per_batch(
             datamodule.labelled_per_batch, datamodule.batch_size, cfg.data.num_labels, f"{cfg.data.num_labels} labels"
         )
         assert 1 <= labelled < datamodule.batch_size

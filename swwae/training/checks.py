@@ -54,7 +54,7 @@ def check_model_and_data(model: Mapping, data: Mapping) -> None:
     check_data(
         spec.name,
         spec.num_classes,
-        **{k if k != "labelled_per_batch" else "labelled_per_batch_": data[k] for k in DATA_KEYS if k in data},
+        **{k: data[k] for k in DATA_KEYS if k in data},
     )
     if str(model.get("_target_", "")).rpartition(".")[2] not in MODELS or any(
         k not in model for k in (*NETWORK_KEYS, *TRAINING_KEYS)

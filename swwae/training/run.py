@@ -108,7 +108,8 @@ def train(cfg: DictConfig) -> float:
     set_process_defaults(cfg)
     check_settings(cfg)
     check_folders(cfg)
-    folder = RunFolder.of(OmegaConf.to_container(cfg, resolve=True))
+    run_config = OmegaConf.to_container(cfg, resolve=True)  # plain values: checkpoints, trackers, identity
+    folder = RunFolder.of(run_config)
     if cfg.get("seed") is not None:
         L.seed_everything(cfg.seed, workers=True, verbose=False)
     datamodule = build(cfg.data, _convert_="all")
@@ -124,7 +125,7 @@ def train(cfg: DictConfig) -> float:
     compile_network(module, cfg.get("compile"))  # compile=true: in place, checkpoints unchanged
     check_monitor(cfg.optimized_metric, cfg.optimized_mode, logged_val_metrics(module))
     preemption = Preemption(folder.path)
-    callbacks = job_callbacks(cfg, folder, module, datamodule, preemption)
+    callbacks = job_callbacks(cfg, run_config, folder, module, datamodule, preemption)
     with quiet():  # the Trainer's and callbacks' config errors: before the lock
         trainer = build_trainer(cfg, [], callbacks)
     # the process that trains owns the run: rank 0 of a DDP run, or a process alone in its run
@@ -202,11 +203,12 @@ def train_owned(
     return monitored_value(cfg, metrics)
 
 
-def job_callbacks(cfg: DictConfig, folder: RunFolder, module, datamodule, preemption: Preemption) -> list:
-    """The config's callbacks plus the job's own: the run config in checkpoints and trackers,
-    per-batch seeds, pre-emption."""
+def job_callbacks(
+    cfg: DictConfig, run_config: dict, folder: RunFolder, module, datamodule, preemption: Preemption
+) -> list:
+    """The config's callbacks plus the job's own: the run config (``cfg`` resolved) in checkpoints
+    and trackers, per-batch seeds, pre-emption."""
     callbacks = [build(c) for c in (cfg.get("callbacks") or {}).values()]
-    run_config = OmegaConf.to_container(cfg, resolve=True)
     callbacks.append(SaveRunConfig(run_config, {"identity": folder.identity, "digest": folder.digest}))
     # the trackers get the run config (model/lr, data/batch_size, ...), not Lightning's flat
     # copy of the module's and datamodule's arguments on top of it

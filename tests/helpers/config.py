@@ -16,6 +16,15 @@ CONFIG_DIR = ROOT / "configs"
 # a few small batches: enough to exercise every code path in seconds (configs/debug/quick.yaml);
 # its checkpoints and logs at the default roots, as a real run's: the tests are runs of the job
 QUICK = ["debug=quick", "paths.checkpoint_dir=checkpoints", "paths.log_dir=logs"]
+# two CPU processes under Lightning DDP, a couple of quick batches each
+DDP_QUICK = [
+    "trainer=ddp",
+    "trainer.accelerator=cpu",
+    "trainer.devices=2",
+    *QUICK,
+    "trainer.limit_train_batches=2",
+    "trainer.limit_val_batches=1",
+]
 # the bundled sample's data config, as a run stores it
 SAMPLE_DATA = {
     "_target_": "swwae.training.data.MNISTSampleDataModule",

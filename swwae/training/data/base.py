@@ -24,7 +24,7 @@ from torch import Tensor
 from torch.utils.data import DataLoader
 
 from swwae.errors import ConfigError
-from swwae.settings import check_data, check_int, labelled_per_batch
+from swwae.settings import check_data, check_int, choose_labelled_per_batch
 from swwae.splits import (
     AUGMENT,
     LABELS,
@@ -141,7 +141,7 @@ class InMemoryDataModule(lightning.LightningDataModule):
             train_x, train_y = self._fewer_unlabelled(train_x, train_y)
         if bool((train_y < 0).any()):  # semi-supervised: labelled samples in every batch
             self.labelled = torch.nonzero(train_y >= 0).flatten()
-            self.labelled_per_batch = labelled_per_batch(
+            self.labelled_per_batch = choose_labelled_per_batch(
                 self.labelled_per_batch,
                 self.batch_size,
                 len(self.labelled),
