@@ -52,6 +52,7 @@ class SWWAEModule(L.LightningModule):
         self.num_stages = len(self.net.encoders)
         self.metrics = nn.ModuleDict({stage: self._metrics() for stage in ("val", "test")})
         self.loss_watch = LossWatch()
+        self.test_outcomes: list[torch.Tensor] = []  # per test image: label, prediction, recon MSE
 
     def _metrics(self) -> nn.ModuleDict:
         """Exact dataset means (not means of batch means), one set per evaluation stage."""
@@ -140,12 +141,19 @@ class SWWAEModule(L.LightningModule):
             metrics[f"middle_mse_{i}"].update(decoded, target)
         if "acc" in metrics:
             metrics["acc"].update(out.logits, y)
+        if stage == "test":  # per image, in the split's order: paired tests between runs (McNemar)
+            predicted = out.logits.argmax(1) if out.logits is not None else torch.full_like(y, -1)
+            mse = (out.recon - x).pow(2).flatten(1).mean(1)
+            self.test_outcomes.append(torch.stack([y.double(), predicted.double(), mse.double()], 1).cpu())
         self.log(f"{stage}/loss", self.losses(out, x, y)["loss"], batch_size=len(x), sync_dist=True)
         for name, metric in metrics.items():
             self.log(f"{stage}/{name}", metric, prog_bar=name in ("recon_mse", "acc"))
 
     def validation_step(self, batch, batch_idx):
         self._evaluate(batch, "val")
+
+    def on_test_epoch_start(self) -> None:
+        self.test_outcomes = []
 
     def test_step(self, batch, batch_idx):
         self._evaluate(batch, "test")

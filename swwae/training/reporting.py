@@ -6,12 +6,15 @@ report (``resume`` on a run that already trained as far as asked) is built by th
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import lightning as L
+import torch
 from omegaconf import DictConfig, OmegaConf
 
 from swwae.errors import ConfigError
 from swwae.training.building import choices
+from swwae.training.folders import write_failed
 from swwae.training.loggers import log_summary
 
 SHOWN = ("test/recon_mse", "test/acc")  # the done: line's metrics, or the monitor's when not tested
@@ -31,6 +34,24 @@ def evaluate_best(trainer: L.Trainer, module, datamodule, cfg: DictConfig, best:
         trainer.test(module, datamodule=datamodule, ckpt_path=best or None, verbose=False)
         metrics |= final_metrics(trainer, "test/")
     return metrics
+
+
+def write_test_outcomes(folder: Path, module) -> Path | None:
+    """``<output dir>/test_outcomes.csv``: one row per test image, in the split's order (label,
+    predicted class or -1 without a classifier, reconstruction MSE), so that two runs tested
+    on the same images can be compared image by image (McNemar's test) without reading the
+    test split again. Written by a run alone in its process (a DDP rank sees a shard)."""
+    if not module.test_outcomes or module.trainer.world_size != 1:
+        return None
+    rows = torch.cat(module.test_outcomes).tolist()
+    path = folder / "test_outcomes.csv"
+    try:
+        with path.open("w", newline="") as f:
+            f.write("index,label,prediction,recon_mse\n")
+            f.writelines(f"{i},{int(y)},{int(p)},{mse:.6g}\n" for i, (y, p, mse) in enumerate(rows))
+    except OSError as err:
+        raise write_failed(path, err) from None
+    return path
 
 
 def run_summary(cfg: DictConfig, arch: str, epochs: int, checkpoint: str | None, metrics: dict) -> dict:

@@ -34,7 +34,14 @@ from swwae.training.host_memory import keep_freed_memory
 from swwae.training.loggers import check_extras, run_params
 from swwae.training.monitor import check_monitor
 from swwae.training.preemption import Preemption, PreemptionSaved
-from swwae.training.reporting import evaluate_best, log_final, monitored_value, run_summary, shown
+from swwae.training.reporting import (
+    evaluate_best,
+    log_final,
+    monitored_value,
+    run_summary,
+    shown,
+    write_test_outcomes,
+)
 from swwae.training.runs.decision import Decision, resume_mode
 from swwae.training.runs.folder import RunFolder, batches, describe, mid_epoch_position
 
@@ -195,6 +202,7 @@ def train_owned(
     summary = run_summary(cfg, module.net.arch, trainer.current_epoch, best, metrics)
     if trainer.is_global_zero:
         folder.write_metrics(summary)
+        write_test_outcomes(folder.output_dir, module)
         log_final(trainer, cfg, summary)
         print(
             f"done: {cfg.run_name}: {shown(metrics, cfg.optimized_metric)} ({metrics['train_time_s']:.0f} s) "
