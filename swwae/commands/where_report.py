@@ -1,0 +1,272 @@
+"""Is the where worth it? The report of a study whose arms share their seeds
+(``experiment=semi_where``: swwae_hard, upsample, classifier_only at 100 labels, 10 seeds).
+
+    python train.py -m experiment=semi_where
+    swwae where-report multirun/<time> [more sweep dirs] --out docs/semi_where
+
+Per arm: the test error (and, for arms that reconstruct, the test reconstruction MSE) as a
+mean with its 95% t interval over seeds. Per pair of arms: the difference by seed, its 95%
+t interval and Wilcoxon's signed-rank test over seeds, and McNemar's exact test on the test
+images of all seeds pooled (each run's ``test_outcomes.csv``: the runs of one seed are
+tested on the same images, so they pair image by image). Writes <out>.md (the tables) and
+<out>.png (the paired differences, one dot a seed). Nothing is trained or evaluated again:
+the numbers are the ones each run wrote when it read its test split, once.
+
+Exit status 0, 1 when a job failed (the rest is reported), 2 for bad input.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import itertools
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from swwae.cli import one_line_errors, script_parser
+from swwae.errors import ConfigError
+from swwae.stats import Interval, McNemar, PairedDifference, mcnemar, paired_difference, t_interval, verdict
+from swwae.training.sweep.jobs import collect
+
+MAX_OUTCOMES_BYTES = 16 * 2**20  # a test split of ~300,000 images; larger is not a test_outcomes.csv
+MAX_CONFIG_BYTES = 2**20
+
+# classes
+
+
+@dataclass
+class Run:
+    arm: str
+    seed: int
+    error_pct: float
+    recon_mse: float | None
+    reconstructs: bool  # lambda_rec > 0: the reconstruction is trained, so its MSE means something
+    outcomes: list[tuple[int, int]]  # (label, prediction) per test image, in the split's order
+
+
+@dataclass
+class Comparison:
+    a: str
+    b: str
+    error: PairedDifference  # error % of a - error % of b, by seed
+    images: McNemar | None  # pooled over the shared seeds
+    recon: PairedDifference | None  # recon MSE of a - of b, where both reconstruct
+
+
+# reading
+
+
+def bounded_text(path: Path, limit: int) -> str:
+    if not path.is_file():
+        raise ConfigError(f"{path} is not a file (was the run tested? test=true writes it)")
+    if path.stat().st_size > limit:
+        raise ConfigError(f"{path} is larger than {limit:,} bytes: not a file a run writes")
+    return path.read_text()
+
+
+def read_outcomes(path: Path) -> list[tuple[int, int]]:
+    """(label, prediction) per test image, as the run wrote them (``index,label,prediction,recon_mse``)."""
+    rows = []
+    try:
+        reader = csv.DictReader(io.StringIO(bounded_text(path, MAX_OUTCOMES_BYTES)))
+        for i, row in enumerate(reader):
+            if int(row["index"]) != i:
+                raise ValueError(f"row {i + 1} has index {row['index']}")
+            rows.append((int(row["label"]), int(row["prediction"])))
+    except (KeyError, TypeError, ValueError) as err:
+        raise ConfigError(f"{path} is unreadable: {err}") from None
+    return rows
+
+
+def reconstructs(job_folder: Path) -> bool:
+    """lambda_rec > 0 in the job's saved config (plain YAML, read as data)."""
+    try:
+        config = yaml.safe_load(bounded_text(job_folder / ".hydra" / "config.yaml", MAX_CONFIG_BYTES))
+        return float(config["model"]["lambda_rec"]) > 0
+    except (ConfigError, KeyError, TypeError, ValueError, yaml.YAMLError):
+        return True  # no saved config: report its MSE, as the run measured it
+
+
+def read_runs(sweep_dirs: list[Path]) -> tuple[list[Run], list[str]]:
+    runs, failed, seen = [], [], {}
+    for sweep_dir in sweep_dirs:
+        summary = collect(sweep_dir)
+        failed += [f"{j.folder}: {j.record.get('error', 'failed')}" for j in summary.failed]
+        for job in summary.jobs:
+            if not job.ok:
+                continue
+            metrics = job.metrics
+            if "test/acc" not in metrics:
+                raise ConfigError(f"{job.folder} has no test/acc: not a tested run with a classifier")
+            arm, seed = str(job.record.get("model")), int(job.seed)
+            if (arm, seed) in seen:
+                raise ConfigError(f"{job.folder} and {seen[arm, seed]} are both {arm} seed {seed}")
+            seen[arm, seed] = job.folder
+            outcomes = read_outcomes(job.folder / "test_outcomes.csv")
+            accuracy = sum(y == p for y, p in outcomes) / len(outcomes) if outcomes else float("nan")
+            if abs(accuracy - metrics["test/acc"]) > 1e-6:
+                raise ConfigError(
+                    f"{job.folder}: test_outcomes.csv gives accuracy {accuracy:.4f}, metrics.json {metrics['test/acc']:.4f}"
+                )
+            runs.append(
+                Run(arm, seed, metrics["test/error_pct"], metrics.get("test/recon_mse"), reconstructs(job.folder), outcomes)
+            )
+    if not runs:
+        raise ConfigError(f"no finished job in {', '.join(map(str, sweep_dirs))}")
+    return runs, failed
+
+
+# statistics
+
+
+def arms_of(runs: list[Run], wanted: list[str] | None) -> list[str]:
+    found = list(dict.fromkeys(r.arm for r in runs))
+    if not wanted:
+        return found
+    missing = [a for a in wanted if a not in found]
+    if missing:
+        raise ConfigError(f"no finished run of {', '.join(missing)}; the sweep has {', '.join(found)}")
+    return wanted
+
+
+def by_seed(runs: list[Run], arm: str) -> dict[int, Run]:
+    return {r.seed: r for r in runs if r.arm == arm}
+
+
+def pooled_mcnemar(a: dict[int, Run], b: dict[int, Run]) -> McNemar:
+    """McNemar on every test image of every shared seed; the two runs of a seed must have been
+    tested on the same images (the same labels in the same order)."""
+    right_a, right_b = [], []
+    for seed in sorted(set(a) & set(b)):
+        if [y for y, _ in a[seed].outcomes] != [y for y, _ in b[seed].outcomes]:
+            raise ConfigError(f"seed {seed}: {a[seed].arm} and {b[seed].arm} were tested on different images")
+        right_a += [y == p for y, p in a[seed].outcomes]
+        right_b += [y == p for y, p in b[seed].outcomes]
+    return mcnemar(right_a, right_b)
+
+
+def compare(runs: list[Run], a: str, b: str) -> Comparison:
+    ra, rb = by_seed(runs, a), by_seed(runs, b)
+    error = paired_difference({s: r.error_pct for s, r in ra.items()}, {s: r.error_pct for s, r in rb.items()})
+    both_reconstruct = all(r.reconstructs and r.recon_mse is not None for r in [*ra.values(), *rb.values()])
+    recon = None
+    if both_reconstruct:
+        recon = paired_difference({s: r.recon_mse for s, r in ra.items()}, {s: r.recon_mse for s, r in rb.items()})
+    return Comparison(a, b, error, pooled_mcnemar(ra, rb), recon)
+
+
+# output
+
+
+def markdown(runs: list[Run], arms: list[str], comparisons: list[Comparison], failed: list[str]) -> str:
+    seeds = sorted({r.seed for r in runs})
+    lines = [
+        f"{len(runs)} runs, seeds {seeds[0]}-{seeds[-1]} ({len(seeds)}); 95% t intervals over seeds in brackets.",
+        "",
+        "| arm | seeds | test error % | per seed | test recon MSE |",
+        "|---|---:|---:|---|---:|",
+    ]
+    for arm in arms:
+        mine = sorted(by_seed(runs, arm).values(), key=lambda r: r.seed)
+        error = t_interval([r.error_pct for r in mine])
+        recon = t_interval([r.recon_mse for r in mine]) if all(r.reconstructs for r in mine) else None
+        lines.append(
+            f"| {arm} | {len(mine)} | {error.text()} | {', '.join(f'{r.error_pct:.1f}' for r in mine)} | "
+            f"{recon.text(4) if recon else '- (not trained)'} |"
+        )
+    lines += [
+        "",
+        "Test error, paired by seed (A - B in points: below 0, A errs less); McNemar on the test images of all "
+        "shared seeds pooled (A right where B is wrong / the reverse):",
+        "",
+        "| A - B | seeds | difference, points | A better / tie / B better | Wilcoxon p | McNemar | McNemar p | finding |",
+        "|---|---:|---:|---|---:|---:|---:|---|",
+    ]
+    for c in comparisons:
+        a_worse, tie, a_better = c.error.favours
+        m = c.images
+        lines.append(
+            f"| {c.a} - {c.b} | {c.error.interval.n} | {c.error.interval.text(sign=True)} | {a_better} / {tie} / {a_worse} | "
+            f"{c.error.wilcoxon_p:.3g} | {m.only_a} / {m.only_b} | {m.p:.3g} | {verdict(c.error)} |"
+        )
+    recon = [c for c in comparisons if c.recon is not None]
+    if recon:
+        lines += [
+            "",
+            "Test reconstruction MSE, paired by seed (A - B: below 0, A reconstructs better):",
+            "",
+            "| A - B | seeds | difference | relative to B | Wilcoxon p | finding |",
+            "|---|---:|---:|---:|---:|---|",
+        ]
+        for c in recon:
+            b_mean = t_interval([r.recon_mse for r in by_seed(runs, c.b).values()]).mean
+            lines.append(
+                f"| {c.a} - {c.b} | {c.recon.interval.n} | {c.recon.interval.text(5, sign=True)} | "
+                f"{c.recon.interval.mean / b_mean:+.0%} | {c.recon.wilcoxon_p:.3g} | {verdict(c.recon)} |"
+            )
+    lines += ["", *(f"failed: {f}" for f in failed)] if failed else []
+    return "\n".join(lines) + "\n"
+
+
+def figure(comparisons: list[Comparison], out: Path) -> Path:
+    """One panel per paired comparison: a dot per seed, the mean and its 95% interval, 0 marked."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from swwae.training.sweep.figures import save_figure
+
+    panels = [(c, "error", c.error, "test error, A - B (points)") for c in comparisons]
+    panels += [(c, "recon", c.recon, "test recon MSE, A - B") for c in comparisons if c.recon is not None]
+    fig, axes = plt.subplots(1, len(panels), figsize=(3.2 * len(panels), 4), squeeze=False)
+    for ax, (c, _, diff, ylabel) in zip(axes[0], panels):
+        xs = [0.0 + 0.06 * ((i % 5) - 2) for i in range(len(diff.differences))]
+        ax.scatter(xs, diff.differences, s=22, alpha=0.7, color="C0", zorder=3, label="one seed")
+        interval: Interval = diff.interval
+        if interval.n > 1:
+            ax.errorbar(
+                [0.35],
+                [interval.mean],
+                yerr=[[interval.mean - interval.low], [interval.high - interval.mean]],
+                fmt="D",
+                color="C3",
+                capsize=5,
+                label="mean, 95% interval",
+            )
+        ax.axhline(0, color="k", lw=0.8)
+        ax.set_xlim(-0.4, 0.7)
+        ax.set_xticks([])
+        ax.set_title(f"{c.a}\n- {c.b}", fontsize=9)
+        ax.set_ylabel(ylabel, fontsize=9)
+    axes[0][0].legend(fontsize=7, loc="best")
+    fig.suptitle("Paired by seed: below 0, A is better", fontsize=10)
+    return save_figure(fig, out)
+
+
+@one_line_errors
+def main(argv=None) -> int:
+    parser = script_parser(__doc__)
+    parser.add_argument("sweep_dirs", type=Path, nargs="+")
+    parser.add_argument("--out", type=Path, default=None, help="prefix of the .md and .png (default: <first>/where)")
+    parser.add_argument("--arms", nargs="+", default=None, help="the arms (model choices) in order (default: all)")
+    args = parser.parse_args(argv)
+    runs, failed = read_runs(args.sweep_dirs)
+    arms = arms_of(runs, args.arms)
+    if len(arms) < 2:
+        raise ConfigError(f"one arm ({arms[0]}): nothing to compare")
+    comparisons = [compare(runs, a, b) for a, b in itertools.combinations(arms, 2)]
+    out = args.out or args.sweep_dirs[0] / "where"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    text = markdown([r for r in runs if r.arm in arms], arms, comparisons, failed)
+    out.with_suffix(".md").write_text(text)
+    figure(comparisons, out.with_suffix(".png"))
+    print(text, end="")
+    print(f"-> {out.with_suffix('.md')}, {out.with_suffix('.png')}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,128 @@
+"""Comparing arms of a study that share their seeds: a mean with its 95% interval, the paired
+difference by seed with its interval and Wilcoxon's signed-rank test, and McNemar's exact test
+on image-by-image outcomes. Plain Python and scipy; no torch.
+
+Why paired: two arms trained with one seed see the same labelled images, the same
+initial-weight draws where their networks agree, and are tested on the same images, so most of
+the seed-to-seed spread cancels in their difference. A difference is judged by its own spread,
+not by the spread of either arm.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+# classes
+
+
+@dataclass(frozen=True)
+class Interval:
+    """A mean and its two-sided 95% t interval over ``n`` values (no interval for one value)."""
+
+    mean: float
+    low: float
+    high: float
+    n: int
+
+    def text(self, digits: int = 2, sign: bool = False) -> str:
+        mean = f"{self.mean:{'+' if sign else ''}.{digits}f}"
+        if self.n < 2:
+            return mean
+        return f"{mean} [{self.low:{'+' if sign else ''}.{digits}f}, {self.high:{'+' if sign else ''}.{digits}f}]"
+
+
+@dataclass(frozen=True)
+class PairedDifference:
+    """``a - b`` by seed: the differences, their interval and Wilcoxon's two-sided p-value."""
+
+    seeds: tuple
+    differences: tuple[float, ...]
+    interval: Interval
+    wilcoxon_p: float
+
+    @property
+    def favours(self) -> tuple[int, int, int]:
+        """How many seeds have a > b, a == b, a < b."""
+        d = self.differences
+        return sum(x > 0 for x in d), sum(x == 0 for x in d), sum(x < 0 for x in d)
+
+
+@dataclass(frozen=True)
+class McNemar:
+    """Image-by-image outcomes of two classifiers on the same images: ``only_a`` right where b
+    is wrong, ``only_b`` the other way; exact two-sided binomial p-value on the discordant pairs."""
+
+    only_a: int
+    only_b: int
+    p: float
+
+
+# functions
+
+
+def t_interval(values: Sequence[float], level: float = 0.95) -> Interval:
+    """Mean and Student-t interval: the spread of the mean of a few seeds, honestly wide."""
+    from scipy import stats
+
+    values = [float(v) for v in values]
+    if not values:
+        raise ValueError("no values")
+    mean = statistics.fmean(values)
+    if len(values) < 2:
+        return Interval(mean, math.nan, math.nan, len(values))
+    half = float(stats.t.ppf(0.5 + level / 2, len(values) - 1)) * statistics.stdev(values) / math.sqrt(len(values))
+    return Interval(mean, mean - half, mean + half, len(values))
+
+
+def wilcoxon_p(differences: Sequence[float]) -> float:
+    """Two-sided Wilcoxon signed-rank p-value (exact where scipy can, zeros dropped); 1.0
+    when every difference is zero (no evidence either way), NaN for fewer than one."""
+    from scipy import stats
+
+    nonzero = [d for d in differences if d != 0]
+    if not differences:
+        return math.nan
+    if not nonzero:
+        return 1.0
+    return float(stats.wilcoxon(nonzero, zero_method="wilcox", alternative="two-sided").pvalue)
+
+
+def paired_difference(a: dict, b: dict) -> PairedDifference:
+    """``a[seed] - b[seed]`` over the seeds both arms have."""
+    seeds = tuple(sorted(set(a) & set(b)))
+    if not seeds:
+        raise ValueError("the two arms share no seed")
+    differences = tuple(float(a[s]) - float(b[s]) for s in seeds)
+    return PairedDifference(seeds, differences, t_interval(differences), wilcoxon_p(differences))
+
+
+def mcnemar(correct_a: Sequence[bool], correct_b: Sequence[bool]) -> McNemar:
+    """McNemar's exact test: only the images where exactly one of the two is right count."""
+    from scipy import stats
+
+    if len(correct_a) != len(correct_b):
+        raise ValueError(f"{len(correct_a)} outcomes against {len(correct_b)}")
+    only_a = sum(1 for x, y in zip(correct_a, correct_b) if x and not y)
+    only_b = sum(1 for x, y in zip(correct_a, correct_b) if y and not x)
+    n = only_a + only_b
+    p = 1.0 if n == 0 else float(stats.binomtest(min(only_a, only_b), n, 0.5).pvalue)
+    return McNemar(only_a, only_b, p)
+
+
+def verdict(difference: PairedDifference, level: float = 0.05) -> str:
+    """The finding in words, as strong as the numbers allow and no stronger."""
+    interval = difference.interval
+    if difference.interval.n < 2:
+        return "one seed: no test"
+    if interval.low > 0 or interval.high < 0:
+        side = "higher" if interval.mean > 0 else "lower"
+        strength = (
+            f"(Wilcoxon p = {difference.wilcoxon_p:.3g})"
+            if difference.wilcoxon_p < level
+            else f"by the t interval, though Wilcoxon p = {difference.wilcoxon_p:.3g}"
+        )
+        return f"{side}, the 95% interval excludes 0 {strength}"
+    return f"no difference detected: the 95% interval holds 0 (Wilcoxon p = {difference.wilcoxon_p:.3g})"

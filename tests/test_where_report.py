@@ -1,0 +1,179 @@
+"""The where study's report (``swwae.commands.where_report``, ``swwae.stats``): its statistics
+against values computed by hand, on a made-up sweep folder whose differences are known, and the
+preset end to end (a 2-seed ``debug=quick`` sweep, then its report). No test asserts a
+scientific result."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+from helpers.cli import run_cli
+from helpers.config import ROOT
+
+from swwae.commands.where_report import main
+from swwae.stats import mcnemar, paired_difference, t_interval, verdict, wilcoxon_p
+
+LABELS = [i % 10 for i in range(20)]  # 20 test images
+
+# helpers
+
+
+def write_job(sweep, number: int, model: str, seed: int, wrong: int, recon: float | None, lambda_rec=1.0):
+    """A finished job as train.py leaves it: metrics.json, its saved config, and a
+    test_outcomes.csv whose first ``wrong`` images are misclassified."""
+    folder = sweep / f"{number}_{model}_seed{seed}"
+    (folder / ".hydra").mkdir(parents=True)
+    (folder / ".hydra" / "overrides.yaml").write_text(f"- model={model}\n- seed={seed}\n")
+    (folder / ".hydra" / "config.yaml").write_text(f"model:\n  lambda_rec: {lambda_rec}\n")
+    predictions = [(y + 1) % 10 if i < wrong else y for i, y in enumerate(LABELS)]
+    rows = ["index,label,prediction,recon_mse"] + [f"{i},{y},{p},0.01" for i, (y, p) in enumerate(zip(LABELS, predictions))]
+    (folder / "test_outcomes.csv").write_text("\n".join(rows) + "\n")
+    metrics = {"test/acc": 1 - wrong / len(LABELS)} | ({"test/recon_mse": recon} if recon is not None else {})
+    record = {"run_name": folder.name, "model": model, "seed": seed, "status": "ok", "metrics": metrics}
+    (folder / "metrics.json").write_text(json.dumps(record))
+    return folder
+
+
+@pytest.fixture
+def sweep(tmp_path):
+    """3 arms x 5 seeds. Wrong images out of 20 (always the first ones): hard 1,1,2,2,3;
+    upsample 2,3,4,5,6, so 1+2+2+3+3 = 11 images only hard gets right; classifier_only 3."""
+    sweep = tmp_path / "sweep"
+    number = 0
+    for seed in range(5):
+        for model, wrong, recon in [
+            ("swwae_hard", [1, 1, 2, 2, 3][seed], 0.002 + 0.001 * seed),
+            ("upsample", [2, 3, 4, 5, 6][seed], 0.004 + 0.001 * seed),
+            ("classifier_only", 3, 0.09),
+        ]:
+            write_job(sweep, number, model, seed, wrong, recon, lambda_rec=0.0 if model == "classifier_only" else 1.0)
+            number += 1
+    return sweep
+
+
+# the statistics, by hand
+
+
+def test_t_interval_of_one_to_five():
+    interval = t_interval([1, 2, 3, 4, 5])  # sd 1.5811, se 0.7071, t(0.975, 4) = 2.7764
+    assert interval.mean == 3 and interval.n == 5
+    assert interval.low == pytest.approx(3 - 1.963243, abs=1e-5) and interval.high == pytest.approx(4.963243, abs=1e-5)
+    assert math.isnan(t_interval([2.0]).low)
+
+
+def test_wilcoxon_exact_p_values():
+    assert wilcoxon_p([1, 2, 3, 4, 5]) == pytest.approx(2 / 32)  # every sign positive: 2 of 2^5 sign patterns
+    assert wilcoxon_p([-1, 2, 3, 4, 5]) == pytest.approx(4 / 32)  # rank sum of negatives 1: 2 patterns a side
+    assert wilcoxon_p([0, 0, 0]) == 1.0  # no evidence either way
+    assert wilcoxon_p([0, 1, 2, 3, 4, 5]) == pytest.approx(2 / 32)  # a tie is dropped
+
+
+def test_mcnemar_exact_p_value():
+    right_a = [True] * 10 + [False] * 2 + [True] * 30
+    right_b = [False] * 10 + [True] * 2 + [True] * 30
+    result = mcnemar(right_a, right_b)
+    assert (result.only_a, result.only_b) == (10, 2)
+    assert result.p == pytest.approx(2 * (1 + 12 + 66) / 4096)  # 2 P(X <= 2), X ~ Bin(12, 1/2)
+    assert mcnemar([True], [True]).p == 1.0
+
+
+def test_paired_difference_uses_shared_seeds_and_says_what_it_finds():
+    difference = paired_difference({0: 7.0, 1: 7.5, 2: 6.5, 3: 9.0}, {0: 4.0, 1: 4.0, 2: 4.0})
+    assert difference.seeds == (0, 1, 2) and difference.differences == (3.0, 3.5, 2.5)
+    assert difference.favours == (3, 0, 0)
+    assert verdict(difference) == "higher, the 95% interval excludes 0 by the t interval, though Wilcoxon p = 0.25"
+    assert verdict(paired_difference({0: 1.0, 1: 2.0}, {0: 2.0, 1: 1.0})).startswith("no difference detected")
+
+
+# the report on a made-up sweep
+
+
+def test_report_of_a_made_up_sweep(sweep, tmp_path, capsys):
+    out = tmp_path / "report" / "where"
+    assert main([str(sweep), "--out", str(out)]) == 0
+    text = out.with_suffix(".md").read_text()
+    assert out.with_suffix(".png").stat().st_size > 10_000
+    assert text == capsys.readouterr().out.split("-> ")[0]
+    # error % = 5 x wrong: hard 5,5,10,10,15 (mean 9); upsample 10,15,20,25,30 (mean 20)
+    assert "| swwae_hard | 5 | 9.00 [" in text and "| upsample | 5 | 20.00 [" in text
+    assert "| classifier_only | 5 | 15.00 [15.00, 15.00] | 15.0, 15.0, 15.0, 15.0, 15.0 | - (not trained) |" in text
+    # hard - upsample: -5, -10, -10, -15, -15 points; mean -11, sd 4.1833, half-width 2.7764 x 1.8708 = 5.194
+    # every seed favours hard: Wilcoxon 2/32; McNemar 11 images only hard gets right, 0 the reverse: 2/2^11
+    row = next(line for line in text.splitlines() if line.startswith("| swwae_hard - upsample |"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[1:] == [
+        "5",
+        "-11.00 [-16.19, -5.81]",
+        "5 / 0 / 0",
+        "0.0625",
+        "11 / 0",
+        f"{2 / 2**11:.3g}",
+        "lower, the 95% interval excludes 0 by the t interval, though Wilcoxon p = 0.0625",
+    ]
+    # the reconstruction: only the two arms that train it; hard - upsample = -0.002 at every seed
+    assert "| swwae_hard - upsample | 5 | -0.00200 [-0.00200, -0.00200] | -33% | 0.0625 |" in text
+    assert "swwae_hard - classifier_only | 5 | -0" not in text.split("reconstruction MSE")[1]
+
+
+def test_arms_can_be_chosen_and_a_missing_one_is_one_line(sweep, tmp_path, capsys):
+    assert main([str(sweep), "--out", str(tmp_path / "r"), "--arms", "upsample", "swwae_hard"]) == 0
+    assert "| upsample - swwae_hard | 5 | +11.00 [+5.81, +16.19] |" in (tmp_path / "r.md").read_text()
+    assert main([str(sweep), "--arms", "swwae_soft", "upsample"]) == 2
+    assert capsys.readouterr().err.strip() == (
+        "error: no finished run of swwae_soft; the sweep has swwae_hard, upsample, classifier_only"
+    )
+
+
+def test_outcomes_that_disagree_with_metrics_are_refused(sweep, capsys):
+    job = next(sweep.glob("0_*"))
+    (job / "test_outcomes.csv").write_text("index,label,prediction,recon_mse\n0,1,1,0.1\n")
+    assert main([str(sweep)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "gives accuracy 1.0000, metrics.json 0.9500" in err
+
+
+def test_arms_tested_on_other_images_are_refused(sweep, capsys):
+    job = next(sweep.glob("1_upsample_seed0"))
+    rows = (job / "test_outcomes.csv").read_text().replace("\n0,0,", "\n0,7,", 1)  # image 0's label changed
+    (job / "test_outcomes.csv").write_text(rows)
+    record = json.loads((job / "metrics.json").read_text())
+    record["metrics"]["test/acc"] = 0.9  # still consistent with its own outcomes: 2 wrong of 20
+    (job / "metrics.json").write_text(json.dumps(record))
+    assert main([str(sweep), "--out", str(sweep / "r")]) == 2
+    assert "seed 0: swwae_hard and upsample were tested on different images" in capsys.readouterr().err
+
+
+def test_a_failed_job_is_listed_and_the_rest_reported(sweep, tmp_path, capsys):
+    job = next(sweep.glob("2_classifier_only_seed0"))
+    (job / "metrics.json").write_text(json.dumps({"status": "failed", "error": "boom", "metrics": {}}))
+    assert main([str(sweep), "--out", str(tmp_path / "r")]) == 1
+    text = (tmp_path / "r.md").read_text()
+    assert "| classifier_only | 4 |" in text and f"failed: {job}: boom" in text
+
+
+# the preset, end to end
+
+
+@pytest.mark.slow
+def test_the_preset_runs_two_quick_seeds_and_reports(tmp_path):
+    result = run_cli(
+        ROOT / "train.py",
+        "-m",
+        "experiment=semi_where",
+        "debug=quick",
+        "seed=0,1",
+        f"hydra.sweep.dir={tmp_path / 'sweep'}",
+        cwd=tmp_path,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    jobs = sorted(p.name for p in (tmp_path / "sweep").iterdir() if p.is_dir())
+    assert len(jobs) == 6 and jobs[0] == "0_semi_where_swwae_hard_labels100_seed0"
+    for job in jobs:
+        outcomes = (tmp_path / "sweep" / job / "test_outcomes.csv").read_text().splitlines()
+        assert len(outcomes) == 1 + 500  # the header and every test image, once
+    assert main([str(tmp_path / "sweep"), "--out", str(tmp_path / "where")]) == 0
+    text = (tmp_path / "where.md").read_text()
+    assert "6 runs, seeds 0-1 (2)" in text and "| swwae_hard - upsample | 2 |" in text
