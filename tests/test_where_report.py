@@ -9,9 +9,9 @@ import json
 import math
 
 import pytest
+
 from helpers.cli import run_cli
 from helpers.config import ROOT
-
 from swwae.commands.where_report import main
 from swwae.stats import mcnemar, paired_difference, t_interval, verdict, wilcoxon_p
 
@@ -28,7 +28,8 @@ def write_job(sweep, number: int, model: str, seed: int, wrong: int, recon: floa
     (folder / ".hydra" / "overrides.yaml").write_text(f"- model={model}\n- seed={seed}\n")
     (folder / ".hydra" / "config.yaml").write_text(f"model:\n  lambda_rec: {lambda_rec}\n")
     predictions = [(y + 1) % 10 if i < wrong else y for i, y in enumerate(LABELS)]
-    rows = ["index,label,prediction,recon_mse"] + [f"{i},{y},{p},0.01" for i, (y, p) in enumerate(zip(LABELS, predictions))]
+    rows = ["index,label,prediction,recon_mse"]
+    rows += [f"{i},{y},{p},0.01" for i, (y, p) in enumerate(zip(LABELS, predictions))]
     (folder / "test_outcomes.csv").write_text("\n".join(rows) + "\n")
     metrics = {"test/acc": 1 - wrong / len(LABELS)} | ({"test/recon_mse": recon} if recon is not None else {})
     record = {"run_name": folder.name, "model": model, "seed": seed, "status": "ok", "metrics": metrics}

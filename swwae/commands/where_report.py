@@ -108,11 +108,11 @@ def read_runs(sweep_dirs: list[Path]) -> tuple[list[Run], list[str]]:
             accuracy = sum(y == p for y, p in outcomes) / len(outcomes) if outcomes else float("nan")
             if abs(accuracy - metrics["test/acc"]) > 1e-6:
                 raise ConfigError(
-                    f"{job.folder}: test_outcomes.csv gives accuracy {accuracy:.4f}, metrics.json {metrics['test/acc']:.4f}"
+                    f"{job.folder}: test_outcomes.csv gives accuracy {accuracy:.4f}, "
+                    f"metrics.json {metrics['test/acc']:.4f}"
                 )
-            runs.append(
-                Run(arm, seed, metrics["test/error_pct"], metrics.get("test/recon_mse"), reconstructs(job.folder), outcomes)
-            )
+            recon = metrics.get("test/recon_mse")
+            runs.append(Run(arm, seed, metrics["test/error_pct"], recon, reconstructs(job.folder), outcomes))
     if not runs:
         raise ConfigError(f"no finished job in {', '.join(map(str, sweep_dirs))}")
     return runs, failed
@@ -181,15 +181,17 @@ def markdown(runs: list[Run], arms: list[str], comparisons: list[Comparison], fa
         "Test error, paired by seed (A - B in points: below 0, A errs less); McNemar on the test images of all "
         "shared seeds pooled (A right where B is wrong / the reverse):",
         "",
-        "| A - B | seeds | difference, points | A better / tie / B better | Wilcoxon p | McNemar | McNemar p | finding |",
+        "| A - B | seeds | difference, points | A better / tie / B better | Wilcoxon p | McNemar | McNemar p "
+        "| finding |",
         "|---|---:|---:|---|---:|---:|---:|---|",
     ]
     for c in comparisons:
         a_worse, tie, a_better = c.error.favours
         m = c.images
         lines.append(
-            f"| {c.a} - {c.b} | {c.error.interval.n} | {c.error.interval.text(sign=True)} | {a_better} / {tie} / {a_worse} | "
-            f"{c.error.wilcoxon_p:.3g} | {m.only_a} / {m.only_b} | {m.p:.3g} | {verdict(c.error)} |"
+            f"| {c.a} - {c.b} | {c.error.interval.n} | {c.error.interval.text(sign=True)} | "
+            f"{a_better} / {tie} / {a_worse} | {c.error.wilcoxon_p:.3g} | {m.only_a} / {m.only_b} | {m.p:.3g} | "
+            f"{verdict(c.error)} |"
         )
     recon = [c for c in comparisons if c.recon is not None]
     if recon:
