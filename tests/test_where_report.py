@@ -178,3 +178,20 @@ def test_the_preset_runs_two_quick_seeds_and_reports(tmp_path):
     assert main([str(tmp_path / "sweep"), "--out", str(tmp_path / "where")]) == 0
     text = (tmp_path / "where.md").read_text()
     assert "6 runs, seeds 0-1 (2)" in text and "| swwae_hard - upsample | 2 |" in text
+
+
+def test_a_finished_run_reported_again_brings_its_outcomes(tmp_path):
+    """A sweep repeated into a new folder reports its finished runs there: each job folder gets
+    the test_outcomes.csv its run wrote, so the report reads the new folder alone."""
+    from swwae.training.reporting import copy_test_outcomes
+
+    first, again = tmp_path / "first", tmp_path / "again"
+    first.mkdir()
+    (first / "test_outcomes.csv").write_text("index,label,prediction,recon_mse\n0,3,3,0.01\n")
+    checkpoint = {"swwae_config": {"paths": {"output_dir": str(first)}}}
+    assert copy_test_outcomes(checkpoint, again) == again / "test_outcomes.csv"
+    assert (again / "test_outcomes.csv").read_text() == (first / "test_outcomes.csv").read_text()
+    assert copy_test_outcomes(checkpoint, first) is None  # the same folder: nothing to do
+    for stored in ({}, {"swwae_config": "x"}, {"swwae_config": {"paths": {"output_dir": 3}}}):
+        assert copy_test_outcomes(stored, tmp_path / "none") is None
+    assert not (tmp_path / "none").exists()

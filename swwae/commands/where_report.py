@@ -28,9 +28,9 @@ import yaml
 from swwae.cli import one_line_errors, script_parser
 from swwae.errors import ConfigError
 from swwae.stats import Interval, McNemar, PairedDifference, mcnemar, paired_difference, t_interval, verdict
+from swwae.training.reporting import MAX_OUTCOMES_BYTES
 from swwae.training.sweep.jobs import collect
 
-MAX_OUTCOMES_BYTES = 16 * 2**20  # a test split of ~300,000 images; larger is not a test_outcomes.csv
 MAX_CONFIG_BYTES = 2**20
 
 # classes

@@ -11,7 +11,14 @@ from pathlib import Path
 from omegaconf import DictConfig
 
 from swwae.training.building import build_trainer
-from swwae.training.reporting import evaluate_best, monitored_value, run_summary, shown
+from swwae.training.reporting import (
+    copy_test_outcomes,
+    evaluate_best,
+    monitored_value,
+    run_summary,
+    shown,
+    write_test_outcomes,
+)
 from swwae.training.runs.folder import RunFolder
 
 
@@ -36,6 +43,9 @@ def report_finished(cfg: DictConfig, folder: RunFolder, module, datamodule, path
         metrics = evaluate_best(trainer, module, datamodule, cfg, str(best))
         summary = run_summary(cfg, module.net.arch, epochs, str(best), metrics)
         source = f"evaluated again from {best.name}"
+        write_test_outcomes(folder.output_dir, module)
+    else:  # the outcomes the run wrote beside its metrics.json, if any (a sweep reads them per job)
+        copy_test_outcomes(checkpoint, folder.output_dir)
     folder.write_metrics(summary)
     print(
         f"done: {cfg.run_name} had already finished: {epochs} of {cfg.trainer.max_epochs} epochs trained; "

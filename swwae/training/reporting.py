@@ -6,6 +6,7 @@ report (``resume`` on a run that already trained as far as asked) is built by th
 from __future__ import annotations
 
 import math
+import shutil
 from pathlib import Path
 
 import lightning as L
@@ -18,6 +19,7 @@ from swwae.training.folders import write_failed
 from swwae.training.loggers import log_summary
 
 SHOWN = ("test/recon_mse", "test/acc")  # the done: line's metrics, or the monitor's when not tested
+MAX_OUTCOMES_BYTES = 16 * 2**20  # test_outcomes.csv of a test split of ~300,000 images
 
 # helpers
 
@@ -52,6 +54,26 @@ def write_test_outcomes(folder: Path, module) -> Path | None:
     except OSError as err:
         raise write_failed(path, err) from None
     return path
+
+
+def copy_test_outcomes(checkpoint: dict, folder: Path) -> Path | None:
+    """A finished run reported again into another folder (a sweep repeated) brings its
+    ``test_outcomes.csv`` along, from the output folder its checkpoint names: a regular file of
+    bounded size, copied as bytes, never parsed here."""
+    stored = checkpoint.get("swwae_config")
+    for key in ("paths", "output_dir"):
+        stored = stored.get(key) if isinstance(stored, dict) else None
+    if not isinstance(stored, str):
+        return None
+    source, target = Path(stored) / "test_outcomes.csv", folder / "test_outcomes.csv"
+    try:
+        if not source.is_file() or source.stat().st_size > MAX_OUTCOMES_BYTES or source.resolve() == target.resolve():
+            return None
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(source, target)
+    except OSError as err:
+        raise write_failed(target, err) from None
+    return target
 
 
 def run_summary(cfg: DictConfig, arch: str, epochs: int, checkpoint: str | None, metrics: dict) -> dict:
