@@ -12,7 +12,7 @@ import torch.nn.functional as F
 
 from helpers.cli import run_cli
 from helpers.config import QUICK, ROOT
-from scripts import bench_epoch, bench_pooling, bench_presets, bench_scaling, bench_training
+from scripts import bench_epoch, bench_neighbours, bench_pooling, bench_presets, bench_scaling, bench_training
 from swwae import benchmarking
 from swwae.bench.steps import PRECISIONS, training_step
 
@@ -116,6 +116,16 @@ def test_bench_scaling(capsys):
 
 
 @pytest.mark.slow
+def test_bench_neighbours(capsys):
+    """Every child a fresh process with its candidate's OpenMP settings, alone and beside a busy one."""
+    assert bench_neighbours.main(["--quick", "--candidates", "default", "threads=1", "--neighbours", "1"]) == 0
+    out = capsys.readouterr().out
+    rows = {line.split(" | ")[0]: line for line in out.splitlines() if line.startswith(("| default", "| threads=1"))}
+    assert list(rows) == ["| default", "| threads=1"] and "| 1 / 1 |" in rows["| threads=1"]
+    assert "beside 1 busy processes (spin)" in out and "default: " in out and "(bar 1.05x)" in out
+
+
+@pytest.mark.slow
 def test_bench_presets(capsys):
     assert (
         bench_presets.main(
@@ -175,7 +185,15 @@ def test_peak_memory_is_the_high_water_mark_and_quiet(capfd):
 @pytest.mark.slow
 def test_the_scripts_run_from_anywhere(tmp_path):
     """As scripts, from another folder: the harness comes from the package (no sys.path edits)."""
-    for script in ("bench_pooling", "bench_training", "bench_epoch", "bench_scaling", "bench_presets"):
+    benchmarks = (
+        "bench_pooling",
+        "bench_training",
+        "bench_epoch",
+        "bench_scaling",
+        "bench_presets",
+        "bench_neighbours",
+    )
+    for script in benchmarks:
         assert "sys.path" not in (ROOT / "scripts" / f"{script}.py").read_text()
     # bench_scaling imported bench_epoch through sys.path; both now share swwae.bench.epoch_clock
     result = run_cli(ROOT / "scripts" / "bench_scaling.py", "--help", cwd=tmp_path)
