@@ -2,10 +2,10 @@
 
 torch's CPU kernels run on OpenMP threads, which wait for work between parallel regions. A
 thread that spins while it waits (OpenMP's ACTIVE wait) answers at once, which is what a run
-alone on its machine wants: sleeping threads (``PASSIVE``) pay a wake-up at every region, about
-1.5x an epoch here. On a machine whose cores are taken by other processes, spinning is a
-disaster: a spinning thread holds a core that a descheduled team-mate needs before anyone can
-go on (13x slower epochs at load 6). ``python scripts/bench_neighbours.py`` measures both.
+alone on its machine wants: sleeping threads (``PASSIVE``) pay a wake-up at every region. On a
+machine whose cores are taken by other processes, spinning is a disaster: a spinning thread
+holds a core that a descheduled team-mate needs before anyone can go on, and epochs take many
+times longer. ``python scripts/bench_neighbours.py`` measures both.
 
 So the job reads the machine once, before torch loads: how many CPUs this process may use
 (its affinity, a cgroup v2 ``cpu.max`` quota) and how many threads of other processes are
