@@ -117,12 +117,29 @@ def test_bench_scaling(capsys):
 
 @pytest.mark.slow
 def test_bench_neighbours(capsys):
-    """Every child a fresh process with its candidate's OpenMP settings, alone and beside a busy one."""
-    assert bench_neighbours.main(["--quick", "--candidates", "default", "threads=1", "--neighbours", "1"]) == 0
+    """The default's child, alone and beside a busy process: the table and the verdict."""
+    assert bench_neighbours.main(["--quick", "--candidates", "default", "--neighbours", "1"]) == 0
     out = capsys.readouterr().out
-    rows = {line.split(" | ")[0]: line for line in out.splitlines() if line.startswith(("| default", "| threads=1"))}
-    assert list(rows) == ["| default", "| threads=1"] and "| 1 / 1 |" in rows["| threads=1"]
-    assert "beside 1 busy processes (spin)" in out and "default: " in out and "(bar 1.05x)" in out
+    assert "beside 1 busy processes (spin)" in out and "\n| default | " in out
+    assert "default: 1.000x the fastest alone (bar 1.05x), 1.000x the fastest busy (bar 1.10x): meets the bars" in out
+
+
+def test_bench_neighbours_children_start_with_the_candidates_settings_only(monkeypatch, capsys):
+    monkeypatch.setenv("OMP_NUM_THREADS", "7")
+    monkeypatch.setenv("KMP_BLOCKTIME", "200")
+    omp = {"OMP_NUM_THREADS", "OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "KMP_BLOCKTIME", "MKL_NUM_THREADS"}
+    names = ("default", "unset", "PASSIVE", "spin=1000", "threads=1")
+    settings = {name: {k: v for k, v in bench_neighbours.child_env(name).items() if k in omp} for name in names}
+    assert settings == {
+        "default": {},
+        "unset": {},
+        "PASSIVE": {"OMP_WAIT_POLICY": "PASSIVE"},
+        "spin=1000": {"GOMP_SPINCOUNT": "1000", "KMP_BLOCKTIME": "1"},
+        "threads=1": {"OMP_NUM_THREADS": "1"},
+    }
+    with pytest.raises(SystemExit):
+        bench_neighbours.main(["--candidates", "spin=lots"])
+    assert "unknown candidate 'spin=lots'" in capsys.readouterr().err
 
 
 @pytest.mark.slow
