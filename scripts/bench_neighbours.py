@@ -1,6 +1,6 @@
 """The default run's epoch alone and beside busy processes, for each way of setting OpenMP's threads.
 
-    python scripts/bench_neighbours.py [--rounds 3] [--epochs 3] [--train-batches 8] [overrides ...]
+    python scripts/bench_neighbours.py [--rounds 3] [--epochs 3] [--train-batches 6] [overrides ...]
     python scripts/bench_neighbours.py --candidates default unset PASSIVE spin=10000
     python scripts/bench_neighbours.py --quick        # a smoke run in seconds: no numbers to read
 
@@ -12,7 +12,9 @@ default config plus the overrides given, ``test=false``) for ``--epochs`` epochs
 ``--train-batches`` batches; its cost is the median epoch after the first (warm-up), each
 epoch timed whole (training, validation, images, checkpoints).
 
-Candidates (``--candidates``; OpenMP's variables are cleared from every child first):
+Candidates (``--candidates``; by default ``default unset PASSIVE ACTIVE spin=1000
+threads-fitted``, about 10 minutes on 2 idle cores; OpenMP's variables are cleared from every
+child first):
 
 * ``default``: what the job does, ``swwae.threads.choose_threads()`` in the child (one thread
   per usable CPU; ``PASSIVE`` if other threads were runnable as it started);
@@ -48,7 +50,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 MARK = "bench_neighbours:"
-CANDIDATES = ["default", "unset", "PASSIVE", "ACTIVE", "spin=1000", "spin=10000", "threads-fitted"]
+CANDIDATES = ["default", "unset", "PASSIVE", "ACTIVE", "spin=1000", "threads-fitted"]
 NAMED = [*CANDIDATES, "passive-if-busy"]
 BARS = {"alone": 1.05, "busy": 1.10}
 QUICK = ["model.widths=[4,8]", "data.batch_size=16", "++trainer.limit_val_batches=1", "+trainer.num_sanity_val_steps=0"]
@@ -197,7 +199,7 @@ def parse(argv):
     parser.add_argument(
         "--train-batches",
         type=int,
-        default=8,
+        default=6,
         help="training batches an epoch (trainer.limit_train_batches; the default run has 32; 0: all)",
     )
     parser.add_argument("--neighbours", type=int, default=2, help="busy processes beside the run")
