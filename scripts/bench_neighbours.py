@@ -2,7 +2,7 @@
 
     python scripts/bench_neighbours.py [--rounds 3] [--epochs 3] [--train-batches 6] [overrides ...]
     python scripts/bench_neighbours.py --candidates default unset PASSIVE spin=10000
-    python scripts/bench_neighbours.py --quick        # a smoke run in seconds: no numbers to read
+    python scripts/bench_neighbours.py --quick        # a smoke run, under a minute: no numbers to read
 
 torch's OpenMP threads wait for work between parallel regions: spinning (fast alone, ruinous
 when the cores are taken) or sleeping (fair, but a wake-up at every region). The settings are
@@ -204,15 +204,18 @@ def parse(argv):
     )
     parser.add_argument("--neighbours", type=int, default=2, help="busy processes beside the run")
     parser.add_argument("--busy", choices=("spin", "matmul"), default="spin", help="what a neighbour runs")
-    parser.add_argument("--candidates", nargs="+", type=check_candidate, default=CANDIDATES)
+    parser.add_argument("--candidates", nargs="+", type=check_candidate)
     parser.add_argument("--timeout", type=float, default=300, help="seconds before a measured run is given up")
-    parser.add_argument("--quick", action="store_true", help="a smoke run in seconds: tiny net, 1 round, 2 epochs")
+    parser.add_argument(
+        "--quick", action="store_true", help="a smoke run: tiny net, 1 round, 2 epochs, default and unset unless named"
+    )
     parser.add_argument("--child", type=check_candidate, help=argparse.SUPPRESS)
     parser.add_argument("overrides", nargs="*", help="Hydra overrides, as for train.py")
     args = parser.parse_args(argv)
     if args.quick:
         args.rounds, args.epochs, args.train_batches = 1, 2, 2
         args.overrides = [*QUICK, *args.overrides]
+    args.candidates = args.candidates or (["default", "unset"] if args.quick else CANDIDATES)
     return args
 
 
