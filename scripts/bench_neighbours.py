@@ -150,6 +150,15 @@ class Neighbours:
             p.wait()
 
 
+def checkout_commit() -> str:
+    """The checkout's commit, for the record; ``?`` without git."""
+    try:
+        done = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
+    except OSError:
+        return "?"
+    return done.stdout.strip() or "?"
+
+
 def paired_ratio(times: list[float], fastest: list[float]) -> float:
     return statistics.median(t / f for t, f in zip(times, fastest))
 
@@ -165,7 +174,8 @@ def report(records: dict, candidates: list[str], args, started: float, load: flo
         for k in candidates
     }
     print(
-        f"\nepoch of the default run{' (' + ' '.join(args.overrides) + ')' if args.overrides else ''}: median over "
+        f"\n{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, commit {checkout_commit()}: "
+        f"epoch of the default run{' (' + ' '.join(args.overrides) + ')' if args.overrides else ''}: median over "
         f"{args.rounds} rounds of each child's median epoch ({args.epochs} epochs, the first left out), alone and "
         f"beside {args.neighbours} busy processes ({args.busy}); {os.cpu_count()} CPUs, load average at the "
         f"start {load:.2f}; {time.perf_counter() - started:.0f} s in all\n"
