@@ -12,7 +12,7 @@ import torch.nn.functional as F
 
 from helpers.cli import run_cli
 from helpers.config import QUICK, ROOT
-from scripts import bench_epoch, bench_pooling, bench_presets, bench_scaling, bench_training
+from scripts import bench_epoch, bench_neighbours, bench_pooling, bench_presets, bench_scaling, bench_training
 from swwae import benchmarking
 from swwae.bench.steps import PRECISIONS, training_step
 
@@ -116,6 +116,33 @@ def test_bench_scaling(capsys):
 
 
 @pytest.mark.slow
+def test_bench_neighbours(capsys):
+    """The default's child, alone and beside a busy process: the table and the verdict."""
+    assert bench_neighbours.main(["--quick", "--candidates", "default", "--neighbours", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "beside 1 busy processes (spin)" in out and "\n| default | " in out
+    assert "default: 1.000x the fastest alone (bar 1.05x), 1.000x the fastest busy (bar 1.10x): meets the bars" in out
+
+
+def test_bench_neighbours_children_start_with_the_candidates_settings_only(monkeypatch, capsys):
+    monkeypatch.setenv("OMP_NUM_THREADS", "7")
+    monkeypatch.setenv("KMP_BLOCKTIME", "200")
+    omp = {"OMP_NUM_THREADS", "OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "KMP_BLOCKTIME", "MKL_NUM_THREADS"}
+    names = ("default", "unset", "PASSIVE", "spin=1000", "threads=1")
+    settings = {name: {k: v for k, v in bench_neighbours.child_env(name).items() if k in omp} for name in names}
+    assert settings == {
+        "default": {},
+        "unset": {},
+        "PASSIVE": {"OMP_WAIT_POLICY": "PASSIVE"},
+        "spin=1000": {"GOMP_SPINCOUNT": "1000", "KMP_BLOCKTIME": "1"},
+        "threads=1": {"OMP_NUM_THREADS": "1"},
+    }
+    with pytest.raises(SystemExit):
+        bench_neighbours.main(["--candidates", "spin=lots"])
+    assert "unknown candidate 'spin=lots'" in capsys.readouterr().err
+
+
+@pytest.mark.slow
 def test_bench_presets(capsys):
     assert (
         bench_presets.main(
@@ -175,7 +202,15 @@ def test_peak_memory_is_the_high_water_mark_and_quiet(capfd):
 @pytest.mark.slow
 def test_the_scripts_run_from_anywhere(tmp_path):
     """As scripts, from another folder: the harness comes from the package (no sys.path edits)."""
-    for script in ("bench_pooling", "bench_training", "bench_epoch", "bench_scaling", "bench_presets"):
+    benchmarks = (
+        "bench_pooling",
+        "bench_training",
+        "bench_epoch",
+        "bench_scaling",
+        "bench_presets",
+        "bench_neighbours",
+    )
+    for script in benchmarks:
         assert "sys.path" not in (ROOT / "scripts" / f"{script}.py").read_text()
     # bench_scaling imported bench_epoch through sys.path; both now share swwae.bench.epoch_clock
     result = run_cli(ROOT / "scripts" / "bench_scaling.py", "--help", cwd=tmp_path)

@@ -22,6 +22,7 @@ import torch
 from lightning.pytorch.trainer.states import TrainerStatus
 from omegaconf import DictConfig, OmegaConf
 
+from swwae import threads
 from swwae.errors import CheckpointError, DiskError, Interrupted, NonFiniteError, Preempted
 from swwae.training.building import build, build_loggers, build_trainer, choices, task_overrides
 from swwae.training.callbacks import BatchSeed, LogRunConfig, SaveRunConfig
@@ -70,6 +71,7 @@ def set_process_defaults(cfg: DictConfig) -> None:
         log.debug("glibc keeps freed memory for reuse (keep_freed_memory=true)")
     if cfg.get("flush_denormal") and torch.set_flush_denormal(True):  # False where the CPU cannot
         log.debug("denormal floats flush to zero (flush_denormal=true)")
+    log.debug(threads.describe(torch.get_num_threads()))  # chosen before torch loaded (swwae.threads)
 
 
 @contextmanager
