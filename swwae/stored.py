@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import re
+import sys
 from collections.abc import Mapping
 
 from swwae.errors import Unreadable
@@ -24,7 +25,10 @@ SECTIONS = ("model", "data", "trainer", "paths", "logger", "callbacks")  # mappi
 TEXT_KEYS = ("run_name", "optimized_metric", "optimized_mode")
 IMAGE_SIDE_LIMIT = 1 << 14  # pixels: no data set swwae ships is near it
 CHANNELS_LIMIT = 64
+LIGHTNING_MAPPINGS = ("callbacks", "loops")  # what Lightning reads on resume: its shape checked, its contents its own
+LIGHTNING_LISTS = ("optimizer_states", "lr_schedulers")  # lists of mappings
 SHA256 = re.compile(r"[0-9a-f]{64}")
+FLOAT_MAX = sys.float_info.max  # an integer beyond it has no float
 
 # helpers
 
@@ -173,8 +177,15 @@ def parse_checkpoint(checkpoint: dict, source: str, position_key: str) -> dict:
         if key in checkpoint and optional_int(checkpoint[key], source, key, minimum) is None:
             raise Unreadable(f"{source} is unreadable: {key} is None, not an integer")
     checkpoint[position_key] = parse_position(checkpoint.get(position_key), source)
-    if checkpoint.get("callbacks") is not None:
-        mapping(checkpoint["callbacks"], source, "callbacks")
+    for key in LIGHTNING_MAPPINGS:
+        if checkpoint.get(key) is not None:
+            mapping(checkpoint[key], source, key)
+    for key in LIGHTNING_LISTS:
+        entries = checkpoint.get(key)
+        if entries is not None and not isinstance(entries, (list, tuple)):
+            raise Unreadable(f"{source} is unreadable: {key} is {kind(entries)}, not a list")
+        for entry in entries or []:
+            mapping(entry, source, f"an entry of {key}")
     return checkpoint
 
 
@@ -186,7 +197,7 @@ def parse_metrics(record, source: str) -> dict:
     error, run name and checkpoint are strings, whose ``checkpoint_sha256`` is a SHA-256."""
     record = mapping(record, source, "the record")
     metrics = mapping(record.get("metrics") or {}, source, "metrics")
-    odd = next((k for k, v in metrics.items() if not is_number(v)), None)
+    odd = next((k for k, v in metrics.items() if not (isinstance(v, float) or is_int(v) and abs(v) <= FLOAT_MAX)), None)
     if odd is not None:
         raise Unreadable(f"{source} is unreadable: metric {odd[:60]} is {kind(metrics[odd])}, not a number")
     record["metrics"] = {k: float(v) for k, v in metrics.items()}

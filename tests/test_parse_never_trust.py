@@ -47,7 +47,7 @@ def set_settings(**values):
 ODD = {  # what the file holds -> how to make it
     "stored config a string": set_config("model=swwae"),
     "state_dict an int": lambda c: c.__setitem__("state_dict", 7),
-    f"a list nested {DEEP:,} deep": lambda c: c.__setitem__("optimizer_states", [nested(DEEP)]),
+    f"a list nested {DEEP:,} deep": lambda c: c.__setitem__("extra", nested(DEEP)),
     "hyper_parameters a list": lambda c: c.__setitem__("hyper_parameters", [1, 2]),
     "pixel_mean a string": set_settings(pixel_mean=["x"]),
     "image_shape a string": set_settings(image_shape="abc"),
@@ -55,6 +55,8 @@ ODD = {  # what the file holds -> how to make it
     "max_epochs a string": lambda c: c["swwae_config"]["trainer"].__setitem__("max_epochs", "many"),
     "mid-epoch position a string": lambda c: c.__setitem__("swwae_preempted", "half"),
     "epoch a float": lambda c: c.__setitem__("epoch", 1.5),
+    "optimizer states a string": lambda c: c.__setitem__("optimizer_states", "adam"),
+    "a scheduler an int": lambda c: c.__setitem__("lr_schedulers", [3]),
 }
 
 
@@ -97,6 +99,7 @@ def test_a_checkpoint_with_odd_contents_is_unreadable_in_one_line(tmp_path, odd)
         read_checkpoint(path)
     message = str(caught.value)
     assert message.startswith(f"checkpoint {path} is unreadable: ") and "\n" not in message, message
+    assert ("nested deeper than 32 levels" in message) == ("deep" in odd)
 
 
 def run_folder(tmp_path, last, best) -> RunFolder:
