@@ -11,6 +11,7 @@ import json
 import os
 import shutil
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -348,3 +349,19 @@ def test_an_unreadable_metrics_json_is_not_believed(finished, record):
     folder, checkpoint, _ = finished
     (folder.output_dir / "metrics.json").write_text(record)
     assert folder.own_metrics(checkpoint, WANTED) == (None, "")
+
+
+@pytest.mark.parametrize("named", ["its own", "another run", "/dev/zero", "wrong sha"])
+def test_a_sweep_job_takes_the_checkpoint_its_metrics_json_names_only_from_its_own_run(tmp_path, named):
+    own = tmp_path / "checkpoints" / "r" / "best.ckpt"
+    other = tmp_path / "checkpoints" / "other" / "best.ckpt"
+    for path in (own, other):
+        path.parent.mkdir(parents=True)
+        shutil.copy(OLD_CHECKPOINT, path)
+    path = {"its own": own, "another run": other, "/dev/zero": Path("/dev/zero"), "wrong sha": own}[named]
+    sha = "b" * 64 if named == "wrong sha" else file_sha256(own)
+    record = {"run_name": "r", "status": "ok", "checkpoint": str(path), "checkpoint_sha256": sha}
+    job = sweep_job(tmp_path / "sweep", "0_r", record | {"metrics": {"test/recon_mse": 0.1}})
+    (job / ".hydra" / "config.yaml").write_text(f"paths:\n  checkpoint_dir: {tmp_path / 'checkpoints'}\n")
+    (taken,) = [j.checkpoint() for j in collect(job.parent).jobs]
+    assert taken == (own if named == "its own" else None)

@@ -117,23 +117,21 @@ class Job:
         return folder / run_name
 
     def checkpoint(self, name: str = "best.ckpt") -> Path | None:
-        """checkpoints/<run_name>/<name> of this job. The one its metrics.json names is taken
-        only while it holds the bytes measured (``checkpoint_sha256``; a record without one
-        only inside the job's run folder) and never outside the job's run folder when the saved
-        config tells it; otherwise the run folder's own file."""
+        """The checkpoint of this job that its metrics.json reports, taken only while it holds
+        the bytes measured (``checkpoint_sha256``) and lies in the job's run folder (where the
+        saved config tells it; a record without a SHA-256 only there): else None, with a
+        warning. Without a reported checkpoint: the run folder's ``name``."""
         own = self.run_folder()
         named = self.record.get("checkpoint")
-        if named and Path(named).name == name:
-            inside = own is not None and is_inside(named, own)
-            if self.trusted(Path(named), inside if own is not None else None):
-                return Path(named)
-        return own / name if own is not None else None
+        if not named:
+            return own / name if own is not None else None
+        return Path(named) if self.trusted(Path(named), own) else None
 
-    def trusted(self, path: Path, inside: bool | None) -> bool:
-        """Whether ``path``, named by this job's metrics.json, holds the weights it measured."""
-        measured = self.record.get("checkpoint_sha256")
-        if inside is False or (measured is None and not inside):
-            log.warning("%s names %s, outside the job's run folder: left out", self.folder / "metrics.json", path)
+    def trusted(self, path: Path, own: Path | None) -> bool:
+        """Whether ``path``, reported by this job's metrics.json, holds the weights it measured."""
+        measured, inside = self.record.get("checkpoint_sha256"), own is not None and is_inside(path, own)
+        if (own is not None and not inside) or (measured is None and not inside):
+            log.warning("%s reports %s, outside the job's run folder: left out", self.folder / "metrics.json", path)
             return False
         if measured is None:
             return True
