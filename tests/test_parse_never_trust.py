@@ -365,3 +365,19 @@ def test_a_sweep_job_takes_the_checkpoint_its_metrics_json_names_only_from_its_o
     (job / ".hydra" / "config.yaml").write_text(f"paths:\n  checkpoint_dir: {tmp_path / 'checkpoints'}\n")
     (taken,) = [j.checkpoint() for j in collect(job.parent).jobs]
     assert taken == (own if named == "its own" else None)
+
+
+def test_a_dangling_or_device_checkpoint_in_a_run_folder_is_passed_over(tmp_path):
+    folder = run_folder(tmp_path, ODD["state_dict an int"], None)
+    (folder.path / "gone.ckpt").symlink_to(tmp_path / "nowhere")
+    (folder.path / "zero.ckpt").symlink_to("/dev/zero")
+    decision = folder.decide("auto", 20, None)
+    assert (decision.action, decision.checkpoint.name) == ("continue", "best.ckpt")
+
+
+def test_the_owner_file_of_a_locked_run_is_read_with_bounds(tmp_path):
+    from swwae.training.runs.lock import describe_owner, owner_path
+
+    folder = tmp_path / "r"
+    owner_path(folder).symlink_to("/dev/zero")
+    assert describe_owner(folder) == "another process"

@@ -91,7 +91,8 @@ def describe(path: Path, checkpoint: Mapping) -> str:
 def resume_candidates(folder: Path) -> list[Path]:
     """``last.ckpt``, ``best.ckpt``, then any other ``*.ckpt``, newest first."""
     named = [folder / "last.ckpt", folder / "best.ckpt"]
-    others = sorted((p for p in folder.glob("*.ckpt") if p not in named), key=lambda p: p.stat().st_mtime, reverse=True)
+    others = [p for p in folder.glob("*.ckpt") if p not in named]
+    others.sort(key=lambda p: p.lstat().st_mtime, reverse=True)  # lstat: a dangling symlink is one more unreadable file
     return [p for p in named if p.is_file()] + others
 
 
