@@ -176,7 +176,8 @@ def parse_checkpoint(checkpoint: dict, source: str, position_key: str) -> dict:
     for key, minimum in (("epoch", -1), ("global_step", 0)):
         if key in checkpoint and optional_int(checkpoint[key], source, key, minimum) is None:
             raise Unreadable(f"{source} is unreadable: {key} is None, not an integer")
-    checkpoint[position_key] = parse_position(checkpoint.get(position_key), source)
+    if position_key in checkpoint:
+        checkpoint[position_key] = parse_position(checkpoint[position_key], source)
     for key in LIGHTNING_MAPPINGS:
         if checkpoint.get(key) is not None:
             mapping(checkpoint[key], source, key)

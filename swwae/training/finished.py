@@ -32,9 +32,9 @@ def report_finished(cfg: DictConfig, folder: RunFolder, module, datamodule, path
             strategy="auto",
         )
         trainer.validate(module, datamodule=datamodule, ckpt_path=str(path), verbose=False)
-        best = (path.with_name("best.ckpt") if path.with_name("best.ckpt").is_file() else path).absolute()
+        best = path.with_name("best.ckpt") if path.with_name("best.ckpt").is_file() else path
         metrics = evaluate_best(trainer, module, datamodule, cfg, str(best))
-        summary = run_summary(cfg, module.net.arch, epochs, str(best), metrics)  # absolute, as a run names it
+        summary = run_summary(cfg, module.net.arch, epochs, str(best.absolute()), metrics)  # as a run names it
         source = f"evaluated again from {best.name}"
     folder.write_metrics(summary)
     print(
