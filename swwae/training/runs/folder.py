@@ -5,7 +5,9 @@ weights, ``identity``), the lock (``lock``: one run, one owner), what the folder
 checkpoints, read only through the safe reader), the resume decision (``decision.decide``, a
 pure function of the two), moving an old run aside, the mid-epoch position of a pre-empted
 save, and the run's ``metrics.json``, which names the SHA-256 of the checkpoint it reports so
-that a reader can tell that the weights are the ones measured.
+that a reader can tell that the weights are the ones measured (and is believed only about a
+checkpoint inside this folder). Every file it reads is parsed with bounds first
+(``swwae.checkpoint_file``, ``swwae.files``): one that does not parse is passed over, in one line.
 """
 
 from __future__ import annotations

@@ -3,7 +3,9 @@ grouped into ``Group``s by the overrides that vary, seed excepted, in one ``Summ
 
 The data model that the table, the plots and the Hydra callback all read; it also writes
 the ``metrics.json`` of a job that raised (``train.py``), so that the reader and the writer
-of that record live side by side. No plotting, no Hydra callback here.
+of that record live side by side. Every file of a job folder is read with bounds and parsed
+(``swwae.files``, ``swwae.stored``): one that does not makes that job a failed one saying why,
+and the others are read on. No plotting, no Hydra callback here.
 """
 
 from __future__ import annotations
