@@ -4,12 +4,12 @@
     python scripts/evaluate.py <ckpt> --split val --out recon.png --num-images 16
     python scripts/evaluate.py <ckpt> --embeddings       # + the top whats in TensorBoard's projector
 
-The data come from the run config stored in the checkpoint (override the folder of a
-torchvision dataset with --data-root). The PNG is a labelled figure (``swwae.images.
-evaluation_figure``): a title line (run, checkpoint, split), then rows named input |
-reconstruction | where dropped (the same whats decoded without the switches) | where mask
-stage k (one row per stage), each image magnified (nearest neighbour) to at least 84 pixels
-wide: 3x for MNIST's 28 pixels.
+The data set comes from the run config stored in the checkpoint; where it lies is yours
+(--data-root, default ./data) and so is fetching it (--download), never the file's. The PNG
+is a labelled figure (``swwae.images.evaluation_figure``): a title line (run, checkpoint,
+split), then rows named input | reconstruction | where dropped (the same whats decoded
+without the switches) | where mask stage k (one row per stage), each image magnified
+(nearest neighbour) to at least 84 pixels wide: 3x for MNIST's 28 pixels.
 
 ``--embeddings [LOGDIR]`` also writes the top what of up to 1,000 images of the split, their
 labels and thumbnails, for TensorBoard's projector (``swwae.training.embeddings``), into
@@ -48,11 +48,12 @@ def evaluate(
     num_images: int = 8,
     data_root: str | None = None,
     embeddings: Path | bool = False,
+    download: bool = False,
 ) -> dict[str, float]:
     """Test (or validation) metrics of ``checkpoint``, its reconstruction PNG and, with
     ``embeddings`` (True: the default folder, or a folder), its projector files."""
     module, config = load_model(checkpoint)
-    datamodule = data_of_run(config, str(checkpoint), data_root)
+    datamodule = data_of_run(config, str(checkpoint), data_root, download)
     datamodule.setup("test")
     trainer = L.Trainer(
         accelerator="cpu",
@@ -92,7 +93,10 @@ def main(argv=None) -> int:
     parser.add_argument("--split", choices=["test", "val"], default="test")
     parser.add_argument("--out", type=Path, default=None, help="PNG path (default: beside the checkpoint)")
     parser.add_argument("--num-images", type=int, default=8)
-    parser.add_argument("--data-root", default=None, help="where the dataset lives, if not where training read it")
+    parser.add_argument(
+        "--data-root", default=None, help="where the dataset lives (default: the data set's default, ./data)"
+    )
+    parser.add_argument("--download", action="store_true", help="download the dataset if it is missing")
     parser.add_argument(
         "--embeddings",
         type=Path,
@@ -104,7 +108,9 @@ def main(argv=None) -> int:
     )
     warnings.filterwarnings("ignore")
     args = parser.parse_args(argv)
-    result = evaluate(args.checkpoint, args.split, args.out, args.num_images, args.data_root, args.embeddings)
+    result = evaluate(
+        args.checkpoint, args.split, args.out, args.num_images, args.data_root, args.embeddings, args.download
+    )
     print(json.dumps(result, indent=2))
     return 0
 

@@ -11,12 +11,14 @@ the two agree), so a folder's card never depends on which extras the writer had.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from swwae.errors import Unreadable
+from swwae.files import read_json
+from swwae.stored import parse_metrics
 from swwae.version import __version__
 
 CARD_FILE = "README.md"
@@ -71,11 +73,14 @@ def run_metrics(run_config: Mapping | None, checkpoint: str | Path | None = None
     output folder, if that run finished. With ``checkpoint``, only if ``metrics.json`` reports
     that very file (another checkpoint of the run, ``last.ckpt`` say, scored something else)."""
     folder = ((run_config or {}).get("paths") or {}).get("output_dir")
-    try:
-        summary = json.loads((Path(folder) / "metrics.json").read_text())
-    except (TypeError, OSError, ValueError):
+    if not isinstance(folder, str):
         return NO_METRICS
-    if not isinstance(summary, dict) or summary.get("status") != "ok":
+    path = Path(folder) / "metrics.json"
+    try:  # with bounds: the folder is named by a file
+        summary = parse_metrics(read_json(path, "metrics.json"), f"metrics.json {path}")
+    except Unreadable:
+        return NO_METRICS
+    if summary.get("status") != "ok":
         return NO_METRICS
     measured_on = summary.get("checkpoint")
     if checkpoint is not None and (measured_on is None or Path(measured_on).resolve() != Path(checkpoint).resolve()):

@@ -11,25 +11,34 @@ Lightning's own ``ckpt_path`` loads through ``AtomicCheckpointIO``) goes through
   bytes and every plain value) into each checkpoint; a file whose bytes changed (a flipped bit
   inside a tensor, which torch's loader does not notice: it checks no zip CRC) reads as
   corrupt, in one line. Checkpoints written before checksums existed have none and load as
-  they are.
+  they are;
+* bounds and a parse: only a regular file is opened, its nesting is bounded before the
+  checksum walks it, and every entry swwae reads (state dict, network settings, run config,
+  epoch, step, mid-epoch position) is parsed (``swwae.stored.parse_checkpoint``). A file with
+  a valid checksum and odd contents is "unreadable" in one line, and resume passes over it.
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
 import pickle
 from collections.abc import Mapping
 from pathlib import Path
 
 import torch
 
-from swwae.errors import CheckpointError, UserError, one_line
+from swwae.errors import CheckpointError, one_line
+from swwae.files import check_nesting, open_regular, sha256_of
 from swwae.model import SWWAE
 from swwae.pretrained import check_shapes, meta_shapes
+from swwae.stored import parse_checkpoint
 
 CHECKSUM_KEY = "swwae_checksum"
 POSITION_KEY = "swwae_preempted"  # in a checkpoint saved mid-epoch: {"epoch": e, "batches_done": k}
 REQUIRED_KEYS = ("state_dict", "hyper_parameters", "swwae_config")
+DEPTH_LIMIT = 32  # containers inside containers: Lightning's checkpoints nest 7 deep
+ITEMS_LIMIT = 10_000_000  # entries of every container together
 
 # helpers
 
@@ -64,11 +73,7 @@ def content_checksum(checkpoint: Mapping) -> str:
 def file_sha256(path) -> str:
     """SHA-256 of a file's bytes, as ``sha256sum`` prints it: what ``metrics.json`` records of
     the checkpoint it reports."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+    return sha256_of(path, "checkpoint")
 
 
 def with_checksum(checkpoint: dict) -> dict:
@@ -83,8 +88,11 @@ def with_checksum(checkpoint: dict) -> dict:
 def load_weights_only(path) -> object:
     """``torch.load`` of tensors and plain values only, or CheckpointError (one line)."""
     path = Path(path)
-    if not path.is_file():
-        raise CheckpointError(f"checkpoint {path} does not exist")
+    if path.is_dir():
+        inside = [name for name in ("best.ckpt", "last.ckpt") if (path / name).is_file()]
+        hint = f" (the run's best checkpoint: {path / inside[0]})" if inside else ""
+        raise CheckpointError(f"checkpoint {path} is a folder, not a checkpoint file{hint}")
+    os.close(open_regular(path, "checkpoint"))  # a device or FIFO is never read
     try:
         return torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as err:
@@ -113,10 +121,11 @@ def verified(checkpoint: object, path="checkpoint") -> dict:
     if it is not swwae's or its contents do not match its checksum."""
     if not isinstance(checkpoint, dict) or any(k not in checkpoint for k in REQUIRED_KEYS):
         raise CheckpointError(f"checkpoint {path} was not written by swwae's train.py (no state_dict or run config)")
+    check_nesting(checkpoint, f"checkpoint {path}", DEPTH_LIMIT, ITEMS_LIMIT)  # before the checksum recurses
     expected = checkpoint.pop(CHECKSUM_KEY, None)
     if expected is not None and content_checksum(checkpoint) != expected:
         raise CheckpointError(f"checkpoint {path} is corrupt: its contents do not match the checksum written with it")
-    return checkpoint
+    return parse_checkpoint(checkpoint, f"checkpoint {path}", POSITION_KEY)
 
 
 def network_of(checkpoint: dict, path="checkpoint") -> SWWAE:
@@ -133,6 +142,6 @@ def network_of(checkpoint: dict, path="checkpoint") -> SWWAE:
         net.load_state_dict(state)
     except CheckpointError:
         raise
-    except (TypeError, RuntimeError, KeyError, UserError) as err:
+    except (TypeError, RuntimeError, KeyError, ValueError, ArithmeticError) as err:  # UserError is a ValueError
         raise CheckpointError(f"checkpoint {path} does not fit swwae's model: {one_line(err, limit=200)}") from None
     return net

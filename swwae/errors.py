@@ -24,6 +24,13 @@ class CheckpointError(UserError):
     """A checkpoint that is missing, unreadable, foreign, or trained with another config."""
 
 
+class Unreadable(CheckpointError):
+    """A file (checkpoint, model folder, ``metrics.json``, sweep folder) whose contents do not
+    parse into what swwae writes there: too large, too deep, not a regular file, or a value of
+    the wrong kind. A kind of CheckpointError, so that resume passes over such a checkpoint as
+    it does over a corrupt one."""
+
+
 class ExportError(UserError):
     """A network that cannot be exported as asked (a missing exporter package, a graph the
     exporter refuses)."""

@@ -30,7 +30,9 @@ import torch
 from torch import Tensor
 
 from swwae.card import CARD_FILE, RunMetrics, model_card
-from swwae.errors import CheckpointError, UserError, one_line
+from swwae.errors import CheckpointError, Unreadable, one_line
+from swwae.files import read_json
+from swwae.stored import parse_network_settings, parse_stored_config
 from swwae.version import __version__
 
 CONFIG_FILE = "config.json"
@@ -39,6 +41,7 @@ FORMAT = "swwae-folder/1"
 META_KEYS = ("swwae", "run_config")  # config.json's entries beside the constructor's arguments
 CHECKSUM_KEY = "swwae_sha256"  # in the safetensors header's metadata
 PICKLED_WEIGHTS = ("pytorch_model.bin", "model.pt", "model.pth")
+CONFIG_LIMIT = 1 << 20  # bytes: a config.json is a few kB
 
 # helpers
 
@@ -122,26 +125,31 @@ def write_folder(
 
 
 def read_config(folder: Path) -> dict:
+    """``folder/config.json``, read with bounds (a regular file of at most CONFIG_LIMIT bytes,
+    nesting bounded) and parsed: the network's settings plain, its run config a run config."""
     path = folder / CONFIG_FILE
     if not folder.is_dir():
         raise CheckpointError(f"model folder {folder} does not exist")
-    if not path.is_file():
+    if not (path.exists() or path.is_symlink()):  # anything else there is read with bounds, and refused
         raise CheckpointError(
             f"{folder} holds no {CONFIG_FILE}: it is not a model folder (write one with "
             f"swwae.save_pretrained or scripts/export.py --to)"
         )
-    try:
-        config = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, ValueError) as err:
-        raise CheckpointError(f"{path} is unreadable: {one_line(err, limit=200)}") from None
+    config = read_json(path, "model folder file", CONFIG_LIMIT)  # size bounded before parsing
     if not isinstance(config, dict):
-        raise CheckpointError(f"{path} holds no settings (a JSON object), but {type(config).__name__}")
+        raise Unreadable(f"{path} holds no settings (a JSON object), but {type(config).__name__}")
     written = (config.get("swwae") or {}).get("format", FORMAT) if isinstance(config.get("swwae"), dict) else FORMAT
     if written != FORMAT:
         raise CheckpointError(
             f"{path} is in the model folder format {written!r}; this swwae ({__version__}) reads {FORMAT!r}"
         )
-    return config
+    source = f"model folder file {path}"
+    settings = parse_network_settings({k: v for k, v in config.items() if k not in META_KEYS}, source)
+    run_config = config.get("run_config")
+    return settings | {
+        "swwae": config.get("swwae"),
+        "run_config": None if run_config is None else parse_stored_config(run_config, source),
+    }
 
 
 def meta_shapes(build: Callable[[], torch.nn.Module]) -> dict[str, tuple[int, ...]]:
@@ -235,7 +243,7 @@ class Pretrained:
             read_weights(folder)  # its one line: what is missing, and any pickle in its place
         try:
             expected = meta_shapes(lambda: cls(**settings))
-        except (TypeError, RuntimeError, KeyError, UserError) as err:
+        except (TypeError, RuntimeError, KeyError, ValueError, ArithmeticError) as err:  # UserError is a ValueError
             raise CheckpointError(
                 f"model folder {folder} does not fit swwae's model: {one_line(err, limit=200)}"
             ) from None
@@ -244,7 +252,7 @@ class Pretrained:
         try:
             net = cls(**settings)
             net.load_state_dict(state)
-        except (TypeError, RuntimeError, KeyError, UserError) as err:
+        except (TypeError, RuntimeError, KeyError, ValueError, ArithmeticError) as err:  # UserError is a ValueError
             raise CheckpointError(
                 f"model folder {folder} does not fit swwae's model: {one_line(err, limit=200)}"
             ) from None

@@ -14,7 +14,7 @@ import torch
 
 from helpers.cli import run_cli
 from helpers.config import ROOT
-from swwae.checkpoint_file import with_checksum
+from swwae.checkpoint_file import file_sha256, with_checksum
 from swwae.errors import CheckpointError
 from swwae.training.registry import DATASETS, build_data, data_of_run, data_spec
 
@@ -59,7 +59,13 @@ def crafted_sweep(tmp_path, checkpoint) -> object:
     (job / ".hydra" / "overrides.yaml").write_text("- seed=0\n")
     (job / "metrics.json").write_text(
         json.dumps(
-            {"run_name": "crafted", "status": "ok", "checkpoint": str(checkpoint), "metrics": {"test/recon_mse": 0.1}}
+            {
+                "run_name": "crafted",
+                "status": "ok",
+                "checkpoint": str(checkpoint),
+                "checkpoint_sha256": file_sha256(checkpoint),  # as train.py records it
+                "metrics": {"test/recon_mse": 0.1},
+            }
         )
     )
     return job.parent

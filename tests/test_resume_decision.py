@@ -20,6 +20,7 @@ def ckpt(name="last.ckpt", identity=MINE, epoch=0, step=32, mid_epoch=None, prob
 CORRUPT = "checkpoint last.ckpt is corrupt: its contents do not match the checksum written with it"
 FOREIGN = "checkpoint model.ckpt holds pickled objects, not tensors and plain values"
 UNREADABLE = "checkpoint best.ckpt is unreadable (truncated or corrupt?)"
+ODD = "checkpoint last.ckpt is unreadable: the run config is str 'model=swwae', not a mapping"  # a valid checksum
 
 # (case, folder, resume mode, max_epochs) -> (action, the checkpoint it continues or reports)
 CASES = [
@@ -67,6 +68,23 @@ CASES = [
         None,
     ),
     ("nothing reads back, resume=true", (ckpt(problem=CORRUPT),), "true", 20, "refuse", None),
+    (
+        "unreadable last, good best",
+        (ckpt(problem=ODD), ckpt("best.ckpt", epoch=2)),
+        "auto",
+        20,
+        "continue",
+        "best.ckpt",
+    ),
+    (
+        "unreadable everything",
+        (ckpt(problem=ODD), ckpt("best.ckpt", problem=ODD.replace("last", "best"))),
+        "auto",
+        20,
+        "start_over",
+        None,
+    ),
+    ("unreadable everything, resume=true", (ckpt(problem=ODD),), "true", 20, "refuse", None),
     ("foreign file only", (ckpt("model.ckpt", problem=FOREIGN),), "auto", 20, "start_over", None),
     ("foreign file only, resume=true", (ckpt("model.ckpt", problem=FOREIGN),), "true", 20, "refuse", None),
 ]

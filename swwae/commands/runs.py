@@ -69,7 +69,10 @@ def run_folders(root: Path, depth: int = NESTING) -> list[Path]:
     run that saved nothing yet."""
     found = []
     for folder in sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")):
-        below = [] if holds_checkpoints(folder) or depth <= 1 else run_folders(folder, depth - 1)
+        try:
+            below = [] if holds_checkpoints(folder) or depth <= 1 else run_folders(folder, depth - 1)
+        except OSError:  # a folder that cannot be listed: a row of its own, which says so
+            below = []
         found += below or [folder]
     return found
 
@@ -78,16 +81,18 @@ def best_score(checkpoint: dict) -> tuple[str | None, float | None]:
     """(monitored metric, its best value) from the state of the checkpoint callback that
     monitors one; else the run config's ``optimized_metric`` and no value."""
     for state in (checkpoint.get("callbacks") or {}).values():
-        if isinstance(state, dict) and state.get("monitor") and state.get("best_model_score") is not None:
-            return state["monitor"], float(state["best_model_score"])
-    return (checkpoint.get("swwae_config") or {}).get("optimized_metric"), None
+        if isinstance(state, dict) and isinstance(state.get("monitor"), str):
+            score = state.get("best_model_score")
+            if isinstance(score, (int, float)) or (hasattr(score, "numel") and score.numel() == 1):
+                return state["monitor"], float(score)
+    return checkpoint["swwae_config"].get("optimized_metric"), None
 
 
 def described(name: str, folder: Path, path: Path, checkpoint: dict) -> Run:
     """The row of a run, from the checkpoint ``path`` it was read from."""
-    trainer = (checkpoint.get("swwae_config") or {}).get("trainer") or {}
+    trainer = checkpoint["swwae_config"].get("trainer") or {}  # parsed by the reader: integers or None
     max_epochs, max_steps = trainer.get("max_epochs"), trainer.get("max_steps")
-    epoch, step = int(checkpoint.get("epoch", -1)), int(checkpoint.get("global_step", 0))
+    epoch, step = checkpoint.get("epoch", -1), checkpoint.get("global_step", 0)
     position = checkpoint.get(POSITION_KEY)
     if position:
         status, epochs = "pre-empted", int(position["epoch"])
@@ -124,14 +129,14 @@ def read_run(name: str, folder: Path) -> Run:
         except CheckpointError as err:
             problems.append(str(err).replace(f"checkpoint {path} ", f"{path.name} "))
             continue
-        except (KeyError, TypeError, ValueError) as err:  # a file is data: odd values are a note, not a crash
-            problems.append(f"{path.name} holds values swwae does not write ({type(err).__name__}: {err})")
-            continue
         run.note = "; ".join(filter(None, [*problems, run.note]))
         return run
     if problems:
         return Run(name, str(folder), "unreadable", note="; ".join(problems))
-    others = sorted(p.name for p in folder.glob("*.ckpt"))
+    try:
+        others = sorted(p.name for p in folder.glob("*.ckpt"))
+    except OSError as err:
+        return Run(name, str(folder), "unreadable", note=f"cannot be listed: {err.strerror}")
     return Run(
         name,
         str(folder),

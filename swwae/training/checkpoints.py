@@ -9,7 +9,7 @@ import logging
 from pathlib import Path
 
 from swwae.checkpoint_file import read_checkpoint
-from swwae.errors import CheckpointError, UserError, one_line
+from swwae.errors import CheckpointError, one_line
 from swwae.pretrained import check_shapes as check_settings_fit
 from swwae.pretrained import meta_shapes
 from swwae.training.module import SWWAEModule
@@ -26,13 +26,13 @@ def load_model(path) -> tuple[SWWAEModule, dict]:
     settings = plain_settings(checkpoint["hyper_parameters"], "model", f"checkpoint {path}")
     try:
         expected = meta_shapes(lambda: SWWAEModule(**settings))
-    except (TypeError, RuntimeError, KeyError, UserError) as err:
+    except (TypeError, RuntimeError, KeyError, ValueError, ArithmeticError) as err:  # UserError is a ValueError
         raise CheckpointError(f"checkpoint {path} does not fit swwae's model: {one_line(err, limit=200)}") from None
     check_settings_fit(expected, {k: tuple(v.shape) for k, v in checkpoint["state_dict"].items()}, f"checkpoint {path}")
     try:
         module = SWWAEModule(**settings)
         module.load_state_dict(checkpoint["state_dict"])
-    except (TypeError, RuntimeError, KeyError) as err:
+    except (TypeError, RuntimeError, KeyError, ValueError, ArithmeticError) as err:
         raise CheckpointError(f"checkpoint {path} does not fit swwae's model: {one_line(err, limit=200)}") from None
     return module.eval(), checkpoint["swwae_config"]
 

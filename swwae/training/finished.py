@@ -41,7 +41,7 @@ def report_finished(cfg: DictConfig, folder: RunFolder, module, datamodule, path
         trainer.validate(module, datamodule=datamodule, ckpt_path=str(path), verbose=False)
         best = path.with_name("best.ckpt") if path.with_name("best.ckpt").is_file() else path
         metrics = evaluate_best(trainer, module, datamodule, cfg, str(best))
-        summary = run_summary(cfg, module.net.arch, epochs, str(best), metrics)
+        summary = run_summary(cfg, module.net.arch, epochs, str(best.absolute()), metrics)  # as a run names it
         source = f"evaluated again from {best.name}"
         write_test_outcomes(folder.output_dir, module)
     else:  # the outcomes the run wrote beside its metrics.json, if any (a sweep reads them per job)

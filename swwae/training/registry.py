@@ -59,6 +59,7 @@ MODELS = {s.cls: s for s in (Shipped("swwae", "SWWAEModule", "swwae.training.mod
 DATA_MODULES = ("swwae.training.data", "swwae.data")
 MODEL_MODULES = ("swwae.training.module", "swwae.module")
 PLAIN = (str, int, float, bool, type(None))
+USER_KEYS = ("root", "download")  # where a data set lies and whether to fetch it: the user's, never a file's
 
 
 def shipped(target: object, table: Mapping[str, Shipped], modules: tuple[str, ...], what: str, source: str) -> Shipped:
@@ -142,13 +143,21 @@ def build_data(data: Mapping, source: str, **changes):
     return cls(**settings)
 
 
-def data_of_run(config: Mapping, source: str, data_root: str | None = None, **changes):
+def data_of_run(config: Mapping, source: str, data_root: str | None = None, download: bool = False, **changes):
     """The data module of the run whose stored run config is ``config`` (a checkpoint's
     ``swwae_config``, a model folder's ``run_config``, a sweep job's saved config), not yet set
-    up; ``data_root`` moves a torchvision data set's folder, ``changes`` override settings."""
+    up; ``changes`` override settings.
+
+    The file says which data (the class, its splits, seeds and label subsets); the user says
+    where they lie and whether to fetch them (USER_KEYS): ``data_root`` (default: the data
+    set's own default, ``./data``) and ``download`` (default: no). A stored ``root`` or
+    ``download`` is never used: a file never decides where to read or whether to go online."""
     data = (config or {}).get("data") if isinstance(config, Mapping) else None
     if data is None:
         raise CheckpointError(f"{source} holds no run config with a data section: its data cannot be rebuilt")
-    if data_root is not None and "root" in data:
-        changes = {"root": data_root} | changes
-    return build_data(data, source, **changes)
+    if not isinstance(data, Mapping):
+        raise CheckpointError(f"{source} holds no data config (a mapping with _target_), but {type(data).__name__}")
+    accepted = accepted_keywords(data_spec(data.get("_target_"), source).load())
+    user = {"root": data_root, "download": bool(download)}
+    user = {k: v for k, v in user.items() if v is not None and (accepted is None or k in accepted)}
+    return build_data({k: v for k, v in data.items() if k not in USER_KEYS}, source, **(user | changes))

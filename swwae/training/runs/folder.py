@@ -5,7 +5,9 @@ weights, ``identity``), the lock (``lock``: one run, one owner), what the folder
 checkpoints, read only through the safe reader), the resume decision (``decision.decide``, a
 pure function of the two), moving an old run aside, the mid-epoch position of a pre-empted
 save, and the run's ``metrics.json``, which names the SHA-256 of the checkpoint it reports so
-that a reader can tell that the weights are the ones measured.
+that a reader can tell that the weights are the ones measured (and is believed only about a
+checkpoint inside this folder). Every file it reads is parsed with bounds first
+(``swwae.checkpoint_file``, ``swwae.files``): one that does not parse is passed over, in one line.
 """
 
 from __future__ import annotations
@@ -20,7 +22,9 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 
 from swwae.checkpoint_file import POSITION_KEY, file_sha256, read_checkpoint
-from swwae.errors import CheckpointError
+from swwae.errors import CheckpointError, Unreadable
+from swwae.files import is_inside, read_json, sha256_of
+from swwae.stored import parse_metrics
 from swwae.training.checkpoint_io import remove_stale_temp_files
 from swwae.training.folders import write_failed
 from swwae.training.registry import DATA_MODULES, DATASETS, MODEL_MODULES, MODELS, constructor_defaults, shipped
@@ -89,7 +93,8 @@ def describe(path: Path, checkpoint: Mapping) -> str:
 def resume_candidates(folder: Path) -> list[Path]:
     """``last.ckpt``, ``best.ckpt``, then any other ``*.ckpt``, newest first."""
     named = [folder / "last.ckpt", folder / "best.ckpt"]
-    others = sorted((p for p in folder.glob("*.ckpt") if p not in named), key=lambda p: p.stat().st_mtime, reverse=True)
+    others = [p for p in folder.glob("*.ckpt") if p not in named]
+    others.sort(key=lambda p: p.lstat().st_mtime, reverse=True)  # lstat: a dangling symlink is one more unreadable file
     return [p for p in named if p.is_file()] + others
 
 
@@ -208,17 +213,26 @@ class RunFolder:
 
     def own_metrics(self, checkpoint: Mapping, wanted: list[str]) -> tuple[dict | None, str]:
         """The metrics.json a finished run wrote (its folder is in the run config stored in
-        ``checkpoint``), if it reports this run's weights: the checkpoint it names still holds
-        the bytes it measured (``checkpoint_sha256``) and it holds every metric ``wanted``."""
-        folder = ((checkpoint.get("swwae_config") or {}).get("paths") or {}).get("output_dir")
+        ``checkpoint``), if it reports this run's weights: the checkpoint it names lies in this
+        run's own folder and still holds the bytes it measured (``checkpoint_sha256``), and it
+        holds every metric ``wanted``. Both files are read with bounds (regular files only, the
+        record's size and nesting limited): a file that names ``/dev/zero`` or another run's
+        weights is not believed, and the run is evaluated again."""
+        folder = (checkpoint["swwae_config"].get("paths") or {}).get("output_dir")
         path = Path(folder) / "metrics.json" if folder else None
-        try:
-            summary = json.loads(path.read_text())
-            measured = Path(summary["checkpoint"])
-            same = summary.get("checkpoint_sha256") == file_sha256(measured)
-        except (AttributeError, KeyError, TypeError, OSError, ValueError):
+        if path is None or not (path.exists() or path.is_symlink()):
             return None, ""
-        metrics = summary.get("metrics") or {}
+        try:
+            summary = parse_metrics(read_json(path, "metrics.json"), f"metrics.json {path}")
+            measured, recorded = summary.get("checkpoint"), summary.get("checkpoint_sha256")
+            if not (measured and recorded and is_inside(measured, self.path)):
+                log.warning("%s does not report a checkpoint of %s with its SHA-256: not believed", path, self.path)
+                return None, ""
+            same = sha256_of(measured, "checkpoint") == recorded
+        except Unreadable as err:
+            log.warning("%s: not believed", err)
+            return None, ""
+        metrics = summary["metrics"]
         if (
             not same
             or summary.get("status") != "ok"

@@ -26,8 +26,11 @@ from pathlib import Path
 
 from filelock import FileLock, Timeout
 
-from swwae.errors import DiskError, RunInUseError
+from swwae.errors import DiskError, RunInUseError, Unreadable
+from swwae.files import read_json
 from swwae.training.folders import reason
+
+OWNER_LIMIT = 1 << 16  # bytes: an owner file is one line
 
 
 def lock_path(folder: Path) -> Path:
@@ -41,8 +44,10 @@ def owner_path(folder: Path) -> Path:
 def describe_owner(folder: Path) -> str:
     """'pid 123 on host n7, started 2026-12-01 10:00:00: python train.py ...', as far as known."""
     try:
-        owner = json.loads(owner_path(folder).read_text())
-    except (OSError, ValueError):
+        owner = read_json(owner_path(folder), "owner file", OWNER_LIMIT)  # bounded: any file may be there
+    except Unreadable:
+        return "another process"
+    if not isinstance(owner, dict):
         return "another process"
     return (
         f"pid {owner.get('pid', '?')} on host {owner.get('host', '?')}, started {owner.get('started', '?')}: "

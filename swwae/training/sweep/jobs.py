@@ -3,7 +3,9 @@ grouped into ``Group``s by the overrides that vary, seed excepted, in one ``Summ
 
 The data model that the table, the plots and the Hydra callback all read; it also writes
 the ``metrics.json`` of a job that raised (``train.py``), so that the reader and the writer
-of that record live side by side. No plotting, no Hydra callback here.
+of that record live side by side. Every file of a job folder is read with bounds and parsed
+(``swwae.files``, ``swwae.stored``): one that does not makes that job a failed one saying why,
+and the others are read on. No plotting, no Hydra callback here.
 """
 
 from __future__ import annotations
@@ -15,15 +17,21 @@ import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import yaml
-
-from swwae.checkpoint_file import file_sha256
-from swwae.errors import ConfigError
+from swwae.errors import ConfigError, Unreadable
+from swwae.files import is_inside, read_json, read_yaml, sha256_of
+from swwae.stored import parse_metrics, parse_overrides
 
 SEED_KEYS = ("seed", "+seed", "++seed")
 log = logging.getLogger(__name__)
 
 # helpers
+
+
+def mapping_of(value) -> dict:
+    """``value`` if it is a mapping, else KeyError: a saved config of another shape."""
+    if not isinstance(value, dict):
+        raise KeyError("not a mapping")
+    return value
 
 
 def write_failed_job(folder, info: dict, error: str) -> dict:
@@ -93,27 +101,50 @@ class Job:
     def seed(self):
         return self.record.get("seed", next((self.overrides[k] for k in SEED_KEYS if k in self.overrides), None))
 
-    def checkpoint(self, name: str = "best.ckpt") -> Path | None:
-        """checkpoints/<run_name>/<name> of this job: from metrics.json when it says so (and
-        only while the file still holds the bytes it measured, where it names their SHA-256),
-        else from the job's saved config (``paths.checkpoint_dir``, relative to the launch folder)."""
-        if self.record.get("checkpoint"):
-            path = Path(self.record["checkpoint"])
-            measured = self.record.get("checkpoint_sha256")
-            if measured and name == path.name and path.is_file() and file_sha256(path) != measured:
-                log.warning("%s no longer holds the weights %s measured: left out", path, self.folder / "metrics.json")
-                return None
-            return path
-        from omegaconf import OmegaConf
-
+    def run_folder(self) -> Path | None:
+        """checkpoints/<run_name>/ of this job, from its saved config (``paths.checkpoint_dir``,
+        relative to the launch folder), read with bounds; None when it cannot be told."""
+        hydra = self.folder / ".hydra"
         try:
-            config = OmegaConf.load(self.folder / ".hydra" / "config.yaml")
-            folder = Path(str(config.paths.checkpoint_dir))
+            paths = (mapping_of(read_yaml(hydra / "config.yaml", "sweep file")).get("paths")) or {}
+            folder = Path(str(mapping_of(paths)["checkpoint_dir"]))
             if not folder.is_absolute():
-                folder = Path(OmegaConf.load(self.folder / ".hydra" / "hydra.yaml").hydra.runtime.cwd) / folder
-        except Exception:  # no saved config, or one we cannot resolve outside Hydra
+                runtime = mapping_of(mapping_of(read_yaml(hydra / "hydra.yaml", "sweep file"))["hydra"])["runtime"]
+                folder = Path(str(mapping_of(runtime)["cwd"])) / folder
+        except (Unreadable, KeyError):  # no saved config, or not one swwae's sweeps write
             return None
-        return folder / self.record["run_name"] / name if self.record.get("run_name") else None
+        run_name = self.record.get("run_name")
+        if "${" in str(folder) or not run_name:  # an interpolation only Hydra resolves
+            return None
+        return folder / run_name
+
+    def checkpoint(self, name: str = "best.ckpt") -> Path | None:
+        """The checkpoint of this job that its metrics.json reports, taken only while it holds
+        the bytes measured (``checkpoint_sha256``) and lies in the job's run folder (where the
+        saved config tells it; a record without a SHA-256 only there): else None, with a
+        warning. Without a reported checkpoint: the run folder's ``name``."""
+        own = self.run_folder()
+        named = self.record.get("checkpoint")
+        if not named:
+            return own / name if own is not None else None
+        return Path(named) if self.trusted(Path(named), own) else None
+
+    def trusted(self, path: Path, own: Path | None) -> bool:
+        """Whether ``path``, reported by this job's metrics.json, holds the weights it measured."""
+        measured, inside = self.record.get("checkpoint_sha256"), own is not None and is_inside(path, own)
+        if (own is not None and not inside) or (measured is None and not inside):
+            log.warning("%s reports %s, outside the job's run folder: left out", self.folder / "metrics.json", path)
+            return False
+        if measured is None:
+            return True
+        try:
+            same = sha256_of(path, "checkpoint") == measured
+        except Unreadable as err:
+            log.warning("%s: left out", err)
+            return False
+        if not same:
+            log.warning("%s no longer holds the weights %s measured: left out", path, self.folder / "metrics.json")
+        return same
 
 
 @dataclass
@@ -148,19 +179,23 @@ class Summary:
 
 
 def read_job(folder: Path) -> Job:
-    overrides_file = folder / ".hydra" / "overrides.yaml"
-    overrides = {}
-    if overrides_file.is_file():
-        for item in yaml.safe_load(overrides_file.read_text()) or []:
-            key, _, value = str(item).partition("=")
-            overrides[key] = value
-    metrics_file = folder / "metrics.json"
+    """A job folder's overrides and record, each read with bounds and parsed; a file that does
+    not parse makes the job a failed one whose error says why, and the other jobs are read on."""
+    overrides_file, metrics_file = folder / ".hydra" / "overrides.yaml", folder / "metrics.json"
+    overrides, problem = {}, None
+    if overrides_file.exists() or overrides_file.is_symlink():
+        try:
+            overrides = parse_overrides(read_yaml(overrides_file, "sweep file"), f"sweep file {overrides_file}")
+        except Unreadable as err:
+            problem = str(err)
     try:
-        record = json.loads(metrics_file.read_text())
-    except FileNotFoundError:
-        record = {"status": "failed", "error": "no metrics.json: the job did not finish (killed, or still running?)"}
-    except (OSError, ValueError) as err:
-        record = {"status": "failed", "error": f"unreadable metrics.json: {err}"}
+        record = parse_metrics(read_json(metrics_file, "metrics.json"), f"metrics.json {metrics_file}")
+    except Unreadable as err:
+        missing = not (metrics_file.exists() or metrics_file.is_symlink())
+        error = "no metrics.json: the job did not finish (killed, or still running?)" if missing else str(err)
+        record = {"status": "failed", "error": error, "metrics": {}}
+    if problem is not None:
+        record = record | {"status": "unreadable", "error": problem}
     if record.get("status", "ok") == "ok" and not record.get("metrics"):
         record = record | {"status": "failed", "error": record.get("error") or "metrics.json holds no metrics"}
     return Job(folder, overrides, record)
