@@ -44,6 +44,7 @@ from swwae.training.reporting import (
 )
 from swwae.training.runs.decision import Decision, resume_mode
 from swwae.training.runs.folder import RunFolder, batches, describe, mid_epoch_position
+from swwae.training.runs.sweep_claim import claim_for_sweep_job
 from swwae.training.spec import RunSpec
 
 log = logging.getLogger(__name__)
@@ -121,6 +122,7 @@ def train(cfg: DictConfig) -> float:
     check_folders(cfg)
     run_config = OmegaConf.to_container(cfg, resolve=True)  # plain values: checkpoints, trackers, identity
     folder = RunFolder.of(run_config)
+    claim_for_sweep_job(folder.path)  # a multirun's jobs never write into one run folder
     if spec.seed is not None:
         L.seed_everything(spec.seed, workers=True, verbose=False)
     datamodule = build(cfg.data, _convert_="all")
