@@ -126,15 +126,15 @@ def run(main: Callable[[], object], argv: list[str] | None = None) -> None:
 
 
 def remove_empty_sweep_folder() -> None:
-    """A sweep refused before its first job leaves no folder holding only Hydra's
-    ``multirun.yaml`` (nor an emptied ``multirun/`` in the launch folder)."""
+    """A sweep refused before its first job leaves no folder that is empty or holds only
+    Hydra's ``multirun.yaml`` (nor an emptied ``multirun/`` in the launch folder)."""
     from hydra.core.hydra_config import HydraConfig
 
     try:
         folder = Path(HydraConfig.get().sweep.dir).absolute()
     except Exception:  # not a sweep, or Hydra had not got as far
         return
-    if not folder.is_dir() or {p.name for p in folder.iterdir()} != {"multirun.yaml"}:
+    if not folder.is_dir() or not {p.name for p in folder.iterdir()} <= {"multirun.yaml"}:
         return
     shutil.rmtree(folder, ignore_errors=True)
     launch = Path.cwd()

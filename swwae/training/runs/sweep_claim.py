@@ -7,7 +7,9 @@ job's ``metrics.json`` naming weights that are no longer there. So, in a multiru
 claims its run folder in the sweep folder (``<sweep dir>/.run_folder.<hash>.json``, one hidden
 file per run folder, created exclusively: safe for jobs launched in parallel on one file system) before it reads or
 writes anything there; a job whose folder another job of the sweep claimed fails alone, in one
-line, and the sweep ends with status 1 listing it. A job run again under the same sweep folder
+line, and the sweep ends with status 1 listing it. A grid sweep (Hydra's basic sweeper) knows
+its jobs up front: ``DistinctRunFolders``, a Hydra callback, refuses it before its first job
+when two of them map to one run folder. A job run again under the same sweep folder
 (a repeated sweep command with a fixed ``hydra.sweep.dir``) finds its own claim.
 """
 
@@ -15,7 +17,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import sys
 from pathlib import Path
+
+from hydra.experimental.callback import Callback
 
 from swwae.errors import ConfigError
 
@@ -60,3 +66,84 @@ def claim_for_sweep_job(folder: Path) -> None:
     job = sweep_job()
     if job is not None:
         claim(folder, *job)
+
+
+# before the first job: Hydra's basic sweeper (a grid) knows every job up front
+
+
+def job_overrides(config) -> list[list[str]]:
+    """The overrides of each job of a grid sweep, in the basic sweeper's order."""
+    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from omegaconf import OmegaConf
+
+    def written(node) -> list | dict:  # as typed: an interpolation in an override is the job's to resolve
+        return OmegaConf.to_container(node, resolve=False) if node is not None else []
+
+    params = [f"{k}={v}" for k, v in dict(written(config.hydra.sweeper.get("params"))).items()]
+    parsed = OverridesParser.create().parse_overrides([*params, *written(config.hydra.overrides.task)])
+    return [job for batch in BasicSweeper.split_arguments(parsed, None) for job in batch]
+
+
+def run_folder_of(config, overrides: list[str]) -> Path | None:
+    """The run folder of one job (its config composed as Hydra will compose it); None when it
+    does not compose or resolve: the job then fails by itself, in its own words."""
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.core.hydra_config import HydraConfig
+
+    try:
+        job = GlobalHydra.instance().config_loader().load_sweep_config(config, overrides)
+        HydraConfig.instance().set_config(job)
+        return (Path(str(job.paths.checkpoint_dir)) / str(job.run_name)).absolute()
+    except Exception:
+        return None
+
+
+def first_clash(config) -> tuple[int, int, Path, list[str]] | None:
+    """(i, j, folder, what job j sets differently) of the first two jobs of a grid sweep that
+    map to one run folder."""
+    from hydra.core.hydra_config import HydraConfig
+
+    seen: dict[Path, int] = {}
+    jobs = job_overrides(config)
+    try:
+        for number, overrides in enumerate(jobs):
+            folder = run_folder_of(config, overrides)
+            if folder in seen:
+                first = seen[folder]
+                return first, number, folder, [o for o in overrides if o not in jobs[first]]
+            if folder is not None:
+                seen[folder] = number
+    finally:
+        HydraConfig.instance().set_config(config)
+    return None
+
+
+def clash_line(first: int, second: int, folder: Path, differing: list[str]) -> str:
+    shown = os.path.relpath(folder) if folder.is_relative_to(Path.cwd()) else str(folder)
+    line = f"sweep jobs {first} and {second} would both run in {shown}"
+    if not differing:
+        return f"{line}: job {second} repeats job {first}; drop the repeated value"
+    keys = [o.partition("=")[0].lstrip("+~") for o in differing]
+    return (
+        f"{line} ({', '.join(differing)} is not part of the run name), and the second would continue or report "
+        f"the first's run as its own: put it in the run name, e.g. run_name=<name>_${{{keys[0]}}}"
+    )
+
+
+class DistinctRunFolders(Callback):
+    """Hydra callback: a grid sweep (the basic sweeper) in which two jobs would run in one run
+    folder is refused before its first job, in one line, exit status 2. Other sweepers (Optuna)
+    choose their jobs as they go: each job's claim (``claim_for_sweep_job``) guards those."""
+
+    def on_multirun_start(self, config, **kwargs) -> None:
+        if not str(config.hydra.sweeper.get("_target_", "")).endswith("BasicSweeper"):
+            return
+        clash = first_clash(config)
+        if clash is None:
+            return
+        print(f"error: {clash_line(*clash)}", file=sys.stderr)
+        from swwae.training.overrides import remove_empty_sweep_folder
+
+        remove_empty_sweep_folder()
+        raise SystemExit(2)
