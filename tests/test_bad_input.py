@@ -15,14 +15,16 @@ README_HOME = "/home/me/swwae"  # where the README's example ran
 
 
 def readme_examples() -> list[tuple[str, list[str]]]:
-    """(command, the lines it prints) of the README's `$ python train.py ...` blocks."""
+    """(command, the lines it prints) of the `$ python train.py ...` blocks of the README and of
+    docs/reliability.md."""
     examples = []
-    for block in code_blocks("", pages=[ROOT / "README.md"]):
+    for block in code_blocks("", pages=[ROOT / "README.md", ROOT / "docs" / "reliability.md"]):
+        shown = None  # the lines of the block's last command
         for line in block.source.splitlines():
             if line.startswith("$ python train.py"):
-                examples.append((line[2:], []))
-            elif examples:
-                examples[-1][1].append(line)
+                examples.append((line[2:], shown := []))
+            elif shown is not None:
+                shown.append(line)
     return examples
 
 

@@ -440,7 +440,9 @@ def class_spec(section: str, values, source: str | None) -> type[Section]:
     """The section's schema, by the class its ``_target_`` names. On the command line a class
     swwae does not ship is the user's own (``OwnClass``); a stored config may name only a shipped
     class, under any module path it has had."""
-    target = values.get("_target_") if isinstance(values, Mapping) else None
+    if not isinstance(values, Mapping):
+        return OwnClass  # section_of says it is no mapping
+    target = values.get("_target_")
     if section == "model":
         table, modules, specs = MODELS, MODEL_MODULES, {"SWWAEModule": ModelSpec}
     else:

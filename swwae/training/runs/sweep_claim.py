@@ -16,6 +16,7 @@ when two of them map to one run folder. A job run again under the same sweep fol
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import os
 import sys
@@ -72,8 +73,8 @@ def claim_for_sweep_job(folder: Path) -> None:
 
 
 def job_overrides(config) -> list[list[str]]:
-    """The overrides of each job of a grid sweep, in the basic sweeper's order."""
-    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+    """The overrides of each job of a grid sweep, in the basic sweeper's order: the product of
+    every swept key's values, the first key outermost (as ``BasicSweeper.split_arguments``)."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from omegaconf import OmegaConf
 
@@ -81,8 +82,16 @@ def job_overrides(config) -> list[list[str]]:
         return OmegaConf.to_container(node, resolve=False) if node is not None else []
 
     params = [f"{k}={v}" for k, v in dict(written(config.hydra.sweeper.get("params"))).items()]
-    parsed = OverridesParser.create().parse_overrides([*params, *written(config.hydra.overrides.task)])
-    return [job for batch in BasicSweeper.split_arguments(parsed, None) for job in batch]
+    choices: dict[str, list[str]] = {}
+    for override in OverridesParser.create().parse_overrides([*params, *written(config.hydra.overrides.task)]):
+        key = override.get_key_element()
+        if override.is_sweep_override():
+            if not override.is_discrete_sweep():
+                return []  # a range or interval: the basic sweeper refuses it itself
+            choices[key] = [f"{key}={value}" for value in override.sweep_string_iterator()]
+        else:
+            choices[key] = [f"{key}={override.get_value_element_as_str()}"]
+    return [list(job) for job in itertools.product(*choices.values())]
 
 
 def run_folder_of(config, overrides: list[str]) -> Path | None:
