@@ -31,8 +31,8 @@ from pydantic import (
     ValidationError,
     ValidationInfo,
     field_validator,
+    model_validator,
 )
-from pydantic import model_validator as checked
 
 from swwae.arch import check_fits
 from swwae.errors import CheckpointError, ConfigError, UserError
@@ -46,6 +46,7 @@ from swwae.training.runs.names import check_run_name
 Int = Annotated[int, Field(strict=True)]
 Count = Annotated[int, Field(strict=True, ge=0)]
 Positive = Annotated[int, Field(strict=True, ge=1)]
+# the data settings that swwae.settings.check_data checks (the rest are each data set's own)
 CHECKED_DATA_KEYS = (
     "batch_size",
     "num_labels",
@@ -102,10 +103,14 @@ def unknown_key(key: str, known) -> str:
 # sections
 
 
-class Section(BaseModel):
-    """A typed, frozen section: unknown keys are errors."""
+class Frozen(BaseModel):
+    """Typed and frozen: unknown keys are errors."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+
+class Section(Frozen):
+    """A section that names the class it is built as (Hydra's ``_target_``)."""
 
     target: StrictStr = Field("", alias="_target_")
 
@@ -279,7 +284,7 @@ class TrainerSpec(Section):
             return value
         raise fails("trainer.precision", value, f"one of {', '.join(map(str, PRECISIONS[4:]))}")
 
-    @checked(mode="after")
+    @model_validator(mode="after")
     def _length(self):
         for key in ("max_epochs", "max_steps"):
             if getattr(self, key) == 0:  # a run that trains nothing would report an untrained model
@@ -290,7 +295,7 @@ class TrainerSpec(Section):
         return self
 
 
-class PathsSpec(Section):
+class PathsSpec(Frozen):
     """Where the run writes; more keys may be there for a config's own interpolations
     (``paths.data_dir``)."""
 
@@ -301,7 +306,7 @@ class PathsSpec(Section):
     output_dir: StrictStr | None = None
 
 
-class RunSpec(Section):
+class RunSpec(Frozen):
     """A run's settings: the run itself, then a section for each part of the job."""
 
     run_name: StrictStr
@@ -346,7 +351,7 @@ class RunSpec(Section):
     @classmethod
     def _trainer(cls, value, info: ValidationInfo):
         trainer = section_of(value, "trainer", TrainerSpec)
-        if not stored(info):
+        if not stored(info) and isinstance(value, Mapping):
             check_devices(value)  # a GPU asked for and not there: one line, before the data
         return trainer
 
@@ -364,7 +369,7 @@ class RunSpec(Section):
     def _model(cls, value, info: ValidationInfo):
         return section_of(value, "model", class_spec("model", value, stored(info)))
 
-    @checked(mode="after")
+    @model_validator(mode="after")
     def _model_on_its_data(self):
         """A shipped model's network on a shipped data set's images, as their classes check it."""
         if not isinstance(self.model, ModelSpec) or not isinstance(self.data, DataSpec):
@@ -405,7 +410,7 @@ def one_line(err: ValidationError, section: str = "") -> UserError:
     return ConfigError(f"{key}={first['input']!r} is not allowed: {message}")
 
 
-def names_of(spec: type[Section]) -> list[str]:
+def names_of(spec: type[Frozen]) -> list[str]:
     return [field.alias or name for name, field in spec.model_fields.items()]
 
 
@@ -424,9 +429,9 @@ def known_keys(section: str, title: str) -> list[str]:
     return names_of(spec) if spec else setting_names(section)
 
 
-def section_of(values, section: str, spec: type[Section]) -> Section:
+def section_of(values, section: str, spec: type[Frozen]) -> Frozen:
     """One section by its schema; its first problem as a UserError (pydantic passes it on)."""
-    if isinstance(values, Section):
+    if isinstance(values, Frozen):
         return values
     if not isinstance(values, Mapping):
         raise ConfigError(f"{section} must be a mapping of settings, got {type(values).__name__}")
