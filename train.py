@@ -131,4 +131,6 @@ def quote_layer_strings(argv: list[str]) -> list[str]:
 
 if __name__ == "__main__":
     sys.argv = [sys.argv[0], *quote_layer_strings(sys.argv[1:])]
-    main()
+    from swwae.training.overrides import run
+
+    run(main)  # the override grammar's errors for common mistakes as one line

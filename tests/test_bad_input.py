@@ -15,14 +15,16 @@ README_HOME = "/home/me/swwae"  # where the README's example ran
 
 
 def readme_examples() -> list[tuple[str, list[str]]]:
-    """(command, the lines it prints) of the README's `$ python train.py ...` blocks."""
+    """(command, the lines it prints) of the `$ python train.py ...` blocks of the README and of
+    docs/reliability.md."""
     examples = []
-    for block in code_blocks("", pages=[ROOT / "README.md"]):
+    for block in code_blocks("", pages=[ROOT / "README.md", ROOT / "docs" / "reliability.md"]):
+        shown = None  # the lines of the block's last command
         for line in block.source.splitlines():
             if line.startswith("$ python train.py"):
-                examples.append((line[2:], []))
-            elif examples:
-                examples[-1][1].append(line)
+                examples.append((line[2:], shown := []))
+            elif shown is not None:
+                shown.append(line)
     return examples
 
 
@@ -56,3 +58,53 @@ def test_a_run_leaves_its_log_lines_in_train_log_or_no_train_log(tmp_path):
     again = train_cli(tmp_path, "model.widths=[4]", "trainer.max_epochs=2", name="again")  # says it continues
     assert again.returncode == 0, again.stderr[-2000:]
     assert "resume=auto: continuing this run from" in (tmp_path / "outputs" / "again" / "train.log").read_text()
+
+
+# values the job, Lightning or a data set would reject later, and the override grammar's
+# common mistakes: one line naming the key, before anything is written
+BAD_VALUES = [
+    ("trainer.max_epochs=2.5", "error: trainer.max_epochs=2.5 is not allowed: a whole number of epochs >= 1"),
+    ("trainer.max_epochs=1e400", "error: trainer.max_epochs=inf is not allowed: a whole number of epochs >= 1"),
+    ("trainer.max_epochs=abc", "error: trainer.max_epochs='abc' is not allowed: a whole number of epochs >= 1"),
+    ("trainer.max_epochs=-1", "error: trainer.max_epochs=-1 is not allowed: a whole number of epochs >= 1"),
+    (
+        "debug=quick trainer.val_check_interval=0",
+        "error: trainer.val_check_interval=0 is not allowed: an integer >= 1 (batches)",
+    ),
+    ("trainer.accumulate_grad_batches=0", "error: trainer.accumulate_grad_batches=0 is not allowed: must be greater"),
+    ("trainer.max_steps=0", "error: trainer.max_steps=0 trains nothing"),
+    ("run_name=ѕwwae", "error: run_name=ѕwwae: 'ѕ' (U+0455 CYRILLIC SMALL LETTER DZE) is not a plain ASCII character"),
+    ("trainer.max_epoch=3", "error: trainer.max_epoch is not a setting; did you mean trainer.max_epochs?"),
+    ("+trainer.max_epoch=3", "error: trainer.max_epoch is not a setting; did you mean trainer.max_epochs?"),
+    ("+trainer.max_epochs=3", "error: +trainer.max_epochs=3: trainer.max_epochs is already in the config: drop the +"),
+    (
+        "trainer.min_epochs=2",
+        "error: trainer.min_epochs is not in the trainer config: add it with +trainer.min_epochs=2",
+    ),
+    ("model.lamda_m=1", "error: model.lamda_m is not a setting; did you mean model.lambda_m?"),
+    ("model.batch_norm=3", "error: model.batch_norm=3 is not allowed: must be a valid boolean"),
+    ("model.widths=[1,2", "error: cannot read 'model.widths=[1,2' as an override"),
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("override, line", BAD_VALUES, ids=[override for override, _ in BAD_VALUES])
+def test_a_bad_value_is_one_line_before_anything_is_written(tmp_path, override, line):
+    args = override.split()
+    result = run_cli(ROOT / "train.py", *args, f"hydra.run.dir={tmp_path / 'out'}", cwd=tmp_path, timeout=120)
+    lines = (result.stdout + result.stderr).strip("\n").splitlines()
+    assert result.returncode == 2, lines
+    assert len(lines) == 1 and lines[0].startswith(line), lines
+    assert list(tmp_path.iterdir()) == []  # no lock, checkpoint folder, logs or output folder
+
+
+@pytest.mark.slow
+def test_a_bad_value_in_a_sweep_stops_it_before_its_first_job(tmp_path):
+    result = run_cli(
+        ROOT / "train.py", "-m", "trainer.max_epoch=1,3", f"hydra.sweep.dir={tmp_path / 's'}", cwd=tmp_path, timeout=120
+    )
+    lines = (result.stdout + result.stderr).strip("\n").splitlines()
+    assert result.returncode == 2 and lines == [
+        "error: trainer.max_epoch is not a setting; did you mean trainer.max_epochs?"
+    ]
+    assert list(tmp_path.iterdir()) == []

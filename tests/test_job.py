@@ -289,7 +289,7 @@ def write_mnist_files(root: Path, which: int, content: bytes) -> Path:
         ),
         (["optimized_mode=up"], "optimized_mode must be min or max"),
         (["trainer.devices=0"], r"Trainer.*devices=0"),
-        (["+trainer.max_epoch=3"], "unexpected keyword argument 'max_epoch'"),
+        (["+trainer.max_epoch=3"], r"^trainer.max_epoch is not a setting; did you mean trainer.max_epochs\?$"),
         (
             ["callbacks.reconstruction_images._target_=swwae.training.callbacks.Nope"],
             "Error locating target 'swwae.training.callbacks.Nope'",
@@ -298,7 +298,7 @@ def write_mnist_files(root: Path, which: int, content: bytes) -> Path:
             ["trainer.max_epochs=0"],
             r"^trainer.max_epochs=0 trains nothing: give it at least 1 \(to evaluate a checkpoint",
         ),
-        (["+trainer.max_steps=0"], r"^trainer.max_steps=0 trains nothing"),
+        (["trainer.max_steps=0"], r"^trainer.max_steps=0 trains nothing"),
         (["data.num_labels=7"], "^data.num_labels=7 is fewer than the 10 classes of mnist_sample: every class needs"),
         (["resume=maybe"], "^resume='maybe' is unknown; choose one of auto, true, false$"),
     ],

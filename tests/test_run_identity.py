@@ -87,31 +87,24 @@ def test_debug_quick_after_a_real_run_never_touches_it(tmp_path):
     assert summary["checkpoint"].endswith(f"checkpoints/quick/{RUN}/best.ckpt")
 
 
+GRID_CLASHES = [
+    (["run_name=same", "seed=0,1"], "sweep jobs 0 and 1 would both run in checkpoints/same (seed=1 is not part of"),
+    (
+        ["run_name=ep", "trainer.max_epochs=1,3"],
+        "sweep jobs 0 and 1 would both run in checkpoints/ep (trainer.max_epochs",
+    ),
+    (["seed=0,0"], f"sweep jobs 0 and 1 would both run in checkpoints/{RUN}: job 1 repeats job 0; drop the repeated"),
+]
+
+
 @pytest.mark.slow
-def test_the_jobs_of_a_sweep_that_share_a_run_name_never_share_a_folder(tmp_path):
-    result = run_cli(
-        ROOT / "train.py",
-        "-m",
-        *QUICK,
-        *SMALL,
-        "run_name=same",
-        "seed=0,1",
-        f"hydra.sweep.dir={tmp_path / 'sweep'}",
-        cwd=tmp_path,
-    )
-    assert result.returncode == 1, result.stderr[-2000:]  # the sweep says it was not clean
-    jobs = {p.name: json.loads((p / "metrics.json").read_text()) for p in (tmp_path / "sweep").iterdir() if p.is_dir()}
-    first, second = jobs["0_same"], jobs["1_same"]
-    assert first["status"] == "ok" and first["seed"] == 0
-    best = tmp_path / "checkpoints" / "same" / "best.ckpt"
-    assert first["checkpoint"] == str(best) and first["checkpoint_sha256"] == sha(best)  # its own weights, still
-    assert second["status"] == "failed"
-    assert second["error"].startswith("checkpoints/same holds another run (") and "seed: 0 -> 1" in second["error"]
-    assert second["error"].endswith(
-        "give this run its own folder with run_name=..., or resume=false to start over "
-        "(the old run is moved aside, not deleted)"
-    )
-    assert not list((tmp_path / "checkpoints").glob("same.previous-*"))
+@pytest.mark.parametrize("swept, line", GRID_CLASHES, ids=["seed", "max_epochs", "repeated job"])
+def test_a_grid_sweep_whose_jobs_share_a_run_folder_is_refused_before_its_first_job(tmp_path, swept, line):
+    sweep = tmp_path / "sweep"
+    result = run_cli(ROOT / "train.py", "-m", *QUICK, *SMALL, *swept, f"hydra.sweep.dir={sweep}", cwd=tmp_path)
+    lines = (result.stdout + result.stderr).strip("\n").splitlines()
+    assert result.returncode == 2 and len(lines) == 1 and lines[0].startswith(f"error: {line}"), lines
+    assert list(tmp_path.iterdir()) == []  # no sweep folder, no checkpoints
 
 
 @pytest.mark.slow
@@ -168,3 +161,39 @@ def test_a_network_written_out_gets_a_run_name_of_its_own(tmp_path):
     written = compose_config(tmp_path, ['model.arch="(64)5c-2p-(64)3c-2p-(64)3c-2p-10fc"'])
     assert written.run_name == "swwae_hard_mnist_sample_64x5c-2p-64x3c-2p-64x3c-2p-10fc_seed0"
     assert check_run_name(written.run_name) == written.run_name
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("swept", [["trainer.max_epochs=1,2"], ["seed=0,0"]], ids=["max_epochs", "repeated job"])
+def test_two_jobs_of_a_sweep_that_map_to_one_run_folder_never_share_it(tmp_path, swept):
+    """max_epochs is not in the identity, and a repeated job has the same one: the second job
+    would continue or report the first's run. Where the sweep cannot be checked up front (a
+    sweeper that picks its jobs as it goes, here the grid without its check), the second job
+    fails alone and the first keeps its weights."""
+    sweep = tmp_path / "sweep"
+    swept = [*swept, "~hydra.callbacks.run_folders"]
+    result = run_cli(
+        ROOT / "train.py", "-m", *QUICK, *SMALL, "run_name=ep", *swept, f"hydra.sweep.dir={sweep}", cwd=tmp_path
+    )
+    assert result.returncode == 1, result.stderr[-2000:]  # the sweep says it was not clean
+    first, second = (json.loads((sweep / f"{job}_ep" / "metrics.json").read_text()) for job in (0, 1))
+    best = tmp_path / "checkpoints" / "ep" / "best.ckpt"
+    assert first["status"] == "ok" and first["checkpoint"] == str(best) and first["checkpoint_sha256"] == sha(best)
+    assert second["status"] == "failed"
+    assert second["error"].startswith("checkpoints/ep is the run folder of sweep job 0 too: the jobs of one sweep")
+    assert sorted(p.name for p in (tmp_path / "checkpoints").iterdir()) == [".ep.lock", "ep"]  # nothing moved aside
+
+
+@pytest.mark.slow
+def test_a_run_folder_that_is_a_symbolic_link_is_refused(tmp_path):
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (tmp_path / "checkpoints").mkdir()
+    (tmp_path / "checkpoints" / RUN).symlink_to(elsewhere)
+    result = train_cli(tmp_path, *SMALL)
+    assert result.returncode == 2
+    assert last_error_line(result) == (
+        f"error: checkpoints/{RUN} is a symbolic link (to {elsewhere}): a run's folder must be a folder of "
+        "paths.checkpoint_dir itself; to keep checkpoints on another disk, point paths.checkpoint_dir there"
+    )
+    assert list(elsewhere.iterdir()) == []  # nothing written through it

@@ -13,6 +13,7 @@ from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 from hydra.core.hydra_config import HydraConfig
 
+import swwae.training.runs.names  # noqa: F401 - registers ${swwae.arch_tag:}, which run names use
 from helpers.cli import run_cli
 from helpers.config import CONFIG_DIR, QUICK, ROOT
 from swwae.training.sweep import collect, markdown, numeric_axis, write_summary
@@ -91,7 +92,7 @@ def test_compare_runs_on_a_missing_folder_is_one_error_line(tmp_path, capsys):
 
 @pytest.mark.slow
 def test_a_failed_job_is_listed_and_the_sweep_exits_nonzero(tmp_path):
-    result = sweep(tmp_path, "model=swwae_soft", "model.beta=1,-1")
+    result = sweep(tmp_path, "model=swwae_soft", "model.beta=1,-1", "run_name=soft_beta${model.beta}")
     assert result.returncode == 1
     assert "Traceback" not in result.stderr
     errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]

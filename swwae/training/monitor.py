@@ -58,8 +58,13 @@ def check_monitor(metric: str, mode: str, logged: list[str]) -> None:
             f"optimized_metric={metric} is not a validation metric of this model; "
             f"choose one of {', '.join(sorted(logged))}"
         )
+    check_mode(mode)
+
+
+def check_mode(mode) -> str:
     if mode not in ("min", "max"):
         raise ConfigError(f"optimized_mode must be min or max, got {mode!r}")
+    return mode
 
 
 def _register() -> None:

@@ -45,15 +45,20 @@ from swwae.training.reporting import (
 )
 from swwae.training.runs.decision import Decision, resume_mode
 from swwae.training.runs.folder import RunFolder, batches, describe, mid_epoch_position
+from swwae.training.runs.sweep_claim import claim_for_sweep_job
+from swwae.training.spec import RunSpec
 
 log = logging.getLogger(__name__)
 
 # checks before anything runs
 
 
-def check_settings(cfg: DictConfig) -> None:
-    check_config(cfg)  # plain Python: train.py runs it before Lightning loads; here for train() called alone
+def check_settings(cfg: DictConfig) -> RunSpec:
+    """The typed run spec (train.py parses it before Lightning loads; here for train() called
+    alone), and the trackers' optional packages."""
+    spec = check_config(cfg)
     check_extras(cfg)  # a tracker whose optional package is missing: one line, before the data
+    return spec
 
 
 def check_folders(cfg: DictConfig) -> None:
@@ -115,12 +120,13 @@ def train(cfg: DictConfig) -> float:
     """Train, test, write ``metrics.json``; return ``cfg.optimized_metric`` for sweepers."""
     started = time.perf_counter()
     set_process_defaults(cfg)
-    check_settings(cfg)
+    spec = check_settings(cfg)  # parsed once, here: the job's functions take its sections from here on
     check_folders(cfg)
     run_config = OmegaConf.to_container(cfg, resolve=True)  # plain values: checkpoints, trackers, identity
     folder = RunFolder.of(run_config)
-    if cfg.get("seed") is not None:
-        L.seed_everything(cfg.seed, workers=True, verbose=False)
+    claim_for_sweep_job(folder.path)  # a multirun's jobs never write into one run folder
+    if spec.seed is not None:
+        L.seed_everything(spec.seed, workers=True, verbose=False)
     datamodule = build(cfg.data, _convert_="all")
     datamodule.prepare_data()
     datamodule.setup("fit")  # load now: data errors stop the run before any training

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from filelock import FileLock, Timeout
 
-from swwae.errors import DiskError, RunInUseError, Unreadable
+from swwae.errors import ConfigError, DiskError, RunInUseError, Unreadable
 from swwae.files import read_json
 from swwae.training.folders import reason
 
@@ -72,11 +72,18 @@ def own_run(folder: Path, run_name: str, trains: bool = True):
     """``with own_run(checkpoints/<run>, run):`` the block runs holding the run's lock, or
     RunInUseError (one line naming the other process and what to do) before it touches anything;
     a lock that cannot be taken for another reason (a read-only folder, a symlink loop where the
-    lock file goes) is a DiskError line. ``trains=False``: a DDP rank other than 0, whose run
-    rank 0 owns."""
+    lock file goes) is a DiskError line. A run folder that is a symbolic link is a ConfigError
+    line: the lock guards a name, so two links to one target would be two owners of one folder
+    (``paths.checkpoint_dir`` may be a link: the locks then live in its target, beside the
+    folders). ``trains=False``: a DDP rank other than 0, whose run rank 0 owns."""
     if not trains:
         yield
         return
+    if folder.is_symlink():  # its lock would be the link's, not its target's: two names could share one
+        raise ConfigError(
+            f"{folder} is a symbolic link (to {os.readlink(folder)}): a run's folder must be a folder of "
+            f"paths.checkpoint_dir itself; to keep checkpoints on another disk, point paths.checkpoint_dir there"
+        )
     lock = FileLock(lock_path(folder), timeout=0)
     try:
         folder.parent.mkdir(parents=True, exist_ok=True)
