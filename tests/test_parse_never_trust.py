@@ -125,6 +125,22 @@ def test_resume_passes_over_an_unreadable_last_checkpoint_to_the_good_best_one(t
     assert "is unreadable: " in decision.warnings[0]
 
 
+OFF_SCHEMA = {  # plain, well-formed values that the run's schema (swwae.training.spec) refuses
+    "model.lr negative": lambda c: c["swwae_config"]["model"].__setitem__("lr", -1.0),
+    "a misspelled trainer key": lambda c: c["swwae_config"]["trainer"].__setitem__("max_epoch", 3),
+    "val_check_interval 0": lambda c: c["swwae_config"]["trainer"].__setitem__("val_check_interval", 0),
+}
+
+
+@pytest.mark.parametrize("odd", list(OFF_SCHEMA))
+def test_resume_passes_over_a_checkpoint_whose_stored_config_the_schema_refuses(tmp_path, odd):
+    decision = run_folder(tmp_path, OFF_SCHEMA[odd], None).decide("auto", 20, None)
+    assert (decision.action, decision.checkpoint.name) == ("continue", "best.ckpt")
+    warning = decision.warnings[0]
+    assert warning.startswith("cannot resume from last.ckpt: ") and "does not parse" in warning, warning
+    assert "\n" not in warning
+
+
 def test_a_folder_of_unreadable_checkpoints_starts_over_or_is_refused_with_resume_true(tmp_path):
     folder = run_folder(tmp_path, ODD["stored config a string"], ODD["state_dict an int"])
     assert folder.decide("auto", 20, None).action == "start_over"

@@ -133,9 +133,11 @@ class RunFolder:
     # what it holds
 
     def read(self) -> FolderState:
-        """The folder's checkpoints, read in resume order up to the first that reads back (the
-        decision never looks past it); stray temp files of an interrupted save are removed
-        (only under the lock)."""
+        """The folder's checkpoints, read in resume order up to the first that reads back and
+        whose stored config parses (the decision never looks past it); stray temp files of an
+        interrupted save are removed (only under the lock)."""
+        from swwae.training.spec import parse_stored  # the schema imports the runs package
+
         if not self.path.is_dir():
             return FolderState()
         for stale in remove_stale_temp_files(self.path):
@@ -144,6 +146,7 @@ class RunFolder:
         for path in resume_candidates(self.path):
             try:
                 checkpoint = self.loaded.get(path) or read_checkpoint(path)
+                parse_stored(checkpoint["swwae_config"], str(path))  # the run's schema, as for the command line
             except CheckpointError as err:
                 found.append(Found(path.name, problem=str(err)))
                 continue
