@@ -12,10 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from swwae import _moved
 from swwae.version import __version__  # noqa: F401 - swwae.__version__
-
-_moved.install()  # swwae.module, swwae.data, ... of checkpoints written before 0.2
 
 __all__ = ["MODES", "Unpool", "WhatWherePool", "load", "make_pool", "save_pretrained"]
 POOLING_NAMES = ("MODES", "Unpool", "WhatWherePool", "make_pool")

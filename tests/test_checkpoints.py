@@ -23,7 +23,7 @@ from hydra.utils import instantiate
 import swwae
 from helpers.cli import last_error_line, run_cli, train_cli
 from helpers.config import compose_config
-from scripts.evaluate import main as evaluate_main
+from swwae.commands.evaluate import main as evaluate_main
 from swwae.checkpoint_file import CHECKSUM_KEY, content_checksum, read_checkpoint
 from swwae.errors import CheckpointError, DiskError
 from swwae.training.checkpoint_io import AtomicCheckpointIO, atomic_torch_save, remove_stale_temp_files

@@ -71,7 +71,7 @@ def test_compare_runs_rebuilds_the_summary_and_a_reconstruction_figure(hard_soft
     before = (hard_soft_sweep / "summary.md").read_text()
     (hard_soft_sweep / "summary.md").unlink()
     (hard_soft_sweep / "summary.png").unlink()
-    from scripts.compare_runs import main
+    from swwae.commands.compare import main
 
     assert main([str(hard_soft_sweep), "--recon", "--num-images", "4"]) == 0
     assert (hard_soft_sweep / "summary.md").read_text() == before
@@ -81,7 +81,7 @@ def test_compare_runs_rebuilds_the_summary_and_a_reconstruction_figure(hard_soft
 
 
 def test_compare_runs_on_a_missing_folder_is_one_error_line(tmp_path, capsys):
-    from scripts.compare_runs import main
+    from swwae.commands.compare import main
 
     assert main([str(tmp_path / "nothing")]) == 2
     assert capsys.readouterr().err.strip().splitlines() == [
@@ -228,7 +228,7 @@ def test_published_figures_are_drawn_beside_ours_over_the_label_axis(tmp_path, c
     monkeypatch.setattr(
         matplotlib.axes.Axes, "plot", lambda ax, *a, **k: drawn.append(k.get("label")) or plot(ax, *a, **k)
     )
-    from scripts.compare_runs import main
+    from swwae.commands.compare import main
 
     assert main([str(tmp_path), "--reference", "paper=100:11.7,1000:4.0"]) == 0
     assert drawn.count("paper") == 1  # on the error panel only
