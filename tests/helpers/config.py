@@ -12,8 +12,9 @@ ROOT = Path(__file__).resolve().parents[2]  # the clone: train.py, scripts/, REA
 CONFIG_DIR = Path(str(files(CONFIG_MODULE)))  # the shipped configs, where Hydra reads them
 
 # a few small batches: enough to exercise every code path in seconds (configs/debug/quick.yaml);
-# its checkpoints and logs at the default roots, as a real run's: the tests are runs of the job
-QUICK = ["debug=quick", "paths.checkpoint_dir=checkpoints", "paths.log_dir=logs"]
+# its checkpoints and logs at the default roots, and the default resume=auto, as a real run's:
+# the tests are runs of the job
+QUICK = ["debug=quick", "paths.checkpoint_dir=checkpoints", "paths.log_dir=logs", "resume=auto"]
 # two CPU processes under Lightning DDP, a couple of quick batches each
 DDP_QUICK = [
     "trainer=ddp",
