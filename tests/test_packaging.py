@@ -1,6 +1,6 @@
 """The package as it ships: one version (swwae/version.py, the changelog's top release), every
-subpackage listed in pyproject.toml (the mapped configs folder stops find_packages from
-seeing them)."""
+subpackage and config folder listed in pyproject.toml (the mapped configs folder stops
+find_packages from seeing them, and setuptools ships data only in listed packages)."""
 
 from __future__ import annotations
 
@@ -21,8 +21,10 @@ def test_the_version_is_the_changelogs_top_release():
     assert PYPROJECT["tool"]["setuptools"]["dynamic"]["version"] == {"attr": "swwae.version.__version__"}
 
 
-def test_every_subpackage_and_the_configs_are_listed():
+def test_every_subpackage_and_config_folder_is_listed():
     folders = {".".join(p.parent.relative_to(ROOT).parts) for p in (ROOT / "swwae").rglob("__init__.py")}
+    configs = ROOT / "configs"
+    groups = {".".join(("swwae", *p.parent.relative_to(ROOT).parts)) for p in configs.rglob("*.yaml")}
     setuptools = PYPROJECT["tool"]["setuptools"]
-    assert set(setuptools["packages"]) == folders | {"swwae.configs"}
+    assert set(setuptools["packages"]) == folders | groups
     assert setuptools["package-dir"] == {"swwae.configs": "configs"}
