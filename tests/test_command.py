@@ -98,6 +98,18 @@ def test_every_subcommand_is_a_module_of_the_package_and_every_shim_calls_it():
     assert not (ROOT / "swwae" / "commands" / "checkout.py").exists()
 
 
+def test_an_install_without_the_shipped_configs_is_one_error_line(monkeypatch, capsys):
+    """An editable install made before 0.3 does not map configs/ to swwae.configs."""
+    from swwae.training import composing
+
+    monkeypatch.setattr(composing, "CONFIG_MODULE", "swwae.configs_of_another_install")
+    assert main(["train", "debug=quick"]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        "error: the shipped configs (swwae.configs_of_another_install) are not installed with this swwae: install "
+        "it again (pip install -e . in a clone, pip install swwae otherwise)"
+    ]
+
+
 def test_a_script_subcommand_is_the_script(tmp_path, capsys):
     """``swwae export`` reports bad input as ``python scripts/export.py`` does: one line, exit 2."""
     assert main(["export", str(tmp_path / "missing.ckpt"), "--to", str(tmp_path / "m")]) == 2

@@ -40,7 +40,7 @@ from omegaconf import DictConfig
 
 from swwae.errors import Interrupted, UserError, one_line
 from swwae.training.checks import check_config
-from swwae.training.composing import CONFIG_NAME, CONFIG_PATH, register_resolvers
+from swwae.training.composing import CONFIG_NAME, CONFIG_PATH, check_installed, register_resolvers
 
 register_resolvers()  # before Hydra composes: sweepers resolve the config before any job runs
 
@@ -139,6 +139,11 @@ def quote_layer_strings(argv: list[str]) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     """``swwae train <argv>``: Hydra's command line (overrides, ``-m`` sweeps, ``--help``,
     ``--config-dir``); the exit status as ``run`` leaves it (0, or its ``sys.exit``)."""
+    try:
+        check_installed()
+    except UserError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
     args = sys.argv[1:] if argv is None else list(argv)
     saved = sys.argv
     sys.argv = [saved[0] if argv is None else "train", *quote_layer_strings(args)]

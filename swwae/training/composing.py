@@ -14,11 +14,25 @@ Hydra does: the job, sweepers that resolve a config before any job runs (Optuna)
 from __future__ import annotations
 
 from importlib.resources import files
+from importlib.util import find_spec
 from pathlib import Path
+
+from swwae.errors import ConfigError
 
 CONFIG_MODULE = "swwae.configs"
 CONFIG_PATH = f"pkg://{CONFIG_MODULE}"
 CONFIG_NAME = "train"
+
+
+def check_installed() -> None:
+    """The configs are part of the install: an editable install made before they were (0.2 and
+    earlier) does not map ``configs/`` to ``swwae.configs``, which is one line, not Hydra's
+    traceback."""
+    if find_spec(CONFIG_MODULE) is None:
+        raise ConfigError(
+            f"the shipped configs ({CONFIG_MODULE}) are not installed with this swwae: install it again "
+            "(pip install -e . in a clone, pip install swwae otherwise)"
+        )
 
 
 def register_resolvers() -> None:
@@ -38,6 +52,7 @@ def compose_train(overrides=(), *, return_hydra_config: bool = False):
     from hydra import compose, initialize_config_module
     from hydra.core.global_hydra import GlobalHydra
 
+    check_installed()
     register_resolvers()
     GlobalHydra.instance().clear()
     with initialize_config_module(CONFIG_MODULE, version_base="1.3"):
