@@ -9,12 +9,13 @@ import json
 import math
 
 import pytest
-from hydra import compose, initialize_config_dir
+from hydra import compose, initialize_config_module
 from hydra.core.global_hydra import GlobalHydra
 from hydra.core.hydra_config import HydraConfig
 
 from helpers.cli import run_cli
 from helpers.config import CONFIG_DIR, QUICK, ROOT
+from swwae.training.composing import CONFIG_MODULE, register_resolvers
 from swwae.training.sweep import collect, markdown, numeric_axis, write_summary
 
 TINY = [*QUICK, "trainer.limit_train_batches=2", "trainer.limit_val_batches=1", "model.widths=[8]"]
@@ -241,6 +242,8 @@ def test_published_figures_are_drawn_beside_ours_over_the_label_axis(tmp_path, c
 
 # presets
 
+register_resolvers()  # composed here as the job composes them
+
 
 def sweep_params(preset: str) -> dict[str, list[str]]:
     import yaml
@@ -262,7 +265,7 @@ def test_sweep_presets_give_every_job_its_own_run_name(preset):
         for values in itertools.product(*params.values()):
             overrides = [f"experiment={preset}", *(f"{k}={v}" for k, v in zip(params, values))]
             GlobalHydra.instance().clear()
-            with initialize_config_dir(str(CONFIG_DIR), version_base="1.3"):
+            with initialize_config_module(CONFIG_MODULE, version_base="1.3"):
                 cfg = compose("train", overrides=overrides, return_hydra_config=True)
             HydraConfig.instance().set_config(cfg)
             names.add(cfg.run_name)
@@ -287,7 +290,7 @@ def test_study_presets_never_share_a_checkpoint_folder_with_another_preset():
 
     GlobalHydra.instance().clear()
     try:
-        with initialize_config_dir(str(CONFIG_DIR), version_base="1.3"):  # one Hydra for every compose
+        with initialize_config_module(CONFIG_MODULE, version_base="1.3"):  # one Hydra for every compose
             study, semi = names("feature_study"), names("semi_map")
             others = names("hard_vs_soft") | names("semi_supervised")
     finally:
@@ -302,7 +305,7 @@ def test_hard_vs_soft_sweeps_beta_for_soft_only():
     try:
         for arm in arms:
             GlobalHydra.instance().clear()
-            with initialize_config_dir(str(CONFIG_DIR), version_base="1.3"):
+            with initialize_config_module(CONFIG_MODULE, version_base="1.3"):
                 cfg = compose(
                     "train", overrides=["experiment=hard_vs_soft", f"+experiment/hard_vs_soft@_global_={arm}"]
                 )
