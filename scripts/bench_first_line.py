@@ -33,6 +33,7 @@ COMMANDS = {
     "train.py model.kernel_size=41": [sys.executable, str(ROOT / "train.py"), "model.kernel_size=41"],
     "train.py run_name=../x": [sys.executable, str(ROOT / "train.py"), "run_name=../x"],
     "train.py --help": [sys.executable, str(ROOT / "train.py"), "--help"],
+    "swwae train model.kernel_size=41": [sys.executable, "-m", "swwae", "train", "model.kernel_size=41"],
     "swwae --help": [sys.executable, "-m", "swwae", "--help"],
 }
 

@@ -28,10 +28,10 @@ fresh process, and reports its peak resident memory against the images' uint8 si
 from __future__ import annotations
 
 # ruff: noqa: E402
-# (the imports below come after set_passive_wait(), which must run before torch loads)
-from swwae.threads import set_passive_wait
+# (the imports below come after choose_threads(), which must run before torch loads)
+from swwae.threads import choose_threads
 
-set_passive_wait()  # first, before torch loads: OpenMP threads sleep while they wait (swwae.threads)
+choose_threads()  # first, before torch loads: OpenMP's threads and wait, from the machine (swwae.threads)
 
 import argparse
 import os
@@ -42,8 +42,6 @@ import textwrap
 from pathlib import Path
 
 import torch
-from hydra import compose, initialize_config_dir
-from hydra.core.global_hydra import GlobalHydra
 from hydra.utils import get_class
 from omegaconf import OmegaConf
 from torch.utils.flop_counter import FlopCounterMode
@@ -52,10 +50,10 @@ from swwae.bench.harness import median, peak_memory, set_threads, timed
 from swwae.bench.steps import PRECISIONS, training_step
 from swwae.loss import loss_weights, swwae_loss
 from swwae.model import SWWAE
+from swwae.training.composing import compose_train, presets
 from swwae.training.host_memory import keep_freed_memory
 
-CONFIGS = Path(__file__).resolve().parents[1] / "configs"
-PRESETS = sorted(p.stem for p in (CONFIGS / "experiment" / "paper").glob("*.yaml"))
+PRESETS = presets("experiment/paper")
 # training images of one epoch (the training split after validation is held out)
 EPOCH_IMAGES = {
     "mnist_sample": 4_000,
@@ -68,9 +66,7 @@ EPOCH_IMAGES = {
 
 
 def preset_config(preset: str):
-    GlobalHydra.instance().clear()
-    with initialize_config_dir(str(CONFIGS), version_base="1.3"):
-        cfg = compose("train", overrides=[f"experiment=paper/{preset}"], return_hydra_config=True)
+    cfg = compose_train([f"experiment=paper/{preset}"], return_hydra_config=True)
     choice = cfg.hydra.runtime.choices.data
     return cfg, choice
 

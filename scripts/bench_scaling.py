@@ -18,10 +18,10 @@ checkpoints; b: seconds per training image); the training part alone should doub
 from __future__ import annotations
 
 # ruff: noqa: E402
-# (the imports below come after set_passive_wait(), which must run before torch loads)
-from swwae.threads import set_passive_wait
+# (the imports below come after choose_threads(), which must run before torch loads)
+from swwae.threads import choose_threads
 
-set_passive_wait()  # first, before torch loads: OpenMP threads sleep while they wait (swwae.threads)
+choose_threads()  # first, before torch loads: OpenMP's threads and wait, from the machine (swwae.threads)
 
 import argparse
 import statistics

@@ -12,10 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from swwae import _moved
 from swwae.version import __version__  # noqa: F401 - swwae.__version__
-
-_moved.install()  # swwae.module, swwae.data, ... of checkpoints written before 0.2
 
 __all__ = ["MODES", "Unpool", "WhatWherePool", "load", "make_pool", "save_pretrained"]
 POOLING_NAMES = ("MODES", "Unpool", "WhatWherePool", "make_pool")
@@ -40,14 +37,17 @@ def __dir__() -> list[str]:
 def load(path: str | Path, device: str = "cpu"):
     """The network of a checkpoint written by ``train.py``, or of a model folder (its
     ``config.json`` + ``model.safetensors``, ``swwae.save_pretrained``), as a plain-torch
-    :class:`swwae.model.SWWAE` in eval mode on ``device`` (CPU unless asked), with the run
-    config it was trained with as ``net.config`` (a dict: ``net.config["model"]``,
-    ``net.config["data"]``, ...)::
+    [`swwae.model.SWWAE`][swwae.model.SWWAE] in eval mode on ``device`` (CPU unless asked), with
+    the run config it was trained with as ``net.config`` (a dict: ``net.config["model"]``,
+    ``net.config["data"]``, ...).
 
+    Example:
+        ```python
         net = swwae.load("checkpoints/swwae_hard_mnist_sample_seed0/best.ckpt")   # or a folder: "m/"
         out = net(x)                                 # out.recon, out.logits, out.whats, out.wheres
         whats, wheres, sizes = net.encode(x)         # features: whats[-1] is the top stage's
         dropped = net.reconstruct_without_where(x)
+        ```
 
     Neither Lightning nor Hydra is imported, and nothing in the files can run code (tensors and
     plain values only, ``swwae.checkpoint_file``; safetensors and JSON, ``swwae.pretrained``). A
@@ -71,11 +71,14 @@ def load(path: str | Path, device: str = "cpu"):
 
 
 def save_pretrained(net, folder: str | Path, *, config: dict | None = None, metrics=None) -> Path:
-    """Write ``net`` (a :class:`swwae.model.SWWAE`, e.g. from ``swwae.load``) as a model folder
-    that ``swwae.load(folder)`` reads back with bit-identical outputs, and the Hugging Face Hub
-    takes as it is (``swwae.hub``)::
+    """Write ``net`` (a [`swwae.model.SWWAE`][swwae.model.SWWAE], e.g. from ``swwae.load``) as a
+    model folder that ``swwae.load(folder)`` reads back with bit-identical outputs, and the Hugging
+    Face Hub takes as it is (``swwae.hub``).
 
+    Example:
+        ```python
         swwae.save_pretrained(swwae.load("checkpoints/swwae_hard_mnist_sample_seed0/best.ckpt"), "m/")
+        ```
 
     ``folder/config.json``: the network's settings, the data's image shape and classes, the run
     config (``config``, default ``net.config``) and the project version;

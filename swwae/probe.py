@@ -197,7 +197,7 @@ def probe_features(
     grid=C_GRID,
 ) -> dict[str, dict[str, float]]:
     """The linear and k-NN probes of one model's features, for every labelled subset of the
-    training features (``subsets``: name -> indices, e.g. from :func:`labelled_subset`):
+    training features (``subsets``: name -> indices, e.g. from [`labelled_subset`][swwae.probe.labelled_subset]):
     ``{"linear": {"100": acc, ...}, "linear_C": {...}, "knn": {...}}``. Every model given the
     same ``subsets`` is probed on the same labelled images."""
     (train_x, train_y), (val_x, val_y), (test_x, test_y) = train, val, test

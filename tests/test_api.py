@@ -19,7 +19,7 @@ from swwae.training.run import train
 
 @pytest.mark.slow
 def test_load_round_trips_a_checkpoint_to_the_metrics_of_evaluate(make_config, tmp_path):
-    from scripts.evaluate import evaluate
+    from swwae.commands.evaluate import evaluate
 
     train(make_config("model.widths=[8,16]"))
     best = tmp_path / "checkpoints" / "swwae_hard_mnist_sample_seed0" / "best.ckpt"

@@ -13,7 +13,7 @@ import torch.nn.functional as F
 from helpers.cli import run_cli
 from helpers.config import QUICK, ROOT
 from scripts import bench_epoch, bench_neighbours, bench_pooling, bench_presets, bench_scaling, bench_training
-from swwae import benchmarking
+from swwae.bench import harness
 from swwae.bench.steps import PRECISIONS, training_step
 
 TINY_RUN = [*QUICK, "trainer.limit_val_batches=1", "+trainer.num_sanity_val_steps=0"]
@@ -172,7 +172,7 @@ def test_bench_presets_measured_table_the_one_a_gpu_prints(capsys):
 def test_interleave_runs_round_robin_after_the_warmup():
     calls = []
     steps = {"a": lambda: calls.append("a"), "b": lambda: calls.append("b")}
-    timings = benchmarking.interleave(steps, repeats=3, warmup=1)
+    timings = harness.interleave(steps, repeats=3, warmup=1)
     assert calls == ["a", "b"] * 4
     assert [len(timings.seconds[n]) for n in steps] == [3, 3] and [len(timings.faults[n]) for n in steps] == [3, 3]
     assert timings.paired_ratio("a", "a") == timings.best_ratio("b", "b") == 1.0
@@ -181,11 +181,11 @@ def test_interleave_runs_round_robin_after_the_warmup():
 
 
 def test_ratios():
-    timings = benchmarking.Timings({"x": [2.0, 4.0, 9.0], "base": [1.0, 4.0, 3.0]}, {"x": [0] * 3, "base": [0] * 3})
+    timings = harness.Timings({"x": [2.0, 4.0, 9.0], "base": [1.0, 4.0, 3.0]}, {"x": [0] * 3, "base": [0] * 3})
     assert timings.paired_ratio("x", "base") == 2.0  # rounds: 2, 1, 3
     assert timings.ratio_of_medians("x", "base") == 4.0 / 3.0
     assert timings.best_ratio("x", "base") == 2.0
-    assert benchmarking.median([]) != benchmarking.median([])  # nan
+    assert harness.median([]) != harness.median([])  # nan
 
 
 def test_peak_memory_is_the_high_water_mark_and_quiet(capfd):
@@ -195,7 +195,7 @@ def test_peak_memory_is_the_high_water_mark_and_quiet(capfd):
         del a, b
         torch.empty(2**18)
 
-    assert benchmarking.peak_memory(step, "cpu") == 2 * 2**20
+    assert harness.peak_memory(step, "cpu") == 2 * 2**20
     assert capfd.readouterr().err == ""  # the profiler's own logging is silenced
 
 

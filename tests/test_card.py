@@ -55,7 +55,7 @@ RUN_CONFIG = {"run_name": "r", "data": {"_target_": "swwae.training.data.CIFAR10
 
 @pytest.mark.slow
 def test_export_writes_a_card_with_the_runs_test_metrics(run, tmp_path):
-    from scripts.export import main
+    from swwae.commands.export import main
 
     best = run / "checkpoints" / RUN / "best.ckpt"
     assert main([str(best), "--to", str(tmp_path / "m")]) == 0
@@ -78,7 +78,7 @@ def test_export_writes_a_card_with_the_runs_test_metrics(run, tmp_path):
 
 @pytest.mark.slow
 def test_a_checkpoint_the_metrics_do_not_report_gets_a_card_without_them(run, tmp_path):
-    from scripts.export import main
+    from swwae.commands.export import main
 
     last = run / "checkpoints" / RUN / "last.ckpt"  # metrics.json reports best.ckpt's scores
     assert main([str(last), "--to", str(tmp_path / "m")]) == 0

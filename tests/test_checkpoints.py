@@ -18,16 +18,16 @@ from pathlib import Path
 import pytest
 import torch
 from hydra.core.global_hydra import GlobalHydra
-from hydra.utils import instantiate
 
 import swwae
 from helpers.cli import last_error_line, run_cli, train_cli
 from helpers.config import compose_config
-from scripts.evaluate import main as evaluate_main
 from swwae.checkpoint_file import CHECKSUM_KEY, content_checksum, read_checkpoint
+from swwae.commands.evaluate import main as evaluate_main
 from swwae.errors import CheckpointError, DiskError
 from swwae.training.checkpoint_io import AtomicCheckpointIO, atomic_torch_save, remove_stale_temp_files
 from swwae.training.checkpoints import load_model
+from swwae.training.registry import data_of_run
 from swwae.training.run import build_trainer, train
 
 RUN = "swwae_hard_mnist_sample_seed0"  # run_name of the default config with seed=0
@@ -232,34 +232,44 @@ def test_evaluate_a_bad_option_is_one_error_line(tmp_path, capsys):
     assert line.startswith("error: argument --split: invalid choice: 'train'")
 
 
-# checkpoints written before the package's layers moved (tests/data/checkpoint_v0_1.ckpt: made
-# by swwae 0.1 with `python train.py debug=quick model.widths=[4,8] trainer.max_epochs=2
-# run_name=legacy_v0_1`; its run config names swwae.module.SWWAEModule and swwae.data.*)
+# checkpoints of earlier releases, each made by that release's code with `python train.py
+# debug=quick model.widths=[4,8] trainer.max_epochs=2 run_name=legacy_v<x>`:
+# tests/data/checkpoint_v0_1.ckpt (0.1: its run config names swwae.module.SWWAEModule and
+# swwae.data.*, the module paths before the layers moved) and tests/data/checkpoint_v0_2.ckpt (the
+# code of commit 0a7973a, the first to call itself 0.2.0: swwae.training.* paths, a checksum).
+# Their old names load through the registry's aliases, with no import hook.
 
-LEGACY = Path(__file__).resolve().parent / "data" / "checkpoint_v0_1.ckpt"
-LEGACY_RUN = ["model.widths=[4,8]", "run_name=legacy_v0_1"]
+DATA = Path(__file__).resolve().parent / "data"
+LEGACY = {
+    "0.1": (DATA / "checkpoint_v0_1.ckpt", "swwae.module.SWWAEModule"),
+    "0.2": (DATA / "checkpoint_v0_2.ckpt", "swwae.training.module.SWWAEModule"),
+}
 
 
-def test_a_checkpoint_of_swwae_0_1_loads_and_evaluates(tmp_path, capsys):
-    net = swwae.load(LEGACY)
-    assert net.config["model"]["_target_"] == "swwae.module.SWWAEModule" and net.arch == "(4)3c-2p-(8)3c-2p-10fc"
-    datamodule = instantiate(net.config["data"])  # its old _target_ path still imports
+@pytest.mark.parametrize("release", LEGACY)
+def test_a_checkpoint_of_an_earlier_release_loads_and_evaluates(tmp_path, capsys, release):
+    path, target = LEGACY[release]
+    net = swwae.load(path)
+    assert net.config["model"]["_target_"] == target and net.arch == "(4)3c-2p-(8)3c-2p-10fc"
+    datamodule = data_of_run(net.config, str(path))  # its stored _target_, found in the registry
     datamodule.setup("test")
     x = datamodule.images("test", 4)
-    module, _ = load_model(LEGACY)
+    module, _ = load_model(path)
     with torch.no_grad():
         assert torch.equal(net(x).recon, module.net(x).recon) and net(x).logits.shape == (4, 10)
-    assert evaluate_main([str(LEGACY), "--out", str(tmp_path / "recon.png")]) == 0
+    assert evaluate_main([str(path), "--out", str(tmp_path / "recon.png")]) == 0
     metrics = json.loads(capsys.readouterr().out)
     assert 0 < metrics["test/recon_mse"] < 0.2 and (tmp_path / "recon.png").is_file()
 
 
 @pytest.mark.slow
-def test_a_checkpoint_of_swwae_0_1_resumes(make_config, tmp_path):
-    folder = tmp_path / "checkpoints" / "legacy_v0_1"
+@pytest.mark.parametrize("release", LEGACY)
+def test_a_checkpoint_of_an_earlier_release_resumes(make_config, tmp_path, release):
+    name = f"legacy_v{release.replace('.', '_')}"
+    folder = tmp_path / "checkpoints" / name
     folder.mkdir(parents=True)
-    shutil.copy(LEGACY, folder / "last.ckpt")
-    train(make_config(*LEGACY_RUN, "trainer.max_epochs=3", "resume=true"))
+    shutil.copy(LEGACY[release][0], folder / "last.ckpt")
+    train(make_config("model.widths=[4,8]", f"run_name={name}", "trainer.max_epochs=3", "resume=true"))
     resumed = read_checkpoint(folder / "last.ckpt")  # now written with a checksum, and read back through it
     assert resumed["epoch"] == 2 and resumed["global_step"] == 9  # 1 more epoch of 3 batches after the 6 it had
 

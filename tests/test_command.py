@@ -1,6 +1,6 @@
 """The ``swwae`` command (swwae/commands/): every subcommand reachable with its own help, the
-overview without torch, one error line for a wrong subcommand or a missing checkout, ``train``
-as ``python train.py``, and the table of ``swwae runs``."""
+overview without torch, one error line for a wrong subcommand, ``train`` as ``python train.py``,
+and the table of ``swwae runs``."""
 
 from __future__ import annotations
 
@@ -15,9 +15,9 @@ import yaml
 
 import swwae
 from helpers.cli import run_cli
-from helpers.config import QUICK, ROOT
+from helpers.config import CONFIG_DIR, QUICK, ROOT
 from swwae.checkpoint_file import POSITION_KEY, with_checksum
-from swwae.commands import checkout, dispatch, runs
+from swwae.commands import runs
 from swwae.commands.dispatch import SUBCOMMANDS, main
 from swwae.training.checkpoint_io import atomic_torch_save
 
@@ -40,7 +40,10 @@ def test_the_overview_lists_every_subcommand_with_one_line(capsys):
     out = capsys.readouterr().out
     assert out.startswith("usage: swwae <subcommand>")
     listed = [line.split()[0] for line in out.splitlines() if line.startswith("  ")]
-    assert listed == ["train", "evaluate", "export", "probe", "project", "compare", "runs", "device-check"]
+    assert listed == [
+        *("train", "evaluate", "export", "probe", "project", "compare", "runs"),
+        *("feature-study", "semi-map", "where-report", "device-check"),
+    ]
     assert list(SUBCOMMANDS) == listed
 
 
@@ -50,7 +53,7 @@ def test_an_unknown_subcommand_is_one_error_line(capsys):
     assert captured.out == ""
     assert captured.err.splitlines() == [
         "error: unknown subcommand 'evalute': did you mean 'evaluate'? choose one of train, evaluate, export, probe, "
-        "project, compare, runs, device-check (swwae --help)"
+        "project, compare, runs, feature-study, semi-map, where-report, device-check (swwae --help)"
     ]
 
 
@@ -63,7 +66,10 @@ def test_an_unknown_subcommand_is_one_error_line(capsys):
         ("project", "key=value"),
         ("compare", "--reference"),
         ("runs", "--previous"),
-        ("device-check", "The CUDA checks in one command"),
+        ("feature-study", "--shifts"),
+        ("semi-map", "--model"),
+        ("where-report", "--arms"),
+        ("device-check", "the package's own CUDA paths"),
     ],
 )
 def test_every_subcommand_answers_help_with_its_own_usage(capsys, name, own):
@@ -80,16 +86,28 @@ def test_the_entry_point_and_python_m_swwae_are_the_dispatcher():
     assert "from swwae.commands.dispatch import main" in (ROOT / "swwae" / "__main__.py").read_text()
 
 
-def test_without_the_checkout_a_subcommand_is_one_error_line(monkeypatch, tmp_path, capsys):
-    monkeypatch.setattr(checkout, "ROOT", tmp_path)  # a package installed without its clone
+def test_every_subcommand_is_a_module_of_the_package_and_every_shim_calls_it():
+    """``swwae <name>`` runs ``swwae.commands.<module>.main``; ``train.py`` and ``scripts/<job>.py``
+    of a clone only call the same ``main``: nothing looks for files beside the package."""
+    for sub in SUBCOMMANDS.values():
+        assert callable(importlib.import_module(f"swwae.commands.{sub.module}").main)
+    shims = {ROOT / "train.py": "train", **{ROOT / "scripts" / f"{m}.py": m for m in ("evaluate", "export")}}
+    shims |= {ROOT / "scripts" / f"{m}.py": m for m in ("probe", "project", "feature_study", "semi_map")}
+    shims[ROOT / "scripts" / "compare_runs.py"] = "compare"
+    for path, module in shims.items():
+        assert f"from swwae.commands.{module} import main\n" in path.read_text(), path.name
+    assert not (ROOT / "swwae" / "commands" / "checkout.py").exists()
+
+
+def test_an_install_without_the_shipped_configs_is_one_error_line(monkeypatch, capsys):
+    """An editable install made before 0.3 does not map configs/ to swwae.configs."""
+    from swwae.training import composing
+
+    monkeypatch.setattr(composing, "CONFIG_MODULE", "swwae.configs_of_another_install")
     assert main(["train", "debug=quick"]) == 2
-    assert main(["evaluate", "x.ckpt"]) == 2
-    lines = capsys.readouterr().err.splitlines()
-    assert lines == [
-        f"error: train.py and configs not found in {tmp_path}: this subcommand runs the checkout's own "
-        "programs, so it needs swwae installed from a clone (pip install -e .)",
-        f"error: scripts/evaluate.py not found in {tmp_path}: this subcommand runs the checkout's own "
-        "programs, so it needs swwae installed from a clone (pip install -e .)",
+    assert capsys.readouterr().err.splitlines() == [
+        "error: the shipped configs (swwae.configs_of_another_install) are not installed with this swwae: install "
+        "it again (pip install -e . in a clone, pip install swwae otherwise)"
     ]
 
 
@@ -113,13 +131,12 @@ def test_import_swwae_is_cheap_and_the_pooling_names_still_there():
     code = (
         "import sys, swwae\n"
         "from swwae import MODES, Unpool, WhatWherePool, make_pool\n"
-        "import swwae.benchmarking  # an old name (before 0.2): the finder of swwae._moved is installed\n"
-        "print(swwae.pooling.WhatWherePool is WhatWherePool, sys.modules['swwae.benchmarking'].__name__, "
-        "swwae.__version__)"
+        "print(swwae.pooling.WhatWherePool is WhatWherePool, swwae.__version__, len(sys.meta_path))"
     )
     result = run_cli("-c", code, cwd=ROOT)
     assert result.returncode == 0, result.stderr[-2000:]
-    assert result.stdout.split() == ["True", "swwae.bench.harness", swwae.__version__]
+    baseline = run_cli("-c", "import sys; print(len(sys.meta_path))", cwd=ROOT)
+    assert result.stdout.split() == ["True", swwae.__version__, baseline.stdout.strip()]  # no import hook
 
 
 def test_the_pooling_names_are_lazy_attributes():
@@ -131,7 +148,7 @@ def test_the_pooling_names_are_lazy_attributes():
 
 @pytest.mark.slow
 def test_swwae_train_is_python_train_py_from_any_folder(tmp_path):
-    """Launched outside the checkout: the configs are found beside the package, ``model.arch``
+    """Launched outside the checkout: the shipped configs are found in the package, ``model.arch``
     is quoted for Hydra as train.py does, and the run lands where the overrides say."""
     result = run_cli(
         "-m",
@@ -184,7 +201,7 @@ def test_swwae_train_multirun_and_its_errors(tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.skipif(torch.cuda.is_available(), reason="on a GPU it runs the whole device check")
-def test_device_check_runs_the_script_with_this_python(tmp_path):
+def test_device_check_without_a_gpu_says_so_in_one_line(tmp_path):
     result = run_cli("-m", "swwae", "device-check", cwd=tmp_path, env={"PATH": "/usr/bin:/bin"})  # no venv python
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.startswith("device check: no CUDA device here")
@@ -300,9 +317,5 @@ def test_runs_knows_the_names_the_job_writes(tmp_path):
     asides = sorted(tmp_path.iterdir())
     assert len(asides) == 2 and all(runs.is_moved_aside(aside) for aside in asides)
     assert not runs.is_moved_aside(folder)
-    paths = yaml.safe_load((ROOT / "configs" / "paths" / "default.yaml").read_text())
+    paths = yaml.safe_load((CONFIG_DIR / "paths" / "default.yaml").read_text())
     assert runs.DEFAULT_DIR == Path(paths["checkpoint_dir"])
-
-
-def test_dispatch_finds_the_checkout_beside_the_package():
-    assert checkout.ROOT == ROOT and dispatch.checkout_file("train.py") == ROOT / "train.py"

@@ -5,7 +5,6 @@ formats (IDX for MNIST, pickled batches for CIFAR-10); nothing touches the netwo
 """
 
 import urllib.error
-from pathlib import Path
 
 import pytest
 import torch
@@ -13,6 +12,7 @@ import torchvision.datasets
 import torchvision.datasets.cifar
 import torchvision.datasets.mnist
 
+from helpers.config import CONFIG_DIR
 from helpers.datasets import md5, write_cifar, write_mnist
 from swwae.errors import ConfigError, DataError
 from swwae.splits import balanced_subset, stratified_split
@@ -20,7 +20,7 @@ from swwae.training.data import CIFAR10DataModule, MNISTDataModule, MNISTSampleD
 from swwae.training.data.base import OFFLINE_HINT
 from swwae.training.data.batching import BatchTensorDataset, batch_loader
 
-CONFIGS = Path(__file__).resolve().parents[1] / "configs" / "data"
+CONFIGS = CONFIG_DIR / "data"
 
 
 @pytest.fixture(scope="module")

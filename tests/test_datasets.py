@@ -3,21 +3,20 @@ tests write in each dataset's real on-disk format; batch augmentation; every dat
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 import torch
 from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
+from helpers.config import CONFIG_DIR
 from helpers.datasets import write_cifar, write_stl10, write_svhn
-from swwae import data
 from swwae.errors import ConfigError, DataError
+from swwae.training import data
 from swwae.training.data.augment import random_crop_flip
 from swwae.training.data.batching import UNLABELLED
 from swwae.training.data.stl10 import read_stl10_images
 
-CONFIGS = Path(__file__).resolve().parents[1] / "configs" / "data"
+CONFIGS = CONFIG_DIR / "data"
 
 
 def value(images: torch.Tensor) -> list[int]:

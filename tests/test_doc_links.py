@@ -4,12 +4,14 @@ the README, which is not part of the site)."""
 
 from __future__ import annotations
 
+import importlib
+import inspect
 import re
 from pathlib import Path
 
 import pytest
 
-from helpers.docs import PAGES, code_blocks
+from helpers.docs import PAGES, ROOT, code_blocks
 
 LINK = re.compile(r"\]\(([^)\s]+)\)")
 
@@ -44,3 +46,23 @@ def test_every_relative_link_leads_to_a_file_and_heading(page):
         elif anchor and file.suffix == ".md" and anchor not in anchors(file):
             broken.append(f"{target}: {file.name} has no heading #{anchor}")
     assert not broken, f"{page.name}: " + "; ".join(broken)
+
+
+REST = re.compile(r":(class|func|meth|mod|attr|obj|exc):`|::\n")
+
+
+def test_the_api_reference_pages_docstrings_are_markdown_not_rest():
+    """mkdocstrings reads docstrings as Markdown (``docstring_style: google``): a reST role or a
+    ``::`` before a code block would show on the page as written."""
+    targets = re.findall(r"^::: ([\w.]+)", (ROOT / "docs" / "api.md").read_text(), re.M)
+    files = set()
+    for target in targets:
+        module, _, name = target.rpartition(".")
+        try:
+            obj = importlib.import_module(target)
+        except ImportError:
+            obj = getattr(importlib.import_module(module), name)
+        documented = obj if inspect.ismodule(obj) or inspect.isroutine(obj) or inspect.isclass(obj) else None
+        files.add(Path(inspect.getsourcefile(documented or importlib.import_module(module))))
+    found = [f"{f.relative_to(ROOT)}: {m.group(0)!r}" for f in sorted(files) for m in REST.finditer(f.read_text())]
+    assert targets and not found, found

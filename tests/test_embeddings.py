@@ -67,7 +67,7 @@ def test_the_default_run_writes_no_projector_files(make_config, tmp_path):
 
 @pytest.mark.slow
 def test_evaluate_writes_the_projector_files_beside_the_checkpoint_or_where_asked(make_config, tmp_path, capsys):
-    from scripts.evaluate import main
+    from swwae.commands.evaluate import main
 
     train(make_config("model.widths=[4,8]"))
     best = tmp_path / "checkpoints" / RUN / "best.ckpt"

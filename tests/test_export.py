@@ -86,7 +86,7 @@ def test_the_onnx_graph_gives_pytorchs_outputs_at_any_batch_size(name, tmp_path)
 
 @pytest.mark.slow
 def test_export_script_writes_a_folder_and_an_onnx_file_that_both_load_back(best_ckpt, tmp_path, capsys):
-    from scripts.export import main
+    from swwae.commands.export import main
 
     assert main([str(best_ckpt), "--onnx", str(tmp_path / "m.onnx"), "--to", str(tmp_path / "m")]) == 0
     lines = capsys.readouterr().out.splitlines()
@@ -107,7 +107,7 @@ def test_export_script_writes_a_folder_and_an_onnx_file_that_both_load_back(best
 
 
 def test_export_script_bad_input_is_one_error_line(best_ckpt, tmp_path, capsys):
-    from scripts.export import main
+    from swwae.commands.export import main
 
     cases = [
         ([str(tmp_path / "missing.ckpt"), "--to", str(tmp_path / "m")], "checkpoint"),
@@ -139,7 +139,7 @@ def test_the_docs_export_command_runs_as_printed(best_ckpt, tmp_path, monkeypatc
     import shutil
 
     from helpers.docs import shell_commands
-    from scripts.export import main
+    from swwae.commands.export import main
 
     checkpoint = tmp_path / "checkpoints" / "swwae_hard_mnist_sample_seed0" / "best.ckpt"
     checkpoint.parent.mkdir(parents=True)

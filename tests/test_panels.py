@@ -109,8 +109,8 @@ def test_a_long_title_widens_the_figure_instead_of_being_cut():
 def test_the_scripts_write_labelled_pngs_a_person_can_read(make_config, tmp_path):
     from PIL import Image
 
-    from scripts.evaluate import evaluate
-    from scripts.project import run as project
+    from swwae.commands.evaluate import evaluate
+    from swwae.commands.project import run as project
     from swwae.training.run import train
 
     train(make_config("model.widths=[4,8]"))

@@ -15,7 +15,7 @@ from sklearn.preprocessing import StandardScaler
 
 from helpers.cli import run_cli, train_cli
 from helpers.config import ROOT, SAMPLE_DATA
-from scripts.probe import main as probe_main
+from swwae.commands.probe import main as probe_main
 from swwae.model import SWWAE
 from swwae.probe import (
     features,

@@ -11,8 +11,8 @@ import torch.nn.functional as F
 
 from helpers.cli import run_cli
 from helpers.config import ROOT, SAMPLE_DATA
-from scripts.project import main as project_main
-from scripts.project import parse
+from swwae.commands.project import main as project_main
+from swwae.commands.project import parse
 from swwae.errors import ConfigError
 from swwae.images import projection_grid
 from swwae.model import SWWAE

@@ -86,6 +86,12 @@ def test_debug_quick_after_a_real_run_never_touches_it(tmp_path):
     summary = json.loads((tmp_path / "outputs" / "quick" / "metrics.json").read_text())
     assert summary["checkpoint"].endswith(f"checkpoints/quick/{RUN}/best.ckpt")
 
+    again = train_cli(tmp_path, *SMALL, quick=["debug=quick"], name="quick_again")  # a check checks, every time
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert "had already finished" not in again.stdout and "epoch 1/1" in again.stdout
+    assert len(list((tmp_path / "checkpoints" / "quick").glob(f"{RUN}.previous-*"))) == 1  # the last check, aside
+    assert hashes(folder) == before
+
 
 GRID_CLASHES = [
     (["run_name=same", "seed=0,1"], "sweep jobs 0 and 1 would both run in checkpoints/same (seed=1 is not part of"),

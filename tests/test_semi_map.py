@@ -119,7 +119,7 @@ def fake_run(sweep, num, model, labels, pool, seed, error_pct):
 
 @pytest.mark.slow
 def test_the_map_pairs_each_seed_with_its_twin(tmp_path, capsys):
-    from scripts.semi_map import main as semi_map_main
+    from swwae.commands.semi_map import main as semi_map_main
 
     labels, pools = tmp_path / "labels", tmp_path / "pools"
     num = itertools.count()

@@ -9,13 +9,14 @@ import json
 import math
 
 import pytest
-from hydra import compose, initialize_config_dir
+from hydra import compose, initialize_config_module
 from hydra.core.global_hydra import GlobalHydra
 from hydra.core.hydra_config import HydraConfig
 
 import swwae.training.runs.names  # noqa: F401 - registers ${swwae.arch_tag:}, which run names use
 from helpers.cli import run_cli
 from helpers.config import CONFIG_DIR, QUICK, ROOT
+from swwae.training.composing import CONFIG_MODULE, register_resolvers
 from swwae.training.sweep import collect, markdown, numeric_axis, write_summary
 
 TINY = [*QUICK, "trainer.limit_train_batches=2", "trainer.limit_val_batches=1", "model.widths=[8]"]
@@ -72,7 +73,7 @@ def test_compare_runs_rebuilds_the_summary_and_a_reconstruction_figure(hard_soft
     before = (hard_soft_sweep / "summary.md").read_text()
     (hard_soft_sweep / "summary.md").unlink()
     (hard_soft_sweep / "summary.png").unlink()
-    from scripts.compare_runs import main
+    from swwae.commands.compare import main
 
     assert main([str(hard_soft_sweep), "--recon", "--num-images", "4"]) == 0
     assert (hard_soft_sweep / "summary.md").read_text() == before
@@ -82,7 +83,7 @@ def test_compare_runs_rebuilds_the_summary_and_a_reconstruction_figure(hard_soft
 
 
 def test_compare_runs_on_a_missing_folder_is_one_error_line(tmp_path, capsys):
-    from scripts.compare_runs import main
+    from swwae.commands.compare import main
 
     assert main([str(tmp_path / "nothing")]) == 2
     assert capsys.readouterr().err.strip().splitlines() == [
@@ -229,7 +230,7 @@ def test_published_figures_are_drawn_beside_ours_over_the_label_axis(tmp_path, c
     monkeypatch.setattr(
         matplotlib.axes.Axes, "plot", lambda ax, *a, **k: drawn.append(k.get("label")) or plot(ax, *a, **k)
     )
-    from scripts.compare_runs import main
+    from swwae.commands.compare import main
 
     assert main([str(tmp_path), "--reference", "paper=100:11.7,1000:4.0"]) == 0
     assert drawn.count("paper") == 1  # on the error panel only
@@ -241,6 +242,8 @@ def test_published_figures_are_drawn_beside_ours_over_the_label_axis(tmp_path, c
 
 
 # presets
+
+register_resolvers()  # composed here as the job composes them
 
 
 def sweep_params(preset: str) -> dict[str, list[str]]:
@@ -263,7 +266,7 @@ def test_sweep_presets_give_every_job_its_own_run_name(preset):
         for values in itertools.product(*params.values()):
             overrides = [f"experiment={preset}", *(f"{k}={v}" for k, v in zip(params, values))]
             GlobalHydra.instance().clear()
-            with initialize_config_dir(str(CONFIG_DIR), version_base="1.3"):
+            with initialize_config_module(CONFIG_MODULE, version_base="1.3"):
                 cfg = compose("train", overrides=overrides, return_hydra_config=True)
             HydraConfig.instance().set_config(cfg)
             names.add(cfg.run_name)
@@ -288,7 +291,7 @@ def test_study_presets_never_share_a_checkpoint_folder_with_another_preset():
 
     GlobalHydra.instance().clear()
     try:
-        with initialize_config_dir(str(CONFIG_DIR), version_base="1.3"):  # one Hydra for every compose
+        with initialize_config_module(CONFIG_MODULE, version_base="1.3"):  # one Hydra for every compose
             study, semi = names("feature_study"), names("semi_map")
             others = names("hard_vs_soft") | names("semi_supervised")
     finally:
@@ -303,7 +306,7 @@ def test_hard_vs_soft_sweeps_beta_for_soft_only():
     try:
         for arm in arms:
             GlobalHydra.instance().clear()
-            with initialize_config_dir(str(CONFIG_DIR), version_base="1.3"):
+            with initialize_config_module(CONFIG_MODULE, version_base="1.3"):
                 cfg = compose(
                     "train", overrides=["experiment=hard_vs_soft", f"+experiment/hard_vs_soft@_global_={arm}"]
                 )

@@ -65,7 +65,7 @@ def test_a_short_run_leaves_logs_metrics_and_a_checkpoint_that_reloads(make_conf
 
     folder = tmp_path / "checkpoints" / cfg.run_name
     assert (folder / "best.ckpt").is_file() and (folder / "last.ckpt").is_file()
-    from scripts.evaluate import evaluate
+    from swwae.commands.evaluate import evaluate
 
     again = evaluate(folder / "best.ckpt", out=tmp_path / "recon.png")
     assert again["test/recon_mse"] == pytest.approx(metrics["metrics"]["test/recon_mse"], rel=1e-5)

@@ -1,7 +1,7 @@
 """The benchmark harness of ``scripts/bench_*.py``: interleaved timing, medians and ratios,
 peak memory (``harness``, pure torch), one training step at a Lightning precision (``steps``,
 pure torch), and the epoch clock of train.py's own code path
-(``epoch_clock``, which needs Lightning, Hydra and the checkout's ``configs/``)."""
+(``epoch_clock``, which needs Lightning, Hydra and the shipped configs)."""
 
 from swwae.bench.harness import Stopwatch, Timings, interleave, median, paired_ratio, peak_memory, set_threads, timed
 

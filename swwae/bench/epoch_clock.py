@@ -5,7 +5,7 @@ folder with an ``EpochClock`` among its callbacks, and returns the clock.
 It lives in the package, not in a script, because two benchmarks share it
 (``scripts/bench_epoch.py``: Lightning against a hand-written loop; ``scripts/bench_scaling.py``:
 epoch time over data and width) and Hydra must import ``EpochClock`` by name. It needs
-Lightning and Hydra, and the checkout's ``configs/``; the plain timing and memory
+Lightning and Hydra, and the shipped configs (``swwae.training.composing``); the plain timing and memory
 measurements are in ``swwae.bench.harness``.
 
 The hand-written side (``HandLoop``) is the plainest loop a user would write on *the same
@@ -30,35 +30,24 @@ from pathlib import Path
 
 import lightning as L
 import torch
-from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
-from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, open_dict
 
 from swwae.bench.harness import Stopwatch
 from swwae.loss import swwae_loss
 from swwae.model import SWWAE
 from swwae.training.callbacks import ReconstructionImages
+from swwae.training.composing import compose_run
 from swwae.training.data.batching import to_float
 from swwae.training.run import train
-
-ROOT = Path(__file__).resolve().parents[2]  # the checkout: configs/ lives there
 
 # helpers
 
 
 def compose_config(folder: Path, overrides=()) -> DictConfig:
-    """The train config as ``python train.py <overrides>`` composes it, writing under ``folder``."""
-    GlobalHydra.instance().clear()
+    """The train config as ``swwae train <overrides>`` composes it, writing under ``folder``."""
     paths = [f"paths.log_dir={folder / 'logs'}", f"paths.checkpoint_dir={folder / 'checkpoints'}"]
-    with initialize_config_dir(str(ROOT / "configs"), version_base="1.3"):
-        cfg = compose("train", overrides=[*overrides, *paths], return_hydra_config=True)  # its folder, always
-    with open_dict(cfg):
-        cfg.paths.output_dir = cfg.hydra.runtime.output_dir = str(folder / "output")
-    HydraConfig.instance().set_config(cfg)
-    with open_dict(cfg):
-        del cfg["hydra"]
-    return cfg
+    return compose_run([*overrides, *paths], folder / "output")  # its folder, always
 
 
 def limit_batches(train_size: int, batch: int | None) -> int:

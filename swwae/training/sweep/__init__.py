@@ -14,27 +14,31 @@ mean and the sample std (n - 1) over its seeds.
 
 Modules: ``jobs`` (reading job folders: Job, Group, Summary, collect; failure records),
 ``tables`` (summary.md), ``figures`` (summary.png, reconstructions of a sweep),
-``summary`` (write_summary), ``callback`` (SweepSummary).
+``summary`` (write_summary), ``callback`` (SweepSummary). The names below are imported when
+first used (PEP 562): Hydra imports this package for its callback before every run, and the
+summary's modules need torch.
 """
 
-from swwae.training.sweep.callback import SweepSummary
-from swwae.training.sweep.figures import numeric_axis, plot, reconstruction_figure
-from swwae.training.sweep.jobs import Group, Job, Summary, collect, read_job, write_failed_job
-from swwae.training.sweep.summary import write_summary
-from swwae.training.sweep.tables import header, markdown
+import importlib
 
-__all__ = [
-    "Group",
-    "Job",
-    "Summary",
-    "SweepSummary",
-    "collect",
-    "header",
-    "markdown",
-    "numeric_axis",
-    "plot",
-    "read_job",
-    "reconstruction_figure",
-    "write_failed_job",
-    "write_summary",
-]
+HOMES = {
+    "SweepSummary": "callback",
+    "numeric_axis": "figures",
+    "plot": "figures",
+    "reconstruction_figure": "figures",
+    **dict.fromkeys(("Group", "Job", "Summary", "collect", "read_job", "write_failed_job"), "jobs"),
+    "write_summary": "summary",
+    "header": "tables",
+    "markdown": "tables",
+}
+__all__ = sorted(HOMES)
+
+
+def __getattr__(name: str):
+    if name in HOMES:
+        return getattr(importlib.import_module(f"{__name__}.{HOMES[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *HOMES})

@@ -2,6 +2,8 @@
 
 Its own module because it is the one piece that needs Hydra's callback API; named in
 ``configs/hydra/default.yaml`` as ``swwae.training.sweep.SweepSummary`` (re-exported by the package).
+Hydra builds it before every run, a single run too, so it loads the summary's modules (and
+torch) only when a multirun ends: bad input still answers before torch loads.
 """
 
 from __future__ import annotations
@@ -12,7 +14,6 @@ from pathlib import Path
 from hydra.experimental.callback import Callback
 
 from swwae.errors import one_line
-from swwae.training.sweep.summary import write_summary
 
 
 class SweepSummary(Callback):
@@ -28,6 +29,8 @@ class SweepSummary(Callback):
         self.fail_on_error = fail_on_error
 
     def on_multirun_end(self, config, **kwargs) -> None:
+        from swwae.training.sweep.summary import write_summary
+
         sweep_dir = Path(str(config.hydra.sweep.dir))
         try:
             summary = write_summary(sweep_dir)

@@ -1,0 +1,160 @@
+"""Train a Stacked What-Where Auto-encoder: ``swwae train model=swwae_hard`` (from a clone,
+``python train.py model=swwae_hard`` is the same command).
+
+The Hydra entry point; the job is ``swwae.training.run.train``, the configs the shipped
+``swwae.configs`` (``swwae.training.composing``). Bad input answers before torch loads: this
+module and the config's checks import neither torch nor Lightning.
+
+* A single run: bad input (a wrong config value, a missing dataset, a non-finite loss) ends
+  with one ``error:`` line and exit status 2; anything else raises as usual.
+* Ctrl-C: one line saying where the run stopped, which checkpoint is kept and the command
+  that continues it; exit status 130 (a sweep stops there). SIGTERM or SIGUSR1 (a scheduler
+  pre-empting the job): a resumable checkpoint is saved first; exit status 128 + the signal.
+* CPU threads: one per usable CPU, and waiting OpenMP threads sleep (``OMP_WAIT_POLICY=PASSIVE``)
+  when other work is running as the job starts; decided before torch loads, and any value the
+  user set is kept (``swwae.threads``).
+* ``resume=true`` on a run that has finished: its metrics again, exit status 0.
+* A job of a multirun (``-m``): any exception is caught, the job folder gets a
+  ``metrics.json`` with ``"status": "failed"`` and the one-line error (a traceback, if any,
+  goes to the job's ``train.log``), and the job returns NaN, so the other jobs still run.
+  The ``SweepSummary`` callback (``configs/hydra/default.yaml``) lists the failure in the
+  sweep's ``summary.md`` and then makes the sweep exit with status 1.
+"""
+
+# ruff: noqa: E402
+# (the imports below come after choose_threads(), which must run before torch loads)
+from swwae.threads import choose_threads
+
+choose_threads()  # first, before torch loads: OpenMP's threads and wait, from the machine (swwae.threads)
+
+import contextlib
+import logging
+import math
+import shutil
+import sys
+from pathlib import Path
+
+import hydra
+from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
+from omegaconf import DictConfig
+
+from swwae.errors import Interrupted, UserError, one_line
+from swwae.training.checks import check_config
+from swwae.training.composing import CONFIG_NAME, CONFIG_PATH, check_installed, register_resolvers
+from swwae.training.overrides import run as with_one_line_override_errors
+
+register_resolvers()  # before Hydra composes: sweepers resolve the config before any job runs
+
+log = logging.getLogger("train")
+
+
+def sweep_job_failed(cfg: DictConfig, err: Exception) -> float:
+    """Record a failed multirun job in its folder and let the sweep go on."""
+    hydra_cfg = HydraConfig.get()
+    choices = hydra_cfg.runtime.choices
+    info = {"model": choices.get("model"), "data": choices.get("data"), "seed": cfg.get("seed")}
+    try:
+        info = {"run_name": cfg.run_name} | info
+    except Exception:  # the run name itself may be what failed to resolve
+        pass
+    if not isinstance(err, UserError):  # its message says it all: no traceback
+        log.error("job failed", exc_info=err)  # the full traceback, in the job's train.log
+    error = one_line(err)
+    from swwae.training.sweep.jobs import write_failed_job  # torch: only once a job failed
+
+    write_failed_job(hydra_cfg.runtime.output_dir, info, error)
+    print(f"error: sweep job {hydra_cfg.job.num} ({info.get('run_name', '?')}) failed: {error}", file=sys.stderr)
+    return math.nan
+
+
+def tidy_output_folder(cfg: DictConfig, rejected: bool) -> None:
+    """No litter: a rejected single run leaves no output folder (it holds only Hydra's copy of
+    the config and an empty log), and a run or sweep job whose log stayed empty leaves no empty
+    train.log."""
+    folder = Path(HydraConfig.get().runtime.output_dir).absolute()
+    log_file = folder / "train.log"
+    with contextlib.suppress(OSError):
+        if log_file.is_file() and log_file.stat().st_size == 0:
+            log_file.unlink()
+        if not rejected or any(p.name != ".hydra" for p in folder.iterdir()):
+            return
+        shutil.rmtree(folder)
+        launch = Path.cwd()
+        for parent in folder.parents:  # outputs/<run>/ and outputs/ inside the launch folder, if empty
+            if launch not in parent.parents or any(parent.iterdir()):
+                break
+            parent.rmdir()
+
+
+@hydra.main(config_path=CONFIG_PATH, config_name=CONFIG_NAME, version_base="1.3")
+def run(cfg: DictConfig) -> float:
+    multirun = HydraConfig.get().mode == RunMode.MULTIRUN
+    rejected = False
+    try:
+        check_config(cfg)  # plain Python: bad input answers before torch and Lightning load
+        from swwae.training.run import set_torch_defaults, train
+
+        set_torch_defaults()
+        return train(cfg)
+    except KeyboardInterrupt as err:  # Ctrl-C: where it stopped, what is kept, how to continue
+        print(
+            err if isinstance(err, Interrupted) else "interrupted before training started: nothing was saved",
+            file=sys.stderr,
+        )
+        if multirun:
+            print("(the sweep stops here; repeat the sweep command to continue every job)", file=sys.stderr)
+        sys.exit(getattr(err, "exit_status", 130))
+    except Exception as err:
+        if multirun:
+            return sweep_job_failed(cfg, err)
+        if isinstance(err, UserError):
+            print(f"error: {err}", file=sys.stderr)
+            if callable(getattr(err, "caret", None)):  # a bad model.arch: point at the token
+                print(err.caret(indent=len("error: ")), file=sys.stderr)
+            rejected = not getattr(err, "during_training", False)
+            sys.exit(2)
+        raise
+    finally:
+        tidy_output_folder(cfg, rejected and not multirun)  # a failed sweep job keeps its record
+
+
+def quote_layer_strings(argv: list[str]) -> list[str]:
+    """``model.arch=(16)5c-2p``, as a shell leaves ``model.arch="(16)5c-2p"``, quoted again
+    for Hydra, whose override grammar reads parentheses as syntax. (A sweep over several
+    strings quotes each itself: 'model.arch="(8)3c-2p","(16)3c-2p"'.)"""
+    quoted = []
+    for arg in argv:
+        key, sep, value = arg.partition("=")
+        if (
+            sep
+            and key.lstrip("+~") == "model.arch"
+            and value[:1] not in ("'", '"')
+            and "(" in value
+            and "," not in value
+        ):
+            arg = f"{key}='{value}'"
+        quoted.append(arg)
+    return quoted
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``swwae train <argv>``: Hydra's command line (overrides, ``-m`` sweeps, ``--help``,
+    ``--config-dir``); the exit status as ``run`` leaves it (0, or its ``sys.exit``)."""
+    try:
+        check_installed()
+    except UserError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    args = sys.argv[1:] if argv is None else list(argv)
+    saved = sys.argv
+    sys.argv = [saved[0] if argv is None else "train", *quote_layer_strings(args)]
+    try:
+        with_one_line_override_errors(run)  # the override grammar's errors for common mistakes
+    finally:
+        sys.argv = saved
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

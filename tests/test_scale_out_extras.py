@@ -1,0 +1,54 @@
+"""The documented extras of docs/scale_out.md run, not only compose: the Optuna search (its
+first command, two quick trials) and a sweep through ``hydra/launcher=submitit_local`` (two
+quick jobs), each ending with the sweep's summary.md. Skipped, visibly, without the extra."""
+
+from __future__ import annotations
+
+import importlib.util
+import shlex
+
+import pytest
+import yaml
+
+from helpers.cli import run_cli
+from helpers.config import QUICK, ROOT
+from helpers.docs import shell_commands
+
+PAGE = ROOT / "docs" / "scale_out.md"
+
+
+def needs(plugin: str, extra: str):
+    found = importlib.util.find_spec(f"hydra_plugins.{plugin}") is not None
+    return pytest.mark.skipif(not found, reason=f'needs the {extra} extra: pip install -e ".[{extra}]"')
+
+
+def summary_rows(sweep) -> list[str]:
+    return [line for line in (sweep / "summary.md").read_text().splitlines() if line.startswith("| ")]
+
+
+@pytest.mark.slow
+@needs("hydra_optuna_sweeper", "optuna")
+def test_the_optuna_search_of_the_docs_runs_two_trials(tmp_path):
+    command = next(c for c in shell_commands("python train.py hparams_search=", pages=[PAGE]) if "n_trials" not in c)
+    args = [*shlex.split(command)[2:], *QUICK, "hydra.sweeper.n_trials=2", f"hydra.sweep.dir={tmp_path / 'sweep'}"]
+    result = run_cli(ROOT / "train.py", *args, cwd=tmp_path, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    best = yaml.safe_load((tmp_path / "sweep" / "optimization_results.yaml").read_text())
+    assert {"model.lr", "model.beta"} <= set(best["best_params"])
+    assert len(list((tmp_path / "sweep").glob("[01]_optuna_swwae_soft_*"))) == 2
+    assert "2 jobs, 2 configs, 0 failed" in (tmp_path / "sweep" / "summary.md").read_text()
+
+
+@pytest.mark.slow
+@needs("hydra_submitit_launcher", "slurm")
+def test_a_sweep_through_the_local_submitit_launcher_runs_two_jobs(tmp_path):
+    sweep = tmp_path / "sweep"
+    args = ["-m", "hydra/launcher=submitit_local", "hydra.launcher.timeout_min=5", "seed=0,1", *QUICK]
+    result = run_cli(ROOT / "train.py", *args, f"hydra.sweep.dir={sweep}", cwd=tmp_path, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert sorted(p.name for p in sweep.glob("[01]_*")) == [
+        "0_swwae_hard_mnist_sample_seed0",
+        "1_swwae_hard_mnist_sample_seed1",
+    ]
+    assert "2 jobs, 1 configs, 0 failed" in (sweep / "summary.md").read_text()
+    assert len(summary_rows(sweep)) == 2  # the header and one config over two seeds
