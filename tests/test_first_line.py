@@ -16,7 +16,7 @@ BAD_INPUT = {
     "bad arch": (["model.arch=(16)5x-2p"], 2, 'error: model.arch="(16)5x-2p": `(16)5x` is not a layer'),
     "kernel over its maps": (["model.kernel_size=41"], 2, "error: model stage 1 of 2: its 41x41 conv kernel"),
     "run name a path": (["run_name=../x"], 2, "error: run_name='../x' is not a name"),
-    "misspelled group": (["modle=swwae_hard"], 1, "Could not override 'modle'."),
+    "misspelled group": (["modle=swwae_hard"], 2, "error: modle is not a setting; did you mean model?"),
 }
 
 

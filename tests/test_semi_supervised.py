@@ -209,7 +209,7 @@ def test_a_semi_supervised_run_computes_the_nll_on_every_step_and_picks_by_val_a
     )
     probe = RecordTrainingSteps()
     with pytest.MonkeyPatch.context() as mp:  # the job builds its callbacks from the config: add the probe
-        from swwae import run
+        from swwae.training import run
 
         build_trainer = run.build_trainer
         mp.setattr(
