@@ -137,3 +137,22 @@ def test_the_map_pairs_each_seed_with_its_twin(tmp_path, capsys):
     assert rows[(" 100 ", " 500 ")][2:] == ["-1.00 ± 0.00", "-1.0, -1.0, -1.0", "full pool (all (3,900))"]
     assert rows[(" 100 ", " all (3,900) ")][-1] == "same cell"
     assert (tmp_path / "map.png").stat().st_size > 1000
+
+
+def test_the_report_reads_a_jobs_saved_config_with_bounds(tmp_path):
+    from swwae.commands.semi_map import saved_config
+    from swwae.errors import Unreadable
+
+    job = tmp_path / "0_job"
+    (job / ".hydra").mkdir(parents=True)
+    (job / ".hydra" / "config.yaml").write_text("data:\n  num_labels: 100\n  seed: ${seed}\nseed: 3\n")
+    assert saved_config(job).data.seed == 3  # interpolations kept, resolved as before
+    for junk in ("- 1\n- 2\n", "just a string\n"):
+        (job / ".hydra" / "config.yaml").write_text(junk)
+        with pytest.raises(Unreadable, match="is unreadable: not a mapping"):
+            saved_config(job)
+    (job / ".hydra" / "config.yaml").unlink()
+    (job / ".hydra" / "config.yaml").symlink_to("/dev/zero")
+    with pytest.raises(Unreadable) as caught:
+        saved_config(job)
+    assert "\n" not in str(caught.value)

@@ -28,7 +28,8 @@ from pathlib import Path
 from omegaconf import OmegaConf
 
 from swwae.cli import one_line_errors, script_parser
-from swwae.errors import ConfigError
+from swwae.errors import ConfigError, Unreadable
+from swwae.files import read_yaml
 from swwae.progress import progress
 from swwae.training.probing import load_data
 from swwae.training.sweep.figures import save_figure
@@ -43,6 +44,15 @@ TWIN = "classifier_only"
 class Cell:
     labels: int
     pool: int | None  # label-hidden training images kept; None: all of them
+
+
+def saved_config(job_folder: Path):
+    """A job's saved config, read with bounds (``swwae.files``) and as plain YAML first."""
+    path = job_folder / ".hydra" / "config.yaml"
+    value = read_yaml(path, "saved config")
+    if not isinstance(value, dict):
+        raise Unreadable(f"saved config {path} is unreadable: not a mapping")
+    return OmegaConf.create(value)
 
 
 def mean_std(values) -> tuple[float, float | None]:
@@ -64,7 +74,7 @@ def read_runs(sweep_dirs) -> tuple[dict, list[str], int]:
         summary = collect(folder)
         failed += [f"{folder}/{j.folder.name}" for j in summary.failed]
         for job in (j for j in summary.jobs if j.ok):
-            config = OmegaConf.load(job.folder / ".hydra" / "config.yaml")
+            config = saved_config(job.folder)
             data = config.data
             if data.get("num_labels") is None or "test/acc" not in job.metrics:
                 raise ConfigError(f"{job.folder} is not a semi-supervised run with a test accuracy")
@@ -73,9 +83,7 @@ def read_runs(sweep_dirs) -> tuple[dict, list[str], int]:
             first = first or job.folder
     if not runs:
         raise ConfigError(f"no finished semi-supervised job in {', '.join(map(str, sweep_dirs))}")
-    config = OmegaConf.to_container(
-        OmegaConf.load(first / ".hydra" / "config.yaml").data, resolve=True
-    )  # data.seed: ${seed}
+    config = OmegaConf.to_container(saved_config(first).data, resolve=True)  # data.seed: ${seed}
     return (
         runs,
         failed,

@@ -26,7 +26,8 @@ from pathlib import Path
 import yaml
 
 from swwae.cli import one_line_errors, script_parser
-from swwae.errors import ConfigError
+from swwae.errors import ConfigError, UserError
+from swwae.files import read_text
 from swwae.stats import Interval, McNemar, PairedDifference, mcnemar, paired_difference, t_interval, verdict
 from swwae.training.reporting import MAX_OUTCOMES_BYTES
 from swwae.training.sweep.jobs import collect
@@ -59,11 +60,10 @@ class Comparison:
 
 
 def bounded_text(path: Path, limit: int) -> str:
-    if not path.is_file():
-        raise ConfigError(f"{path} is not a file (was the run tested? test=true writes it)")
-    if path.stat().st_size > limit:
-        raise ConfigError(f"{path} is larger than {limit:,} bytes: not a file a run writes")
-    return path.read_text()
+    """A file a run wrote, read as ``swwae.files`` reads every file: a regular file, bounded."""
+    if not path.exists():
+        raise ConfigError(f"{path} is not there (was the run tested? test=true writes it)")
+    return read_text(path, path.name, limit)
 
 
 def read_outcomes(path: Path) -> list[tuple[int, int]]:
@@ -85,7 +85,7 @@ def reconstructs(job_folder: Path) -> bool:
     try:
         config = yaml.safe_load(bounded_text(job_folder / ".hydra" / "config.yaml", MAX_CONFIG_BYTES))
         return float(config["model"]["lambda_rec"]) > 0
-    except (ConfigError, KeyError, TypeError, ValueError, yaml.YAMLError):
+    except (UserError, KeyError, TypeError, ValueError, yaml.YAMLError):
         return True  # no saved config: report its MSE, as the run measured it
 
 
