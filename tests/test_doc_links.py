@@ -66,3 +66,15 @@ def test_the_api_reference_pages_docstrings_are_markdown_not_rest():
         files.add(Path(inspect.getsourcefile(documented or importlib.import_module(module))))
     found = [f"{f.relative_to(ROOT)}: {m.group(0)!r}" for f in sorted(files) for m in REST.finditer(f.read_text())]
     assert targets and not found, found
+
+
+def test_every_file_the_architecture_guide_names_exists():
+    """The "To add or change" table of docs/architecture.md sends the next engineer to files by
+    path: each must be there (a placeholder such as ``<mode>`` names a pattern, not a file)."""
+    text = (ROOT / "docs" / "architecture.md").read_text()
+    table = text[text.index("| To add or change |") :].split("\n\n")[0]
+    paths = set(re.findall(r"`((?:swwae|configs|tests|scripts|docs)/[^`\s]*)`", table))
+    assert len(paths) > 20, paths
+    named = [p for p in sorted(paths) if "<" not in p]
+    missing = [p for p in named if not (ROOT / p).exists()]
+    assert not missing, missing
