@@ -196,9 +196,12 @@ def read_job(folder: Path) -> Job:
         record = {"status": "failed", "error": error, "metrics": {}}
     if problem is not None:
         record = record | {"status": "unreadable", "error": problem}
-    if record.get("status", "ok") == "ok" and not record.get("metrics"):
-        record = record | {"status": "failed", "error": record.get("error") or "metrics.json holds no metrics"}
-    return Job(folder, overrides, record)
+    status = "ok" if record.get("status") is None else record["status"]
+    if status == "ok" and not record.get("metrics"):
+        status, record = "failed", record | {"error": record.get("error") or "metrics.json holds no metrics"}
+    if status != "ok" and not record.get("error"):  # a failed job always says why
+        record = record | {"error": f"metrics.json says the job's status is {status[:40]!r}, with no error"}
+    return Job(folder, overrides, record | {"status": status})
 
 
 def job_order(folder: Path):
