@@ -38,9 +38,16 @@ CHECKSUM_KEY = "swwae_checksum"
 POSITION_KEY = "swwae_preempted"  # in a checkpoint saved mid-epoch: {"epoch": e, "batches_done": k}
 REQUIRED_KEYS = ("state_dict", "hyper_parameters", "swwae_config")
 DEPTH_LIMIT = 32  # containers inside containers: Lightning's checkpoints nest 7 deep
-ITEMS_LIMIT = 10_000_000  # entries of every container together
+CHECKPOINT_ITEMS_LIMIT = 10_000_000  # entries of every container together
 
 # helpers
+
+
+def mid_epoch_position(checkpoint: Mapping) -> tuple[int, int] | None:
+    """(epoch, batches already trained in it) of a checkpoint saved mid-epoch (its
+    ``POSITION_KEY``), else None."""
+    position = checkpoint.get(POSITION_KEY)
+    return None if not position else (int(position["epoch"]), int(position["batches_done"]))
 
 
 def _feed(digest, value) -> None:
@@ -121,7 +128,7 @@ def verified(checkpoint: object, path="checkpoint") -> dict:
     if it is not swwae's or its contents do not match its checksum."""
     if not isinstance(checkpoint, dict) or any(k not in checkpoint for k in REQUIRED_KEYS):
         raise CheckpointError(f"checkpoint {path} was not written by swwae's train.py (no state_dict or run config)")
-    check_nesting(checkpoint, f"checkpoint {path}", DEPTH_LIMIT, ITEMS_LIMIT)  # before the checksum recurses
+    check_nesting(checkpoint, f"checkpoint {path}", DEPTH_LIMIT, CHECKPOINT_ITEMS_LIMIT)  # before the checksum recurses
     expected = checkpoint.pop(CHECKSUM_KEY, None)
     if expected is not None and content_checksum(checkpoint) != expected:
         raise CheckpointError(f"checkpoint {path} is corrupt: its contents do not match the checksum written with it")

@@ -24,8 +24,9 @@ from torch import Tensor, nn
 from swwae.arch import Stage, check_fits
 from swwae.errors import ConfigError
 from swwae.pooling import Pool, Unpool, make_pool
-from swwae.pretrained import Pretrained, plain
+from swwae.pretrained import Pretrained
 from swwae.settings import check_network, network_spec, trains_classifier  # noqa: F401 - trains_classifier: swwae.model's too
+from swwae.stored import plain
 
 NONLINEARITIES = {"relu": nn.ReLU, "leaky_relu": nn.LeakyReLU, "elu": nn.ELU, "gelu": nn.GELU, "tanh": nn.Tanh}
 

@@ -32,7 +32,7 @@ from torch import Tensor
 from swwae.card import CARD_FILE, RunMetrics, model_card
 from swwae.errors import CheckpointError, Unreadable, one_line
 from swwae.files import read_json
-from swwae.stored import parse_network_settings, parse_stored_config
+from swwae.stored import parse_network_settings, parse_stored_config, plain
 from swwae.version import __version__
 
 CONFIG_FILE = "config.json"
@@ -44,18 +44,6 @@ PICKLED_WEIGHTS = ("pytorch_model.bin", "model.pt", "model.pth")
 CONFIG_LIMIT = 1 << 20  # bytes: a config.json is a few kB
 
 # helpers
-
-
-def plain(value):
-    """``value`` as JSON takes it: tuples as lists, numpy and one-element tensor numbers as
-    Python numbers; dicts and lists copied, so later changes to the original do not show."""
-    if isinstance(value, Mapping):
-        return {str(k): plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [plain(v) for v in value]
-    if hasattr(value, "item") and callable(value.item) and getattr(value, "ndim", 0) == 0:  # numpy or 0-d tensor
-        return value.item()
-    return value
 
 
 def weights_checksum(state: Mapping[str, Tensor]) -> str:

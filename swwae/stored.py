@@ -33,6 +33,20 @@ FLOAT_MAX = sys.float_info.max  # an integer beyond it has no float
 # helpers
 
 
+def plain(value):
+    """``value`` as a stored file holds it (JSON, a checkpoint's run config): tuples as lists,
+    numpy and one-element tensor numbers as Python numbers; dicts and lists copied, so later
+    changes to the original do not show. The one conversion a run's identity, a model
+    folder's ``config.json`` and the network's settings all make."""
+    if isinstance(value, Mapping):
+        return {str(k): plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [plain(v) for v in value]
+    if hasattr(value, "item") and callable(value.item) and getattr(value, "ndim", 0) == 0:  # numpy or 0-d tensor
+        return value.item()
+    return value
+
+
 def kind(value) -> str:
     """What a value is, in a few words, for an error line."""
     text = repr(value)

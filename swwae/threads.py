@@ -56,7 +56,7 @@ class Machine:
 
 
 @dataclass(frozen=True)
-class Decision:
+class ThreadChoice:
     """The settings to add to the environment (none of them set by the user) and why."""
 
     settings: dict[str, str] = field(default_factory=dict)
@@ -72,7 +72,7 @@ def user_threads(environ: Mapping[str, str]) -> int | None:
     return None
 
 
-def decide(environ: Mapping[str, str], machine: Machine) -> Decision:
+def decide_threads(environ: Mapping[str, str], machine: Machine) -> ThreadChoice:
     """The OpenMP settings for a run that starts on ``machine``: the thread count and the wait,
     each left to the user where the user set it.
 
@@ -102,13 +102,13 @@ def decide(environ: Mapping[str, str], machine: Machine) -> Decision:
     else:
         settings[WAIT_POLICY] = "PASSIVE"
         why_wait = "threads sleep while they wait (CPUs busy)"
-    return Decision(settings, f"{why_threads}; {why_wait} ({seen})")
+    return ThreadChoice(settings, f"{why_threads}; {why_wait} ({seen})")
 
 
 # reading the machine: a few small files, nothing started, no waiting
 
 
-def read_text(path: str) -> str | None:
+def read_ascii(path: str) -> str | None:
     try:
         with open(path, encoding="ascii") as f:
             return f.read()
@@ -118,11 +118,11 @@ def read_text(path: str) -> str | None:
 
 def cgroup_cpu_limit() -> int | None:
     """The CPUs a cgroup v2 ``cpu.max`` quota allows this process (rounded up), if it has one."""
-    text = read_text("/proc/self/cgroup") or ""
+    text = read_ascii("/proc/self/cgroup") or ""
     path = next((line[3:].strip() for line in text.splitlines() if line.startswith("0::")), None)
     if path is None:
         return None
-    quota = (read_text(f"/sys/fs/cgroup{path.rstrip('/')}/cpu.max") or "").split()
+    quota = (read_ascii(f"/sys/fs/cgroup{path.rstrip('/')}/cpu.max") or "").split()
     if len(quota) != 2 or not quota[0].isdigit() or not quota[1].isdigit() or int(quota[1]) == 0:
         return None  # "max 100000": no quota
     return max(1, math.ceil(int(quota[0]) / int(quota[1])))
@@ -139,7 +139,7 @@ def affinity_cpus() -> int:
 def others_running() -> int:
     """Runnable threads of other processes now: ``/proc/loadavg``'s running count less this
     one; where there is no such file, the one-minute load average."""
-    fields = (read_text("/proc/loadavg") or "").split()
+    fields = (read_ascii("/proc/loadavg") or "").split()
     running = fields[3].partition("/")[0] if len(fields) > 3 else ""
     if running.isdigit():
         return max(0, int(running) - 1)
@@ -155,10 +155,10 @@ def read_machine() -> Machine:
 
 # the job's call
 
-chosen: Decision | None = None  # what this process decided, for the job's log
+chosen: ThreadChoice | None = None  # what this process decided, for the job's log
 
 
-def choose_threads(environ: dict[str, str] | None = None) -> Decision | None:
+def choose_threads(environ: dict[str, str] | None = None) -> ThreadChoice | None:
     """Decide the OpenMP settings and put them in the environment (this process's and its
     children's), first thing, before torch loads. None if torch is already loaded: its runtime
     has read the environment then, and nothing is changed."""
@@ -166,13 +166,13 @@ def choose_threads(environ: dict[str, str] | None = None) -> Decision | None:
     if "torch" in sys.modules:
         return None
     environ = os.environ if environ is None else environ
-    decision = decide(environ, read_machine())
+    decision = decide_threads(environ, read_machine())
     environ.update(decision.settings)
     chosen = decision
     return decision
 
 
-def set_passive_wait() -> Decision | None:
+def set_passive_wait() -> ThreadChoice | None:
     """The name the entry points called before the wait was chosen by the machine's load:
     :func:`choose_threads`."""
     return choose_threads()

@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from swwae.checkpoint_file import POSITION_KEY, verified
-from swwae.commands.runs import described
+from swwae.commands.runs import run_row
 from swwae.errors import UserError
 from swwae.pretrained import read_config
 from swwae.stored import parse_metrics, parse_network_settings, parse_overrides, parse_stored_config
@@ -106,7 +106,7 @@ def test_a_checkpoint(value, state_dict, hyper_parameters):
         identity_of(checkpoint["swwae_config"])
         mid_epoch_position(checkpoint)
         describe(Path("x.ckpt"), checkpoint)
-        described("r", Path("."), Path("x.ckpt"), checkpoint)
+        run_row("r", Path("."), Path("x.ckpt"), checkpoint)
 
 
 @settings(SETTINGS, max_examples=SEARCH or 30)  # files on disk: slower

@@ -11,7 +11,7 @@ import pytest
 
 from helpers.config import ROOT
 from swwae import threads
-from swwae.threads import Machine, decide
+from swwae.threads import Machine, decide_threads
 
 IDLE = Machine(cpus=8, others_running=0)
 HALF_BUSY = Machine(cpus=8, others_running=5)
@@ -46,7 +46,7 @@ PASSIVE = {"OMP_WAIT_POLICY": "PASSIVE"}
     ],
 )
 def test_the_decision(environ, machine, settings, reason):
-    decision = decide(environ, machine)
+    decision = decide_threads(environ, machine)
     assert decision.settings == settings
     assert reason in decision.reason
     assert not set(decision.settings) & set(environ)  # nothing the user set is overridden
@@ -63,7 +63,7 @@ def test_the_machine_is_read_from_its_files(monkeypatch):
         "/proc/self/cgroup": "0::/user.slice/job\n",
         "/sys/fs/cgroup/user.slice/job/cpu.max": "150000 100000\n",
     }
-    monkeypatch.setattr(threads, "read_text", files.get)
+    monkeypatch.setattr(threads, "read_ascii", files.get)
     assert threads.others_running() == 3  # four runnable, this process among them
     assert threads.cgroup_cpu_limit() == 2  # 1.5 CPUs: two threads share them
     files["/sys/fs/cgroup/user.slice/job/cpu.max"] = "max 100000\n"

@@ -56,7 +56,7 @@ def limit_batches(train_size: int, batch: int | None) -> int:
 
 
 @contextlib.contextmanager
-def quiet():
+def silenced():
     """The progress bar and the run's chatter go to /dev/null (they are still drawn)."""
     level = logging.getLogger("lightning.pytorch").level
     logging.getLogger("lightning.pytorch").setLevel(logging.WARNING)
@@ -235,7 +235,7 @@ def run(overrides, folder: Path, hand_loop: bool = True) -> tuple[EpochClock, fl
         cfg.callbacks = cfg.callbacks or {}
         cfg.callbacks.bench_clock = {"_target_": f"{__name__}.EpochClock", "hand_loop": hand_loop}  # this very class
     start = time.perf_counter()
-    with quiet():
+    with silenced():
         train(cfg)
     GlobalHydra.instance().clear()
     clock = EpochClock.last

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from swwae.cli import one_line_errors, script_parser
 
-PRECISIONS = ("32-true", "bf16-mixed")
+CHECKED_PRECISIONS = ("32-true", "bf16-mixed")
 LIMIT_S = 120  # seconds for each 2-epoch run
 CLONE_CHECKS = "the CUDA tests and benchmarks run from a clone: bash scripts/device_check.sh"
 
@@ -56,6 +56,6 @@ def main(argv=None) -> int:
         return 0
     print(f"device check on {torch.cuda.get_device_name()} (torch {torch.__version__}); {CLONE_CHECKS}")
     with tempfile.TemporaryDirectory(prefix="swwae-device-check-") as folder:
-        lines = [train_on_gpu(precision, Path(folder)) for precision in PRECISIONS]
+        lines = [train_on_gpu(precision, Path(folder)) for precision in CHECKED_PRECISIONS]
     print("\n".join(f"  trainer=gpu, 2 epochs, {line}" for line in lines))
     return 0 if all(": ok" in line for line in lines) else 1

@@ -39,7 +39,7 @@ from swwae.training.checkpoints import load_model
 from swwae.training.registry import data_of_run
 
 OPTIONS = {"stage": int, "top": int, "images": int, "split": str, "distinct": str, "zoom": int, "out": Path}
-HELP = {
+KEY_HELP = {
     "stage": "1..number of stages (default: the top one)",
     "top": "how many activations (default 16)",
     "images": "how many images of the split to search (default 500)",
@@ -54,7 +54,7 @@ def parser() -> argparse.ArgumentParser:
     parser = script_parser(__doc__)
     parser.add_argument("checkpoint", type=Path)
     parser.add_argument("settings", nargs="*", default=[], metavar="key=value", help=f"a key of {', '.join(OPTIONS)}")
-    for key, text in HELP.items():
+    for key, text in KEY_HELP.items():
         parser.add_argument(f"--{key}", metavar=key.upper(), help=text)  # checked with the key=value form
     return parser
 

@@ -9,14 +9,17 @@ newest checkpoint that reads back (last.ckpt, else best.ckpt), through the proje
 reader (``swwae.checkpoint_file.read_checkpoint``: weights only, checksum checked):
 
 * status: ``finished`` when it trained as far as its own run config asks (epoch + 1 >=
-  ``trainer.max_epochs``, or ``global_step`` >= ``trainer.max_steps``), ``pre-empted`` when it
-  was saved mid-epoch by a scheduler's signal (``resume=true`` continues it), ``unfinished``
-  otherwise, ``unreadable`` when no checkpoint reads back (the reason is in its note);
+  ``trainer.max_epochs``, or ``global_step`` >= ``trainer.max_steps``: the job's own test,
+  ``swwae.training.runs.decision.has_finished``), ``pre-empted`` when it was saved mid-epoch
+  by a scheduler's signal (``swwae.checkpoint_file.mid_epoch_position``; ``resume=true``
+  continues it), ``unfinished`` otherwise, ``unreadable`` when no checkpoint reads back (the
+  reason is in its note);
 * epochs done of the run's ``trainer.max_epochs``;
 * the monitored metric and its best value so far (the checkpoint callback's own state).
 
-Old runs moved aside by a fresh start (``<run>.previous-<time>``) are counted, and listed with
-``--previous``; hidden files (a run's ``.lock`` and ``.owner.json``) are not runs.
+Old runs moved aside by a fresh start (``<run>.previous-<time>``, named by
+``swwae.training.runs.names``) are counted, and listed with ``--previous``; hidden files (a
+run's ``.lock`` and ``.owner.json``) are not runs.
 """
 
 from __future__ import annotations
@@ -24,22 +27,22 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from swwae.checkpoint_file import POSITION_KEY, read_checkpoint
+from swwae.checkpoint_file import mid_epoch_position, read_checkpoint
 from swwae.cli import OneLineParser, one_line_errors
 from swwae.errors import CheckpointError, ConfigError
+from swwae.training.runs.decision import Found, has_finished
+from swwae.training.runs.names import is_moved_aside
 
 CHECKPOINTS = ("last.ckpt", "best.ckpt")  # newest first
-MOVED_ASIDE = re.compile(r"\.previous-\d{8}-\d{6}(-\d+)?$")  # RunFolder.move_aside (a test keeps them equal)
 DEFAULT_DIR = Path("checkpoints")  # paths.checkpoint_dir's default, relative to the current folder
 NESTING = 3  # how deep folders of run folders are searched
 
 
 @dataclass
-class Run:
+class RunRow:
     name: str  # relative to the folder listed: "run", "quick/run"
     folder: str
     status: str  # finished | unfinished | pre-empted | unreadable | no checkpoint
@@ -53,10 +56,6 @@ class Run:
 
 
 # helpers
-
-
-def is_moved_aside(folder: Path) -> bool:
-    return bool(MOVED_ASIDE.search(folder.name))
 
 
 def holds_checkpoints(folder: Path) -> bool:
@@ -88,23 +87,25 @@ def best_score(checkpoint: dict) -> tuple[str | None, float | None]:
     return checkpoint["swwae_config"].get("optimized_metric"), None
 
 
-def described(name: str, folder: Path, path: Path, checkpoint: dict) -> Run:
+def run_row(name: str, folder: Path, path: Path, checkpoint: dict) -> RunRow:
     """The row of a run, from the checkpoint ``path`` it was read from."""
     trainer = checkpoint["swwae_config"].get("trainer") or {}  # parsed by the reader: integers or None
     max_epochs, max_steps = trainer.get("max_epochs"), trainer.get("max_steps")
-    epoch, step = checkpoint.get("epoch", -1), checkpoint.get("global_step", 0)
-    position = checkpoint.get(POSITION_KEY)
-    if position:
-        status, epochs = "pre-empted", int(position["epoch"])
-        note = f"saved in epoch {epochs + 1} after {position['batches_done']} batches"
+    found = Found(
+        path.name,
+        epoch=checkpoint.get("epoch", -1),
+        step=checkpoint.get("global_step", 0),
+        mid_epoch=mid_epoch_position(checkpoint),
+    )
+    if found.mid_epoch is not None:
+        status, epochs = "pre-empted", found.mid_epoch[0]
+        note = f"saved in epoch {epochs + 1} after {found.mid_epoch[1]} batches"
     else:
-        epochs, note = epoch + 1, ""
-        by_steps = max_steps is not None and max_steps >= 0 and step >= max_steps
-        by_epochs = max_epochs is not None and max_epochs >= 0 and epochs >= max_epochs
-        status = "finished" if by_steps or by_epochs else "unfinished"
+        epochs, note = found.epoch + 1, ""
+        status = "finished" if has_finished(found, max_epochs, max_steps) else "unfinished"
     monitor, best = best_score(checkpoint)
     best = best if best is not None and math.isfinite(best) else None  # JSON has no NaN
-    return Run(
+    return RunRow(
         name,
         str(folder),
         status,
@@ -117,7 +118,7 @@ def described(name: str, folder: Path, path: Path, checkpoint: dict) -> Run:
     )
 
 
-def read_run(name: str, folder: Path) -> Run:
+def read_run(name: str, folder: Path) -> RunRow:
     """The row of one run folder: its newest checkpoint that reads back, and why the newer
     ones did not."""
     problems = []
@@ -125,19 +126,19 @@ def read_run(name: str, folder: Path) -> Run:
         if not path.is_file():
             continue
         try:
-            run = described(name, folder, path, read_checkpoint(path))
+            run = run_row(name, folder, path, read_checkpoint(path))
         except CheckpointError as err:
             problems.append(str(err).replace(f"checkpoint {path} ", f"{path.name} "))
             continue
         run.note = "; ".join(filter(None, [*problems, run.note]))
         return run
     if problems:
-        return Run(name, str(folder), "unreadable", note="; ".join(problems))
+        return RunRow(name, str(folder), "unreadable", note="; ".join(problems))
     try:
         others = sorted(p.name for p in folder.glob("*.ckpt"))
     except OSError as err:
-        return Run(name, str(folder), "unreadable", note=f"cannot be listed: {err.strerror}")
-    return Run(
+        return RunRow(name, str(folder), "unreadable", note=f"cannot be listed: {err.strerror}")
+    return RunRow(
         name,
         str(folder),
         "no checkpoint",
@@ -145,7 +146,7 @@ def read_run(name: str, folder: Path) -> Run:
     )
 
 
-def list_runs(root: Path, previous: bool = False) -> tuple[list[Run], int]:
+def list_runs(root: Path, previous: bool = False) -> tuple[list[RunRow], int]:
     """(the runs under ``root``, how many moved-aside old runs were left out)."""
     if not root.is_dir():
         raise ConfigError(
@@ -167,13 +168,13 @@ def list_runs(root: Path, previous: bool = False) -> tuple[list[Run], int]:
 # the table
 
 
-def epochs_text(run: Run) -> str:
+def epochs_text(run: RunRow) -> str:
     if run.epochs is None:
         return "-"
     return f"{run.epochs}/{run.max_epochs}" if run.max_epochs is not None else str(run.epochs)
 
 
-def best_text(run: Run) -> str:
+def best_text(run: RunRow) -> str:
     if run.monitor is None:
         return "-"
     if run.best is None:
@@ -181,13 +182,13 @@ def best_text(run: Run) -> str:
     return f"{run.monitor} {run.best:.4g}"
 
 
-def note_text(run: Run, limit: int = 80) -> str:
+def note_text(run: RunRow, limit: int = 80) -> str:
     """The note, each of its parts cut to ``limit`` characters (``--json`` keeps them whole)."""
     parts = [part if len(part) <= limit else part[: limit - 3] + "..." for part in run.note.split("; ") if part]
     return f"  ({'; '.join(parts)})" if parts else ""
 
 
-def table(rows: list[Run]) -> str:
+def runs_table(rows: list[RunRow]) -> str:
     head = ["run", "status", "epochs", "best", "folder"]
     lines = [head] + [
         [
@@ -225,7 +226,7 @@ def main(argv=None) -> int:
             )
         )
         return 0
-    print(table(rows) if rows else f"no runs under {args.dir}")
+    print(runs_table(rows) if rows else f"no runs under {args.dir}")
     if skipped:
         print(f"({skipped} old run{'s' if skipped > 1 else ''} moved aside by a fresh start not shown: --previous)")
     return 0

@@ -20,12 +20,12 @@ from swwae.probe import (
     shift,
 )
 from swwae.training.registry import data_of_run
+from swwae.training.runs.identity import FREE_DATA_KEYS
 
-# data settings that do not change which images a split holds
-FREE_DATA_KEYS = (
-    "root",
-    "download",
-    "num_workers",
+# data settings that do not change which images a split holds: where the files are and how
+# they are read (outside a run's identity), and how a run draws its batches and labels
+SPLIT_FREE_DATA_KEYS = (
+    *FREE_DATA_KEYS,
     "batch_size",
     "seed",
     "num_labels",
@@ -65,7 +65,7 @@ def load_data(config: dict, data_root: str | None = None, source: str = "the run
 
 def check_same_split(configs: dict) -> None:
     """ConfigError unless every run config ({name: config}) holds the same data split."""
-    strip = lambda cfg: {k: v for k, v in cfg["data"].items() if k not in FREE_DATA_KEYS}  # noqa: E731
+    strip = lambda cfg: {k: v for k, v in cfg["data"].items() if k not in SPLIT_FREE_DATA_KEYS}  # noqa: E731
     (first, first_cfg), *others = configs.items()
     for name, cfg in others:
         if strip(cfg) != strip(first_cfg):

@@ -56,8 +56,8 @@ CHECKED_DATA_KEYS = (
     "labelled_per_batch",
     "num_unlabelled",
 )
-PRECISIONS = (64, 32, 16, "64", "32", "16", "bf16", "16-true", "16-mixed", "bf16-true", "bf16-mixed", "32-true")
-PRECISIONS += ("64-true", "transformer-engine", "transformer-engine-float16")
+PRECISION_VALUES = (64, 32, 16, "64", "32", "16", "bf16", "16-true", "16-mixed", "bf16-true", "bf16-mixed", "32-true")
+PRECISION_VALUES += ("64-true", "transformer-engine", "transformer-engine-float16")
 
 # helpers
 
@@ -80,7 +80,7 @@ def whole(value) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def batches(key: str, value, smallest: int = 0):
+def batch_setting(key: str, value, smallest: int = 0):
     """Lightning's "a count of batches, or a fraction of them" settings."""
     if value is None or (whole(value) and value >= smallest):
         return value
@@ -258,17 +258,17 @@ class TrainerSpec(Section):
     @field_validator("limit_train_batches", "limit_val_batches", "limit_test_batches", "limit_predict_batches")
     @classmethod
     def _limits(cls, value, info):
-        return batches(f"trainer.{info.field_name}", value, smallest=0)
+        return batch_setting(f"trainer.{info.field_name}", value, smallest=0)
 
     @field_validator("overfit_batches")
     @classmethod
     def _overfit(cls, value):
-        return batches("trainer.overfit_batches", value, smallest=0)
+        return batch_setting("trainer.overfit_batches", value, smallest=0)
 
     @field_validator("val_check_interval")
     @classmethod
     def _val_interval(cls, value):
-        return batches("trainer.val_check_interval", value, smallest=1)
+        return batch_setting("trainer.val_check_interval", value, smallest=1)
 
     @field_validator("fast_dev_run")
     @classmethod
@@ -280,9 +280,9 @@ class TrainerSpec(Section):
     @field_validator("precision")
     @classmethod
     def _precision(cls, value):
-        if value is None or (not isinstance(value, bool) and value in PRECISIONS):
+        if value is None or (not isinstance(value, bool) and value in PRECISION_VALUES):
             return value
-        raise fails("trainer.precision", value, f"one of {', '.join(map(str, PRECISIONS[4:]))}")
+        raise fails("trainer.precision", value, f"one of {', '.join(map(str, PRECISION_VALUES[4:]))}")
 
     @model_validator(mode="after")
     def _length(self):
@@ -394,7 +394,7 @@ def stored(info: ValidationInfo) -> str | None:
     return (info.context or {}).get("source")
 
 
-def one_line(err: ValidationError, section: str = "") -> UserError:
+def first_problem(err: ValidationError, section: str = "") -> UserError:
     """The first problem of a validation, as the one line a user reads."""
     first = err.errors(include_url=False)[0]
     cause = (first.get("ctx") or {}).get("error")
@@ -438,7 +438,7 @@ def section_of(values, section: str, spec: type[Frozen]) -> Frozen:
     try:
         return spec.model_validate(dict(values))
     except ValidationError as err:
-        raise one_line(err, section) from None
+        raise first_problem(err, section) from None
 
 
 def class_spec(section: str, values, source: str | None) -> type[Section]:
@@ -466,7 +466,7 @@ def parse(config: Mapping, source: str | None = None) -> RunSpec:
     try:
         return RunSpec.model_validate(dict(config), context={"source": source})
     except ValidationError as err:
-        raise one_line(err) from None
+        raise first_problem(err) from None
 
 
 def parse_run(config: Mapping) -> RunSpec:

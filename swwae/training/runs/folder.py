@@ -16,12 +16,11 @@ import json
 import logging
 import math
 import shutil
-import time
 from collections.abc import Mapping
 from contextlib import AbstractContextManager
 from pathlib import Path
 
-from swwae.checkpoint_file import POSITION_KEY, file_sha256, read_checkpoint
+from swwae.checkpoint_file import file_sha256, mid_epoch_position, read_checkpoint
 from swwae.errors import CheckpointError, Unreadable
 from swwae.files import is_inside, read_json, sha256_of
 from swwae.stored import parse_metrics
@@ -31,19 +30,13 @@ from swwae.training.registry import DATA_MODULES, DATASETS, MODEL_MODULES, MODEL
 from swwae.training.runs.decision import Decision, FolderState, Found, Request, decide
 from swwae.training.runs.identity import digest, run_identity
 from swwae.training.runs.lock import own_run
-from swwae.training.runs.names import check_run_name
+from swwae.training.runs.names import aside_name, aside_stamp, check_run_name
 
 log = logging.getLogger(__name__)
 
 DERIVED_MODEL_KEYS = ("image_shape", "num_classes", "pixel_mean")  # from the data, not the model config
 
 # helpers
-
-
-def mid_epoch_position(checkpoint: Mapping) -> tuple[int, int] | None:
-    """(epoch, batches already trained in it) of a checkpoint saved mid-epoch, else None."""
-    position = checkpoint.get(POSITION_KEY)
-    return None if not position else (int(position["epoch"]), int(position["batches_done"]))
 
 
 def class_name(section: str, target) -> str:
@@ -186,12 +179,12 @@ class RunFolder:
         deletes it. Only under the run's lock, by the process that owns it."""
         if not (self.path.is_dir() and any(self.path.glob("*.ckpt"))):
             return None
-        stamp = time.strftime("%Y%m%d-%H%M%S")
-        aside = self.path.with_name(f"{self.name}.previous-{stamp}")
+        stamp = aside_stamp()
+        aside = self.path.with_name(aside_name(self.name, stamp))
         number = 1
         while aside.exists():
             number += 1
-            aside = self.path.with_name(f"{self.name}.previous-{stamp}-{number}")
+            aside = self.path.with_name(aside_name(self.name, stamp, number))
         shutil.move(str(self.path), str(aside))
         self.loaded.clear()
         log.warning("%s held an earlier run: moved it to %s", self.path, aside)

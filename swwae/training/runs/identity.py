@@ -9,8 +9,9 @@ In: the model and the data (where the data live and how they are read excepted: 
 (``TRAINER``) and the monitor that picks ``best.ckpt``. Out: ``max_epochs`` and ``max_steps``
 (a run can be extended), loggers, callbacks, paths, devices and strategy, ``compile``, ``test``.
 
-Plain Python over plain dicts: the job passes its resolved config, a checkpoint its stored one.
-A setting that one side predates (added to the project since) counts as its default.
+Plain Python over plain dicts (``swwae.stored.plain``: tuples as lists): the job passes its
+resolved config, a checkpoint its stored one. A setting that one side predates (added to the
+project since) counts as its default.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping
+
+from swwae.stored import plain
 
 # the trainer settings that change what the optimiser does, with Lightning's defaults
 TRAINER = {
@@ -29,24 +32,15 @@ TRAINER = {
     "deterministic": False,
 }
 FREE_DATA_KEYS = ("root", "download", "num_workers")  # where the files are, how they are read
-PRECISIONS = {"32": "32-true", "16": "16-mixed", "bf16": "bf16-mixed", "64": "64-true"}
+PRECISION_NAMES = {"32": "32-true", "16": "16-mixed", "bf16": "bf16-mixed", "64": "64-true"}
 IDENTITY_KEY = "swwae_run_identity"  # in every checkpoint: {"identity": {...}, "digest": "..."}
 
 # helpers
 
 
-def plain(value):
-    """Tuples as lists, 1.0 and 1 apart only where their types differ in JSON."""
-    if isinstance(value, Mapping):
-        return {str(k): plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [plain(v) for v in value]
-    return value
-
-
 def trainer_setting(key: str, value):
     if key == "precision" and value is not None:
-        return PRECISIONS.get(str(value), str(value))
+        return PRECISION_NAMES.get(str(value), str(value))
     if key == "limit_train_batches" and value in (1.0, None):  # every batch, said two ways
         return None
     return value

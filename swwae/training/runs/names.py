@@ -1,15 +1,23 @@
 """A run name is a name: one path component, so that ``checkpoints/<run name>/`` is a folder
-inside ``checkpoints/`` and nowhere else. Plain Python, checked before anything is written."""
+inside ``checkpoints/`` and nowhere else. Plain Python, checked before anything is written.
+
+Also the one definition of the names of old runs moved aside by a fresh start
+(``<run>.previous-<time>``, ``-<n>`` for a second one in the same second): ``RunFolder.move_aside``
+writes them, ``swwae runs`` recognises them."""
 
 from __future__ import annotations
 
 import re
+import time
+from pathlib import PurePath
 
 from swwae.errors import ConfigError
 
 NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]*", re.ASCII)
 RESERVED = {"quick": "debug=quick's runs have their own root, checkpoints/quick/"}
 MAX_LENGTH = 200  # with ".previous-<time>" and ".owner.json" added, within a file system's 255 bytes
+ASIDE_STAMP = "%Y%m%d-%H%M%S"  # the <time> of a moved-aside run's name
+MOVED_ASIDE = re.compile(r"\.previous-\d{8}-\d{6}(-\d+)?$")  # the names aside_name gives
 
 
 def arch_tag(arch) -> str:
@@ -20,6 +28,22 @@ def arch_tag(arch) -> str:
         return ""
     text = re.sub(r"\(([0-9]+)\)", r"\1x", str(arch))
     return "_" + re.sub(r"[^A-Za-z0-9._-]", "", text)
+
+
+def aside_stamp() -> str:
+    """The current local time as a moved-aside name's <time> (``20260101-120000``)."""
+    return time.strftime(ASIDE_STAMP)
+
+
+def aside_name(name: str, stamp: str, number: int = 1) -> str:
+    """The folder name of run ``name`` moved aside at ``stamp`` (``aside_stamp()``); ``number``
+    > 1 for another one moved aside in the same second."""
+    return f"{name}.previous-{stamp}" + (f"-{number}" if number > 1 else "")
+
+
+def is_moved_aside(folder: str | PurePath) -> bool:
+    """Whether a folder (its path or its name) is an old run moved aside (``aside_name``)."""
+    return bool(MOVED_ASIDE.search(PurePath(folder).name))
 
 
 def register_resolver() -> None:
