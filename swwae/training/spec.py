@@ -36,6 +36,8 @@ from pydantic import (
 
 from swwae.arch import check_fits
 from swwae.errors import CheckpointError, ConfigError, UserError
+from swwae.loss_terms import TERMS
+from swwae.pool_modes import mode_of
 from swwae.settings import check_data, check_network, check_training, network_spec, trains_classifier
 from swwae.training.devices import check_devices
 from swwae.training.monitor import check_mode
@@ -379,9 +381,14 @@ class RunSpec(Frozen):
         check_network(m.kernel_size, m.pool_mode, m.beta, m.nonlinearity, m.dropout, data.image_shape)
         classes = data.num_classes if trains_classifier(m.model_dump()) else None
         arch = network_spec(m.arch, list(m.widths), m.kernel_size, m.pool_size, classes)
-        check_fits(arch, data.image_shape, m.pool_stride, m.pool_padding, ceil=m.pool_mode == "wavelet")
+        check_fits(arch, data.image_shape, m.pool_stride, m.pool_padding, ceil=mode_of(m.pool_mode).ceil)
         check_training(
-            m.lambda_rec, m.lambda_m, m.lambda_nll, m.input_noise, m.nll_warmup_epochs, m.lr, m.scheduler, m.arch
+            {t.weight: getattr(m, t.weight) for t in TERMS},
+            input_noise=m.input_noise,
+            nll_warmup_epochs=m.nll_warmup_epochs,
+            lr=m.lr,
+            scheduler=m.scheduler,
+            arch=m.arch,
         )
         return self
 
@@ -453,7 +460,7 @@ def class_spec(section: str, values, source: str | None) -> type[Section]:
     else:
         table, modules, specs = DATASETS, DATA_MODULES, DATA_SPECS
     if source is not None:
-        return specs[shipped(target, table, modules, f"the {section} class", source).cls]
+        return specs.get(shipped(target, table, modules, f"the {section} class", source).cls, OwnClass)
     module, _, name = str(target).rpartition(".")
     if name in specs and any(module == m or module.startswith(m + ".") for m in modules):
         return specs[name]
