@@ -143,8 +143,9 @@ class SWWAE(nn.Module, Pretrained):
     """Encoder/decoder pairs bound through their pools, plus an optional classifier head.
 
     ``pool_mode`` is a mode of the mode table (``swwae.pool_modes``): ``hard`` and ``soft``
-    keep the where, the others are where-free baselines. ``net.settings`` are its constructor's arguments;
-    ``net.save_pretrained(folder)`` writes it as a model folder (``swwae.pretrained``).
+    keep the where, the others are where-free baselines. ``net.settings`` are its
+    constructor's arguments; ``net.save_pretrained(folder)`` writes it as a model folder
+    (``swwae.pretrained``).
     """
 
     def __init__(

@@ -110,9 +110,8 @@ def write_folder(
     the run config; ``metrics`` the test metrics for the card (default: the run's metrics.json)."""
     from safetensors.torch import save_file
 
-    card = model_card(
-        net, run=RunFacts.of(config), metrics=metrics
-    )  # first: a card that cannot be written writes no file
+    # the card first: one that cannot be written (a mode or data set no table knows) writes no file
+    card = model_card(net, run=RunFacts.of(config), metrics=metrics)
     folder = check_folder_target(folder)
     folder.mkdir(parents=True, exist_ok=True)
     state = {name: t.detach().cpu().contiguous() for name, t in net.state_dict().items()}
