@@ -373,10 +373,13 @@ class RunSpec(Frozen):
 
     @model_validator(mode="after")
     def _model_on_its_data(self):
-        """A shipped model's network on a shipped data set's images, as their classes check it."""
-        if not isinstance(self.model, ModelSpec) or not isinstance(self.data, DataSpec):
+        """A shipped model's network on the images of a data set of the data-set table (shipped
+        or registered: ``swwae.datasets``), as their classes check it."""
+        if not isinstance(self.model, ModelSpec) or not isinstance(self.data, Section):
             return self
-        data = DATASETS[self.data.target.rpartition(".")[2]]
+        data = table_entry(self.data.target)
+        if data is None:  # the user's own class: it checks its images itself
+            return self
         m = self.model
         check_network(m.kernel_size, m.pool_mode, m.beta, m.nonlinearity, m.dropout, data.image_shape)
         classes = data.num_classes if trains_classifier(m.model_dump()) else None
@@ -394,6 +397,15 @@ class RunSpec(Frozen):
 
 
 # parsing
+
+
+def table_entry(target: str):
+    """The data-set table's entry (``swwae.datasets``) that a ``data._target_`` names, under
+    a module path the entry allows; None for a class the table does not hold."""
+    try:
+        return shipped(target, DATASETS, DATA_MODULES, "the data class", "the config")
+    except CheckpointError:
+        return None
 
 
 def stored(info: ValidationInfo) -> str | None:
