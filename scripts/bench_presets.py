@@ -48,21 +48,13 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from swwae.bench.harness import median, peak_memory, set_threads, timed
 from swwae.bench.steps import PRECISIONS, training_step
+from swwae.datasets import TABLE as DATA_SETS
 from swwae.loss import loss_weights, swwae_loss
 from swwae.model import SWWAE
 from swwae.training.composing import compose_train, presets
 from swwae.training.host_memory import keep_freed_memory
 
 PRESETS = presets("experiment/paper")
-# training images of one epoch (the training split after validation is held out)
-EPOCH_IMAGES = {
-    "mnist_sample": 4_000,
-    "mnist": 55_000,
-    "svhn": 68_257,
-    "cifar10": 45_000,
-    "cifar100": 45_000,
-    "stl10": 900 + 100_000,
-}
 
 
 def preset_config(preset: str):
@@ -96,7 +88,7 @@ def measure(preset: str, batch: int | None, steps: int, device: torch.device, pr
     seconds = median(timed(step, device)[0] for _ in range(steps))
     with FlopCounterMode(display=False) as flops:
         step()
-    epoch = EPOCH_IMAGES[data_name]
+    epoch = DATA_SETS[data_name].epoch_images  # the data-set table (swwae.datasets)
     return {
         "preset": preset,
         "data": data_name,

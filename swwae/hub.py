@@ -26,7 +26,7 @@ except ImportError:  # the optional extra
     raise ImportError('swwae.hub needs huggingface_hub: pip install -e ".[hub]"') from None
 
 from swwae import model
-from swwae.card import LICENSE, PAPER_URL, TAGS, model_card
+from swwae.card import LICENSE, PAPER_URL, TAGS, RunFacts, model_card
 from swwae.pretrained import CONFIG_FILE, WEIGHTS_FILE, write_folder
 
 
@@ -51,7 +51,7 @@ class SWWAE(model.SWWAE, PyTorchModelHubMixin, library_name="swwae", license=LIC
 
     def generate_model_card(self, *args, **kwargs) -> ModelCard:
         """swwae's own card (``swwae.card``), where the mixin would write its generic one."""
-        return ModelCard(model_card(self))
+        return ModelCard(model_card(self, run=RunFacts.of(self.config)))
 
     @classmethod
     def _from_pretrained(

@@ -4,27 +4,22 @@ user's own loop optimise.
     loss = lambda_nll * NLL(labelled samples) + lambda_rec * MSE(x_hat, x)
            + lambda_m * sum_i MSE(decoded_i, encoder input_i)
 
-Unlabelled samples carry the label -1: they train the reconstruction terms only. MSEs are
-means per pixel, on the [0, 1] scale of the images.
+The terms and their weights are the table of ``swwae.loss_terms``. Unlabelled samples carry
+the label -1: they train the reconstruction terms only. MSEs are means per pixel, on the
+[0, 1] scale of the images.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 
 import torch.nn.functional as F
 from torch import Tensor
 
+from swwae.loss_terms import WEIGHTS, loss_weights  # noqa: F401 - the weights' table (swwae.loss_terms), here too
 from swwae.model import SWWAEOutput
 
 UNLABELLED = -1  # the label of a sample whose label the model must not see
-# the loss weights and their defaults (configs/model/swwae_hard.yaml, SWWAEModule's signature)
-WEIGHTS = {"lambda_rec": 1.0, "lambda_m": 0.1, "lambda_nll": 1.0}
-
-
-def loss_weights(settings: Mapping) -> dict[str, float]:
-    """The loss weights of a flat model config, defaults where it has none."""
-    return {name: float(settings.get(name, default)) for name, default in WEIGHTS.items()}
 
 
 def swwae_loss(

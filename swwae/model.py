@@ -23,6 +23,7 @@ from torch import Tensor, nn
 
 from swwae.arch import Stage, check_fits
 from swwae.errors import ConfigError
+from swwae.pool_modes import mode_of
 from swwae.pooling import Pool, Unpool, make_pool
 from swwae.pretrained import Pretrained
 from swwae.settings import check_network, network_spec, trains_classifier  # noqa: F401 - trains_classifier: swwae.model's too
@@ -117,10 +118,11 @@ def decoder_stage(
     return nn.Sequential(*layers)
 
 
-def stage_pool(mode: str, stage: Stage, stride: int | None, padding: int, beta: float, wavelet: str) -> Pool:
-    """The pool that closes ``stage``: its PxP windows, in the model's pooling mode."""
+def stage_pool(mode: str, stage: Stage, stride: int | None, padding: int, **settings) -> Pool:
+    """The pool that closes ``stage``: its PxP windows, in the model's pooling mode, with the
+    settings that mode reads (its ``parameters`` in the mode table: ``beta``, ``wavelet``)."""
     try:
-        return make_pool(mode, stage.channels, stage.pool, stride, padding, beta, wavelet)
+        return make_pool(mode, stage.channels, stage.pool, stride, padding, **settings)
     except ValueError as err:
         raise ConfigError(f"model pooling: {err}") from None
 
@@ -141,9 +143,10 @@ def logit(p: float) -> float:
 class SWWAE(nn.Module, Pretrained):
     """Encoder/decoder pairs bound through their pools, plus an optional classifier head.
 
-    ``pool_mode`` is one of ``swwae.pooling.MODES``: ``hard`` and ``soft`` keep the where,
-    the others are where-free baselines. ``net.settings`` are its constructor's arguments;
-    ``net.save_pretrained(folder)`` writes it as a model folder (``swwae.pretrained``).
+    ``pool_mode`` is a mode of the mode table (``swwae.pool_modes``): ``hard`` and ``soft``
+    keep the where, the others are where-free baselines. ``net.settings`` are its
+    constructor's arguments; ``net.save_pretrained(folder)`` writes it as a model folder
+    (``swwae.pretrained``).
     """
 
     def __init__(
@@ -178,10 +181,11 @@ class SWWAE(nn.Module, Pretrained):
         self.settings = plain({name: arguments[name] for name in (*DATA_ARGS, *NET_ARGS)})
         check_network(kernel_size, pool_mode, beta, nonlinearity, dropout, image_shape)
         spec = network_spec(arch, widths, kernel_size, pool_size, num_classes)
-        check_fits(spec, image_shape, pool_stride, pool_padding, ceil=pool_mode == "wavelet")
+        pool_entry = mode_of(pool_mode)
+        check_fits(spec, image_shape, pool_stride, pool_padding, ceil=pool_entry.ceil)
         self.image_shape, self.pool_mode, self.arch = tuple(image_shape), pool_mode, str(spec)
         layers = dict(activation=NONLINEARITIES[nonlinearity], batch_norm=batch_norm)
-        pooling = dict(stride=pool_stride, padding=pool_padding, beta=beta, wavelet=wavelet)
+        pooling = dict(stride=pool_stride, padding=pool_padding) | {p: arguments[p] for p in pool_entry.parameters}
         self.encoders, self.pools = nn.ModuleList(), nn.ModuleList()
         self.decoders, self.unpools = nn.ModuleList(), nn.ModuleList()
         channels = image_shape[0]

@@ -29,7 +29,7 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from swwae.card import CARD_FILE, RunMetrics, model_card
+from swwae.card import CARD_FILE, RunFacts, RunMetrics, model_card
 from swwae.errors import CheckpointError, Unreadable, one_line
 from swwae.files import read_json
 from swwae.stored import parse_network_settings, parse_stored_config, plain
@@ -98,6 +98,8 @@ def write_folder(
     the run config; ``metrics`` the test metrics for the card (default: the run's metrics.json)."""
     from safetensors.torch import save_file
 
+    # the card first: one that cannot be written (a mode or data set no table knows) writes no file
+    card = model_card(net, run=RunFacts.of(config), metrics=metrics)
     folder = check_folder_target(folder)
     folder.mkdir(parents=True, exist_ok=True)
     state = {name: t.detach().cpu().contiguous() for name, t in net.state_dict().items()}
@@ -107,7 +109,6 @@ def write_folder(
         folder_config(net.settings, network=getattr(net, "arch", type(net).__name__), run_config=config), indent=2
     )
     write_atomically(folder / CONFIG_FILE, lambda temp: temp.write_text(text + "\n"))
-    card = model_card(net, config=config or {}, metrics=metrics)
     write_atomically(folder / CARD_FILE, lambda temp: temp.write_text(card))
     return folder
 

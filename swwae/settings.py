@@ -3,8 +3,9 @@ one line saying what to change. ``SWWAE``, ``SWWAEModule`` and the data modules 
 checks when they are built; the training job calls the same ones before torch is imported
 (``swwae.training.checks``), so that bad input answers in a second, with the same words.
 
-The name lists are plain tuples so that no torch is needed to read them; the tests hold them
-equal to the registries they name (``swwae.pooling.POOLS``, ``swwae.model.NONLINEARITIES``).
+The name lists are plain tuples, and the pooling modes a plain table (``swwae.pool_modes``),
+so that no torch is needed to read them; the tests hold ``NONLINEARITIES`` equal to the
+registry it names (``swwae.model.NONLINEARITIES``).
 """
 
 from __future__ import annotations
@@ -15,11 +16,20 @@ from collections.abc import Mapping
 
 from swwae.arch import Arch, parse, shorthand
 from swwae.errors import ConfigError
+from swwae.loss_terms import loss_weights
+from swwae.pool_modes import mode_of, names
 
-POOL_MODES = ("hard", "soft", "upsample", "avg", "strided", "wavelet")
 NONLINEARITIES = ("relu", "leaky_relu", "elu", "gelu", "tanh")
 SCHEDULERS = ("none", "cosine")
 LABELLED_SHARE = 4  # without data.labelled_per_batch: a quarter of every batch is labelled
+
+
+def __getattr__(name: str):
+    """``POOL_MODES``: the mode table's names now (PEP 562), registered modes too."""
+    if name == "POOL_MODES":
+        return names()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 # the model
 
@@ -37,8 +47,7 @@ def check_network(kernel_size, pool_mode, beta, nonlinearity, dropout, image_sha
     """The network's scalar settings."""
     if not isinstance(kernel_size, int) or kernel_size < 1 or kernel_size % 2 == 0:
         raise ConfigError(f"model.kernel_size must be a positive odd int (same-size convs), got {kernel_size}")
-    if pool_mode not in POOL_MODES:
-        raise ConfigError(f"model.pool_mode={pool_mode!r} is unknown; choose one of {', '.join(POOL_MODES)}")
+    mode_of(pool_mode)  # one of the mode table's, or its one line
     if isinstance(beta, bool) or not (isinstance(beta, numbers.Real) and math.isfinite(beta) and beta > 0):
         raise ConfigError(f"model.beta must be a finite number > 0 (the soft argmax temperature), got {beta}")
     if nonlinearity not in NONLINEARITIES:
@@ -67,10 +76,14 @@ def network_spec(arch, widths, kernel_size, pool_size, num_classes) -> Arch:
     return spec
 
 
-def check_training(lambda_rec, lambda_m, lambda_nll, input_noise, nll_warmup_epochs, lr, scheduler, arch) -> None:
-    """The loss weights and the optimiser's settings."""
-    if min(lambda_rec, lambda_m, lambda_nll) < 0 or lambda_rec + lambda_m + lambda_nll == 0:
-        raise ConfigError("model.lambda_rec, lambda_m and lambda_nll must be >= 0 and not all 0")
+def check_training(weights: Mapping, *, input_noise, nll_warmup_epochs, lr, scheduler, arch) -> None:
+    """The loss weights (by name: every weight of ``swwae.loss_terms``, defaults where
+    ``weights`` has none) and the optimiser's settings."""
+    weights = loss_weights(weights)
+    if min(weights.values()) < 0 or sum(weights.values()) == 0:
+        *first, last = weights
+        raise ConfigError(f"model.{', '.join(first)} and {last} must be >= 0 and not all 0")
+    lambda_nll = weights["lambda_nll"]
     if not nll_warmup_epochs >= 0:
         raise ConfigError(f"model.nll_warmup_epochs must be >= 0, got {nll_warmup_epochs}")
     if not input_noise >= 0:

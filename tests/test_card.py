@@ -16,7 +16,8 @@ from hydra.core.global_hydra import GlobalHydra
 import swwae
 from helpers.config import compose_config
 from helpers.hub import fake_hub
-from swwae.card import NO_METRICS, RunMetrics, model_card, run_metrics
+from swwae.card import NO_METRICS, RunFacts, RunMetrics, model_card, run_metrics
+from swwae.errors import ConfigError
 from swwae.model import SWWAE
 from swwae.training.run import train
 
@@ -85,8 +86,9 @@ def test_a_checkpoint_the_metrics_do_not_report_gets_a_card_without_them(run, tm
     metadata, body = card_of(tmp_path / "m")
     assert "model-index" not in metadata and "metrics" not in metadata and metadata["datasets"] == ["mnist"]
     assert "None recorded" in body
-    assert run_metrics(swwae.load(last).config, checkpoint=last) is NO_METRICS
-    assert run_metrics(swwae.load(last).config).checkpoint.endswith("best.ckpt")  # without the check: best's
+    output_dir = RunFacts.of(swwae.load(last).config).output_dir
+    assert run_metrics(output_dir, checkpoint=last) is NO_METRICS
+    assert run_metrics(output_dir).checkpoint.endswith("best.ckpt")  # without the check: best's
 
 
 def test_a_network_without_a_run_gets_a_card_and_still_loads(tmp_path):
@@ -110,9 +112,9 @@ def test_a_network_without_a_run_gets_a_card_and_still_loads(tmp_path):
 def test_the_card_is_the_same_with_and_without_huggingface_hub(metrics, config, monkeypatch):
     pytest.importorskip("huggingface_hub")
     net = SWWAE(widths=[4, 8], image_shape=(3, 32, 32))
-    with_hub = model_card(net, config=config, metrics=metrics)
+    with_hub = model_card(net, run=RunFacts.of(config), metrics=metrics)
     monkeypatch.setitem(sys.modules, "huggingface_hub", None)  # import huggingface_hub raises ImportError
-    without = model_card(net, config=config, metrics=metrics)
+    without = model_card(net, run=RunFacts.of(config), metrics=metrics)
     assert without == with_hub
     metadata = yaml.safe_load(without.split("---\n")[1])
     assert metadata["library_name"] == "swwae"
@@ -131,4 +133,22 @@ def test_push_to_hub_sends_the_card(tmp_path, monkeypatch):
     net.push_to_hub("user/swwae-test")
     metadata, body = card_of(uploaded)
     assert metadata["library_name"] == "swwae" and metadata["datasets"] == ["cifar10"]
-    assert (uploaded / "README.md").read_text() == model_card(net)  # swwae's card, not the mixin's generic one
+    assert (uploaded / "README.md").read_text() == model_card(net, run=RunFacts.of(RUN_CONFIG))  # not the mixin's card
+
+
+# what the tables do not know
+
+
+def test_a_data_set_the_table_does_not_know_is_one_error_line(tmp_path):
+    net = SWWAE(widths=[4], num_classes=None)
+    foreign = {"run_name": "r", "data": {"_target_": "elsewhere.MyDataModule"}}
+    with pytest.raises(ConfigError, match=r"^the run config's data._target_='elsewhere.MyDataModule' is no data set"):
+        swwae.save_pretrained(net, tmp_path / "m", config=foreign)
+    assert not (tmp_path / "m").exists()  # nothing written
+
+
+def test_a_pooling_mode_the_table_does_not_know_is_one_error_line():
+    net = SWWAE(widths=[4], num_classes=None)
+    net.settings = dict(net.settings, pool_mode="gone")  # a mode registered when it was built, since taken out
+    with pytest.raises(ConfigError, match=r"^the network's pool_mode='gone' is unknown; choose one of hard, soft"):
+        model_card(net)

@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from helpers.pooling import geometries, soft_reference, windows
-from swwae.pooling import MODES, Unpool, WhatWherePool, make_pool, splat
+from swwae.pooling import MODES, WHERELESS_MODES, Unpool, WhatWherePool, make_pool, splat
 from swwae.pooling.soft import add_at
 
 SEED_X = torch.tensor([[1.0, 2, 3], [13, 3, 1], [4, 2, 9]]).view(1, 1, 3, 3)
@@ -383,7 +383,7 @@ def test_unknown_mode_lists_the_choices():
 # where-free baselines
 
 
-@pytest.mark.parametrize("mode", ["upsample", "avg", "strided", "wavelet"])
+@pytest.mark.parametrize("mode", WHERELESS_MODES)
 @pytest.mark.parametrize("size", [(28, 28), (7, 7), (6, 10)])
 def test_baselines_round_trip_shapes_and_have_no_where(mode, size):
     x = torch.randn(2, 4, *size, requires_grad=True)

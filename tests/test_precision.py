@@ -16,7 +16,7 @@ from helpers.cli import last_error_line, train_cli
 from helpers.config import MODEL_CONFIGS
 from swwae.loss import swwae_loss
 from swwae.model import SWWAE
-from swwae.pooling import MODES, Unpool, WhatWherePool, make_pool
+from swwae.pooling import MODES, WHERELESS_MODES, Unpool, WhatWherePool, make_pool
 from swwae.training.run import train
 
 # kernel, stride, padding: the 2x2 fast path, the matrix-product moments and the scatter splat
@@ -170,7 +170,7 @@ def test_every_mode_trains_a_step_in_float16_autocast_through_a_grad_scaler(mode
     assert all(torch.isfinite(p).all() for p in params)
 
 
-@pytest.mark.parametrize("mode", ["wavelet", "strided", "avg", "upsample"])
+@pytest.mark.parametrize("mode", WHERELESS_MODES)
 def test_where_free_pools_return_float32_inside_autocast_when_they_compute_in_it(mode):
     pool = make_pool(mode, channels=3)
     x = bf16_input((2, 3, 8, 8))

@@ -16,6 +16,7 @@ from swwae.commands.project import parse
 from swwae.errors import ConfigError
 from swwae.images import projection_grid
 from swwae.model import SWWAE
+from swwae.pooling import MODES
 from swwae.projection import deconvolve, encode_to, project, strongest
 from swwae.training.module import SWWAEModule
 
@@ -35,7 +36,7 @@ def dilate(mask: torch.Tensor, kernel: int = 3) -> torch.Tensor:
     return F.max_pool2d(mask.float(), kernel, stride=1, padding=kernel // 2) > 0
 
 
-@pytest.mark.parametrize("mode", ["hard", "soft", "upsample", "avg", "strided", "wavelet"])
+@pytest.mark.parametrize("mode", MODES)
 def test_projections_have_the_image_shape(mode):
     model, x = net(mode), images()
     for stage in (1, 2):

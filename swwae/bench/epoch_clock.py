@@ -34,7 +34,7 @@ from hydra.core.global_hydra import GlobalHydra
 from omegaconf import DictConfig, open_dict
 
 from swwae.bench.harness import Stopwatch
-from swwae.loss import swwae_loss
+from swwae.loss import loss_weights, swwae_loss
 from swwae.model import SWWAE
 from swwae.training.callbacks import ReconstructionImages
 from swwae.training.composing import compose_run
@@ -103,7 +103,7 @@ class HandLoop:
         hp = module.hparams
         self.net = SWWAE.from_settings(hp, hp.image_shape, hp.num_classes, hp.pixel_mean)  # plain torch
         self.net.load_state_dict(module.net.state_dict())
-        self.weights = dict(lambda_rec=hp.lambda_rec, lambda_m=hp.lambda_m, lambda_nll=hp.lambda_nll)
+        self.weights = loss_weights(hp)  # every weight of swwae.loss_terms
         self.data = datamodule
         self.optimizer = torch.optim.Adam(self.net.parameters(), lr=hp.lr, weight_decay=hp.weight_decay)
         self.scheduler = torch.optim.lr_scheduler.CosineAnnealingLR(self.optimizer, T_max=20)

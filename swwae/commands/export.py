@@ -25,7 +25,7 @@ from pathlib import Path
 import torch
 
 import swwae
-from swwae.card import run_metrics
+from swwae.card import RunFacts, run_metrics
 from swwae.cli import one_line_errors, script_parser
 from swwae.errors import ConfigError, ExportError
 from swwae.export import check_onnx, check_onnx_target, example_images, export_onnx, onnx_signature
@@ -53,7 +53,11 @@ def described(net) -> str:
 def export_folder(net, folder: Path, source: Path) -> str:
     """Write the folder (its model card with the run's test metrics when its metrics.json
     reports this very checkpoint), load it back, compare outputs bit for bit."""
-    swwae.save_pretrained(net, folder, metrics=None if source.is_dir() else run_metrics(net.config, checkpoint=source))
+    swwae.save_pretrained(
+        net,
+        folder,
+        metrics=None if source.is_dir() else run_metrics(RunFacts.of(net.config).output_dir, checkpoint=source),
+    )
     again = swwae.load(folder)
     images = example_images(net, 4)
     with torch.no_grad():

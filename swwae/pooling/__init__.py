@@ -25,20 +25,20 @@ The package, one module per job, each importing only modules listed above it:
 * ``wheres``: what a pool records, ``HardWhere`` and ``SoftWhere``, and the generic ``splat``;
 * ``upsamplers``: the where-free ways back up (nearest, transposed conv, inverse wavelet);
 * ``base``: ``Pool``, what every mode shares;
-* ``pools``: ``WhatWherePool``, the baselines, the registry ``POOLS`` (mode name -> class),
-  ``MODES`` and ``make_pool``;
+* ``pools``: ``WhatWherePool``, the baselines, ``make_pool`` and ``POOLS`` (mode name ->
+  class), ``MODES``, ``WHERE_MODES``, ``WHERELESS_MODES``: views of the mode table;
 * ``unpooling``: ``Unpool``, bound to its pool.
 
-A new mode is a ``Pool`` subclass in ``pools`` with its ``modes`` names, added to ``POOLS``.
+The mode table is ``swwae.pool_modes`` (torch-free: the config checks read it before torch
+loads). A new mode is a ``Pool`` subclass and one ``PoolMode`` entry there (or
+``register(PoolMode(...))`` from outside the package).
 """
 
+from swwae.pool_modes import PoolMode, register, registered, unregister
 from swwae.pooling.base import Pool
 from swwae.pooling.geometry import Geometry, pooled_size
 from swwae.pooling.pools import (
-    MODES,
     POOLS,
-    WHERE_MODES,
-    WHERELESS_MODES,
     AvgPool,
     MaxUpsamplePool,
     StridedConvPool,
@@ -61,6 +61,7 @@ __all__ = [
     "MaxUpsamplePool",
     "NearestUnpool",
     "Pool",
+    "PoolMode",
     "SoftWhere",
     "StridedConvPool",
     "TransposedConvUnpool",
@@ -69,7 +70,20 @@ __all__ = [
     "WaveletUnpool",
     "WhatWherePool",
     "make_pool",
+    "register",
+    "registered",
+    "unregister",
     "pooled_size",
     "splat",
     "window_owner_upsample",
 ]
+
+
+def __getattr__(name: str):
+    """``MODES``, ``WHERE_MODES``, ``WHERELESS_MODES``: the mode table's names now (PEP 562), so
+    that a registered mode shows in them."""
+    if name in ("MODES", "WHERE_MODES", "WHERELESS_MODES"):
+        from swwae.pooling import pools
+
+        return getattr(pools, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,5 +1,6 @@
 """``Pool``: what every pooling mode shares (geometry, input checks, the size of the last
-input) and the way a mode is built from a config and registered under its names."""
+input). A mode is registered in the mode table (``swwae.pool_modes``) and built by
+``swwae.pooling.make_pool`` with the settings its constructor names."""
 
 from __future__ import annotations
 
@@ -12,9 +13,11 @@ from swwae.pooling.upsamplers import NearestUnpool
 
 
 class Pool(nn.Module):
-    """A pooling mode. Subclasses set ``modes`` (the config names they answer to),
-    ``keeps_where`` (whether ``forward`` returns a where, or None), implement ``pool`` and,
-    if their constructor differs from (kernel_size, stride, padding), ``from_config``."""
+    """A pooling mode. Subclasses implement ``pool`` (returning what and a where, or None),
+    set ``keeps_where`` (whether they return a where), may set ``modes`` (the config names
+    they answer to, when they take ``mode``) and take, by name, the settings they need
+    (``channels``, ``beta``, ``wavelet``, ...: ``make_pool`` passes those their constructor
+    names). Their entry in ``swwae.pool_modes`` says the rest (where, ceil, description)."""
 
     modes: ClassVar[tuple[str, ...]] = ()
     keeps_where: ClassVar[bool] = False
@@ -29,14 +32,6 @@ class Pool(nn.Module):
         super().__init__()
         self.geometry = Geometry(kernel_size, stride, padding)
         self.input_size: tuple[int, int] | None = None
-
-    @classmethod
-    def from_config(
-        cls, mode: str, *, channels: int | None, kernel_size, stride, padding, beta: float, wavelet: str
-    ) -> Pool:
-        """The pool a model config asks for (``swwae.pooling.make_pool``); each mode takes
-        the settings it has."""
-        return cls(kernel_size, stride, padding)
 
     def forward(self, x: Tensor):
         self.geometry.check(x)

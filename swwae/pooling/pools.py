@@ -1,16 +1,21 @@
 """The pools: ``WhatWherePool`` (hard or soft where) and the where-free baselines, one
-class a family, and ``POOLS``, the one registry of mode names that ``make_pool``, ``MODES``,
-the model's config checks and the configs' option comments read."""
+class a family, and ``make_pool``, which builds the class that the mode table
+(``swwae.pool_modes``) names with the settings its constructor takes. ``POOLS`` (mode name ->
+class), ``MODES``, ``WHERE_MODES`` and ``WHERELESS_MODES`` are views of that table: a mode
+registered there shows in them."""
 
 from __future__ import annotations
 
+import inspect
 import math
+from collections.abc import Iterator, Mapping
 
 import pywt
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from swwae.pool_modes import TABLE, names, where_modes
 from swwae.pooling.base import Pool
 from swwae.pooling.geometry import pair
 from swwae.pooling.precision import in_float32
@@ -39,10 +44,6 @@ class WhatWherePool(Pool):
         if not (math.isfinite(beta) and beta > 0):
             raise ValueError(f"beta must be a finite number > 0, got {beta}")
         self.mode, self.beta = mode, float(beta)
-
-    @classmethod
-    def from_config(cls, mode, *, channels, kernel_size, stride, padding, beta, wavelet):
-        return cls(kernel_size, stride, padding, mode=mode, beta=beta)
 
     def pool(self, x: Tensor) -> tuple[Tensor, HardWhere | SoftWhere]:
         return self._hard(x) if self.mode == "hard" else self._soft(x)
@@ -98,12 +99,6 @@ class StridedConvPool(Pool):
         g = self.geometry
         self.down = nn.Conv2d(channels, channels, g.kernel, g.stride, g.padding)
 
-    @classmethod
-    def from_config(cls, mode, *, channels, kernel_size, stride, padding, beta, wavelet):
-        if channels is None:
-            raise ValueError("strided pooling needs the number of channels")
-        return cls(channels, kernel_size, stride, padding)
-
     def pool(self, x: Tensor):
         return self.down(x), None
 
@@ -148,7 +143,16 @@ class WaveletPool(Pool):
     mode = "wavelet"
     modes = (mode,)
 
-    def __init__(self, kernel_size: int | tuple[int, int] = 2, wavelet: str = "haar"):
+    def __init__(
+        self,
+        kernel_size: int | tuple[int, int] = 2,
+        wavelet: str = "haar",
+        *,
+        stride: int | tuple[int, int] | None = None,
+        padding: int | tuple[int, int] = 0,
+    ):
+        if stride not in (None, kernel_size) or padding:
+            raise ValueError("wavelet pooling has no stride or padding of its own: leave them unset")
         kernel = pair(kernel_size)
         levels = math.log2(kernel[0])
         if kernel[0] != kernel[1] or kernel[0] < 2 or levels != int(levels):
@@ -161,12 +165,6 @@ class WaveletPool(Pool):
         low_pass = torch.tensor(pywt.Wavelet(wavelet).dec_lo[::-1], dtype=torch.float64)
         self.register_buffer("low_pass", low_pass, persistent=False)
 
-    @classmethod
-    def from_config(cls, mode, *, channels, kernel_size, stride, padding, beta, wavelet):
-        if stride not in (None, kernel_size) or padding:
-            raise ValueError("wavelet pooling has no stride or padding of its own: leave them unset")
-        return cls(kernel_size, wavelet)
-
     @in_float32  # half precision would round the filter and the sums
     def pool(self, x: Tensor):
         low = x
@@ -178,13 +176,36 @@ class WaveletPool(Pool):
         return WaveletUnpool(self.wavelet, self.levels)
 
 
-# the registry: mode name -> the class that pools that way
-POOLS: dict[str, type[Pool]] = {
-    mode: cls for cls in (WhatWherePool, MaxUpsamplePool, AvgPool, StridedConvPool, WaveletPool) for mode in cls.modes
-}
-MODES = tuple(POOLS)
-WHERE_MODES = tuple(mode for mode, cls in POOLS.items() if cls.keeps_where)
-WHERELESS_MODES = tuple(mode for mode in MODES if mode not in WHERE_MODES)
+class PoolClasses(Mapping):
+    """Mode name -> the class that pools that way: a live view of the mode table
+    (``swwae.pool_modes.TABLE``), each class imported when it is looked up."""
+
+    def __getitem__(self, mode: str) -> type[Pool]:
+        return TABLE[mode].load()
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(names())
+
+    def __len__(self) -> int:
+        return len(TABLE)
+
+    def __repr__(self) -> str:
+        return f"PoolClasses({', '.join(names())})"
+
+
+POOLS: Mapping[str, type[Pool]] = PoolClasses()
+GEOMETRY = ("stride", "padding")  # a class that takes none of these must be given none (a default)
+
+
+def __getattr__(name: str):
+    """``MODES``, ``WHERE_MODES``, ``WHERELESS_MODES``: the table's names now (PEP 562)."""
+    if name == "MODES":
+        return names()
+    if name == "WHERE_MODES":
+        return where_modes()
+    if name == "WHERELESS_MODES":
+        return tuple(mode for mode in names() if mode not in where_modes())
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def make_pool(
@@ -193,13 +214,34 @@ def make_pool(
     kernel_size: int | tuple[int, int] = 2,
     stride: int | tuple[int, int] | None = None,
     padding: int | tuple[int, int] = 0,
-    beta: float = 100.0,
-    wavelet: str = "haar",
+    **settings,
 ) -> Pool:
-    """One pool from a config: ``mode`` picks the class (``POOLS``), the rest is its geometry
-    and settings, each mode taking the ones it has."""
-    if mode not in POOLS:
-        raise ValueError(f"unknown pooling mode {mode!r}; choose one of {MODES}")
-    return POOLS[mode].from_config(
-        mode, channels=channels, kernel_size=kernel_size, stride=stride, padding=padding, beta=beta, wavelet=wavelet
-    )
+    """One pool: ``mode`` picks the class (the mode table), which is given those of ``mode``,
+    ``channels``, the geometry and ``settings`` (``beta=``, ``wavelet=``, ...) that its
+    constructor names (the others are not its own: a model passes every pooling setting to
+    every mode). ValueError (one line) for an unknown mode, a setting the class needs and is
+    not given, or a stride or padding that a class without them is given."""
+    if not isinstance(mode, str) or mode not in TABLE:
+        raise ValueError(f"unknown pooling mode {mode!r}; choose one of {names()}")
+    cls = TABLE[mode].load()
+    given = dict(settings, mode=mode, channels=channels, kernel_size=kernel_size, stride=stride, padding=padding)
+    parameters = inspect.signature(cls).parameters
+    takes_any = any(p.kind == p.VAR_KEYWORD for p in parameters.values())
+    for name in GEOMETRY:
+        if name not in parameters and not takes_any and given[name] not in (None, 0):
+            raise ValueError(f"{mode} pooling has no {name} of its own: leave it unset")
+    chosen = {}
+    for name, p in parameters.items():
+        if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+            continue
+        value = given.get(name)
+        if value is None and p.default is p.empty:
+            raise ValueError(f"{mode} pooling needs {'the number of channels' if name == 'channels' else name}")
+        if name in given and not (value is None and p.default is not p.empty and p.default is not None):
+            chosen[name] = value
+    if takes_any:
+        chosen |= {k: v for k, v in given.items() if k not in parameters}
+    pool = cls(**chosen)
+    if getattr(pool, "mode", None) != mode:
+        pool.mode = mode
+    return pool

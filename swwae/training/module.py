@@ -13,7 +13,7 @@ from torchmetrics import MeanSquaredError
 from torchmetrics.classification import MulticlassAccuracy
 
 from swwae.errors import ConfigError, NonFiniteError
-from swwae.loss import WEIGHTS, swwae_loss
+from swwae.loss import WEIGHTS, loss_weights, swwae_loss
 from swwae.model import NET_ARGS, SWWAE, SWWAEOutput, without_dropout
 from swwae.settings import check_training
 from swwae.training.nonfinite import LossWatch
@@ -47,7 +47,15 @@ class SWWAEModule(L.LightningModule):
         unknown = sorted(set(net) - set(NET_ARGS))
         if unknown:
             raise ConfigError(f"model.{unknown[0]} is not a model setting; the network takes {', '.join(NET_ARGS)}")
-        check_training(lambda_rec, lambda_m, lambda_nll, input_noise, nll_warmup_epochs, lr, scheduler, net.get("arch"))
+        weights = dict(lambda_rec=lambda_rec, lambda_m=lambda_m, lambda_nll=lambda_nll)  # swwae.loss_terms's
+        check_training(
+            weights,
+            input_noise=input_noise,
+            nll_warmup_epochs=nll_warmup_epochs,
+            lr=lr,
+            scheduler=scheduler,
+            arch=net.get("arch"),
+        )
         self.net = SWWAE.from_settings(dict(net, lambda_nll=lambda_nll), image_shape, num_classes, pixel_mean)
         self.num_stages = len(self.net.encoders)
         self.metrics = nn.ModuleDict({stage: self._metrics() for stage in ("val", "test")})
@@ -87,16 +95,8 @@ class SWWAEModule(L.LightningModule):
         self, out: SWWAEOutput, x: torch.Tensor, y: torch.Tensor, middle_targets=None
     ) -> dict[str, torch.Tensor]:
         """``swwae.loss.swwae_loss`` with this module's weights (the NLL's warmed up)."""
-        hp = self.hparams
-        return swwae_loss(
-            out,
-            x,
-            y,
-            lambda_rec=hp.lambda_rec,
-            lambda_m=hp.lambda_m,
-            lambda_nll=self.nll_weight(),
-            middle_targets=middle_targets,
-        )
+        weights = loss_weights(self.hparams) | {"lambda_nll": self.nll_weight()}
+        return swwae_loss(out, x, y, **weights, middle_targets=middle_targets)
 
     def training_step(self, batch, batch_idx):
         x, y = batch

@@ -21,6 +21,7 @@ from __future__ import annotations
 from omegaconf import DictConfig, OmegaConf
 
 from swwae.errors import ConfigError
+from swwae.loss_terms import trains_reconstruction as weighs_reconstruction
 from swwae.settings import trains_classifier
 from swwae.training.runs import names  # noqa: F401 - registers the run name's ${swwae.arch_tag:} too
 
@@ -34,7 +35,8 @@ def has_classifier(model: DictConfig) -> bool:
 
 
 def trains_reconstruction(model: DictConfig) -> bool:
-    return float(model.get("lambda_rec", 0) or 0) > 0 or float(model.get("lambda_m", 0) or 0) > 0
+    """A reconstruction term weighed above 0 (``swwae.loss_terms``)."""
+    return weighs_reconstruction(model)
 
 
 def default_monitor(model: DictConfig, data: DictConfig) -> str:

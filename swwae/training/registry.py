@@ -10,7 +10,9 @@ of the module paths the project has used for it, and the values beside it must b
 (numbers, strings, booleans, None, lists of them); the class is then called with them as
 keywords. Anything else is a ``CheckpointError`` (one line) naming what the file asked for.
 
-Imports nothing heavy: the table is plain strings, the class is imported when it is built.
+Imports nothing heavy: the tables are plain strings, the class is imported when it is built.
+The data sets are the data-set table's (``swwae.datasets``), registered ones too; each entry
+says the module paths its class may be named by.
 """
 
 from __future__ import annotations
@@ -20,19 +22,18 @@ import inspect
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from swwae.datasets import BY_CLASS
 from swwae.errors import CheckpointError
 
 
 @dataclass(frozen=True)
 class Shipped:
-    """A class the project ships: its config name (``data=<name>``), its class and module,
-    and what is known of it without importing it."""
+    """A model class the project ships: its config name (``model=<name>``), its class and
+    module (the data sets are ``swwae.datasets.DataSet``s, which answer to the same names)."""
 
     name: str
     cls: str
     module: str
-    image_shape: tuple[int, int, int] | None = None  # data sets: C, H, W
-    num_classes: int | None = None
 
     @property
     def target(self) -> str:
@@ -42,17 +43,7 @@ class Shipped:
         return getattr(importlib.import_module(self.module), self.cls)
 
 
-DATASETS = {
-    s.cls: s
-    for s in (
-        Shipped("mnist_sample", "MNISTSampleDataModule", "swwae.training.data", (1, 28, 28), 10),
-        Shipped("mnist", "MNISTDataModule", "swwae.training.data", (1, 28, 28), 10),
-        Shipped("cifar10", "CIFAR10DataModule", "swwae.training.data", (3, 32, 32), 10),
-        Shipped("cifar100", "CIFAR100DataModule", "swwae.training.data", (3, 32, 32), 100),
-        Shipped("svhn", "SVHNDataModule", "swwae.training.data", (3, 32, 32), 10),
-        Shipped("stl10", "STL10DataModule", "swwae.training.data", (3, 96, 96), 10),
-    )
-}
+DATASETS = BY_CLASS  # class name -> its entry in the data-set table (swwae.datasets), a live view
 MODELS = {s.cls: s for s in (Shipped("swwae", "SWWAEModule", "swwae.training.module"),)}
 # the module paths a stored _target_ may name them by: today's, its submodules, and the paths
 # before 0.2 moved them into swwae.training (checkpoints of then store those)
@@ -62,13 +53,13 @@ PLAIN = (str, int, float, bool, type(None))
 USER_KEYS = ("root", "download")  # where a data set lies and whether to fetch it: the user's, never a file's
 
 
-def shipped(target: object, table: Mapping[str, Shipped], modules: tuple[str, ...], what: str, source: str) -> Shipped:
+def shipped(target: object, table: Mapping, modules: tuple[str, ...], what: str, source: str) -> Shipped:
     """The entry of ``table`` that ``target`` (a ``_target_`` string) names, or CheckpointError."""
     text = str(target)
     module, _, name = text.rpartition(".")
-    known = (
-        isinstance(target, str) and name in table and any(module == m or module.startswith(m + ".") for m in modules)
-    )
+    entry = table.get(name) if isinstance(target, str) else None
+    allowed = getattr(entry, "modules", modules)  # a data set's entry names its own
+    known = entry is not None and any(module == m or module.startswith(m + ".") for m in allowed)
     if not known:
         choices = ", ".join(s.target for s in table.values())
         raise CheckpointError(

@@ -36,6 +36,8 @@ from pydantic import (
 
 from swwae.arch import check_fits
 from swwae.errors import CheckpointError, ConfigError, UserError
+from swwae.loss_terms import TERMS
+from swwae.pool_modes import mode_of
 from swwae.settings import check_data, check_network, check_training, network_spec, trains_classifier
 from swwae.training.devices import check_devices
 from swwae.training.monitor import check_mode
@@ -371,22 +373,39 @@ class RunSpec(Frozen):
 
     @model_validator(mode="after")
     def _model_on_its_data(self):
-        """A shipped model's network on a shipped data set's images, as their classes check it."""
-        if not isinstance(self.model, ModelSpec) or not isinstance(self.data, DataSpec):
+        """A shipped model's network on the images of a data set of the data-set table (shipped
+        or registered: ``swwae.datasets``), as their classes check it."""
+        if not isinstance(self.model, ModelSpec) or not isinstance(self.data, Section):
             return self
-        data = DATASETS[self.data.target.rpartition(".")[2]]
+        data = table_entry(self.data.target)
+        if data is None:  # the user's own class: it checks its images itself
+            return self
         m = self.model
         check_network(m.kernel_size, m.pool_mode, m.beta, m.nonlinearity, m.dropout, data.image_shape)
         classes = data.num_classes if trains_classifier(m.model_dump()) else None
         arch = network_spec(m.arch, list(m.widths), m.kernel_size, m.pool_size, classes)
-        check_fits(arch, data.image_shape, m.pool_stride, m.pool_padding, ceil=m.pool_mode == "wavelet")
+        check_fits(arch, data.image_shape, m.pool_stride, m.pool_padding, ceil=mode_of(m.pool_mode).ceil)
         check_training(
-            m.lambda_rec, m.lambda_m, m.lambda_nll, m.input_noise, m.nll_warmup_epochs, m.lr, m.scheduler, m.arch
+            {t.weight: getattr(m, t.weight) for t in TERMS},
+            input_noise=m.input_noise,
+            nll_warmup_epochs=m.nll_warmup_epochs,
+            lr=m.lr,
+            scheduler=m.scheduler,
+            arch=m.arch,
         )
         return self
 
 
 # parsing
+
+
+def table_entry(target: str):
+    """The data-set table's entry (``swwae.datasets``) that a ``data._target_`` names, under
+    a module path the entry allows; None for a class the table does not hold."""
+    try:
+        return shipped(target, DATASETS, DATA_MODULES, "the data class", "the config")
+    except CheckpointError:
+        return None
 
 
 def stored(info: ValidationInfo) -> str | None:
@@ -453,7 +472,7 @@ def class_spec(section: str, values, source: str | None) -> type[Section]:
     else:
         table, modules, specs = DATASETS, DATA_MODULES, DATA_SPECS
     if source is not None:
-        return specs[shipped(target, table, modules, f"the {section} class", source).cls]
+        return specs.get(shipped(target, table, modules, f"the {section} class", source).cls, OwnClass)
     module, _, name = str(target).rpartition(".")
     if name in specs and any(module == m or module.startswith(m + ".") for m in modules):
         return specs[name]
