@@ -48,7 +48,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from swwae.bench.harness import median, peak_memory, set_threads, timed
 from swwae.bench.steps import PRECISIONS, training_step
-from swwae.datasets import TABLE as DATA_SETS
+from swwae.datasets import DATA_SETS
 from swwae.loss import loss_weights, swwae_loss
 from swwae.model import SWWAE
 from swwae.training.composing import compose_train, presets

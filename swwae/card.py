@@ -16,10 +16,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from swwae.datasets import DataSet, of_target
+from swwae.datasets import DATA_SETS, DataSet
 from swwae.errors import Unreadable
 from swwae.files import read_json
-from swwae.pool_modes import mode_of
+from swwae.pool_modes import POOL_MODES
 from swwae.stored import parse_metrics
 from swwae.version import __version__
 
@@ -71,7 +71,7 @@ class RunFacts:
         folder = (config.get("paths") or {}).get("output_dir")
         return cls(
             name=str(config.get("run_name") or "swwae"),
-            dataset=None if target is None else of_target(target, "the run config's data._target_"),
+            dataset=None if target is None else DATA_SETS.of_target(target, "the run config's data._target_"),
             output_dir=folder if isinstance(folder, str) else None,
         )
 
@@ -179,7 +179,7 @@ def body(net, name: str, dataset: DataSet | None, metrics: RunMetrics) -> str:
     head = (
         f"a classifier over {classes} classes" if getattr(net, "classifier", None) is not None else "no classifier head"
     )
-    pooling = mode_of(settings.get("pool_mode"), "the network's pool_mode")  # ConfigError if unknown
+    pooling = POOL_MODES.entry(settings.get("pool_mode"), "the network's pool_mode")  # ConfigError if unknown
     decoder = (
         "Each decoder stage unpools with the where of its encoder stage"
         if pooling.keeps_where

@@ -4,9 +4,9 @@ the tests). Plain Python: the table is read before torch is imported, so an entr
 data module as ``"module:Class"``, imported when it is built, or holds the class itself (a
 data set defined outside the package, a test's toy)::
 
-    from swwae.datasets import DataSet, register
+    from swwae.datasets import DATA_SETS, DataSet
 
-    register(DataSet.of(MyDataModule, title="My images"))  # name, shape, classes: the class's own
+    DATA_SETS.register(DataSet.of(MyDataModule, title="My images"))  # name, shape, classes: the class's own
 
 The data module class keeps its own ``name``, ``image_shape`` and ``num_classes`` (it is
 usable without the table); a test holds the shipped entries equal to their classes.
@@ -14,13 +14,12 @@ usable without the table); a test holds the shipped entries equal to their class
 
 from __future__ import annotations
 
-import contextlib
 import importlib
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from types import MappingProxyType
 
 from swwae.errors import ConfigError
+from swwae.tables import Table
 
 
 @dataclass(frozen=True)
@@ -80,9 +79,30 @@ class DataSet:
 
 _DATA = "swwae.training.data"
 _OLD = ("swwae.data",)  # the path before 0.2 moved the data modules into swwae.training
-_SETS: dict[str, DataSet] = {
-    entry.name: entry
-    for entry in (
+
+
+class DataSetTable(Table[DataSet]):
+    """The data sets by name; ``by_class`` is the same table keyed by class name (a stored
+    ``_target_``'s last part), so a class name is unique too."""
+
+    def clash(self, entry: DataSet) -> str | None:
+        if any(other.cls == entry.cls for other in self.values()):
+            return f"data set {entry.name!r}: its class {entry.cls} is already registered"
+        return super().clash(entry)
+
+    def of_target(self, target: object, what: str = "data._target_") -> DataSet:
+        """The entry whose class a ``_target_`` names, or ConfigError (one line)."""
+        entry = BY_CLASS.get(str(target).rpartition(".")[2])
+        if entry is None:
+            known = ", ".join(e.target for e in self.values())
+            raise ConfigError(f"{what}={str(target)[:120]!r} is no data set swwae knows (swwae.datasets: {known})")
+        return entry
+
+
+DATA_SETS = DataSetTable(
+    "data set",
+    "data",
+    (
         DataSet(
             "mnist_sample",
             f"{_DATA}:MNISTSampleDataModule",
@@ -143,64 +163,24 @@ _SETS: dict[str, DataSet] = {
             aliases=_OLD,
             epoch_images=900 + 100_000,  # labelled training images and the unlabelled ones
         ),
-    )
-}
-SHIPPED = tuple(_SETS)  # the data sets the package ships (configs/data/<name>.yaml each)
-TABLE: Mapping[str, DataSet] = MappingProxyType(_SETS)  # name -> entry; read-only, live
+    ),
+)  # the shipped data sets (configs/data/<name>.yaml each); registered ones follow
 
 
 class ByClass(Mapping):
     """The table keyed by class name (a stored ``_target_``'s last part): a live view."""
 
     def __getitem__(self, cls: str) -> DataSet:
-        for entry in _SETS.values():
+        for entry in DATA_SETS.values():
             if entry.cls == cls:
                 return entry
         raise KeyError(cls)
 
     def __iter__(self) -> Iterator[str]:
-        return iter([entry.cls for entry in _SETS.values()])
+        return iter([entry.cls for entry in DATA_SETS.values()])
 
     def __len__(self) -> int:
-        return len(_SETS)
+        return len(DATA_SETS)
 
 
 BY_CLASS: Mapping[str, DataSet] = ByClass()
-
-
-def names() -> tuple[str, ...]:
-    return tuple(_SETS)
-
-
-def of_target(target: object, what: str = "data._target_") -> DataSet:
-    """The entry whose class a ``_target_`` names, or ConfigError (one line)."""
-    entry = BY_CLASS.get(str(target).rpartition(".")[2])
-    if entry is None:
-        known = ", ".join(e.target for e in _SETS.values())
-        raise ConfigError(f"{what}={str(target)[:120]!r} is no data set swwae knows (swwae.datasets: {known})")
-    return entry
-
-
-def register(entry: DataSet) -> DataSet:
-    """Add ``entry`` to the table (ValueError if its name or class name is taken)."""
-    if entry.name in _SETS or entry.cls in BY_CLASS:
-        raise ValueError(f"data set {entry.name!r} ({entry.cls}) is already registered")
-    _SETS[entry.name] = entry
-    return entry
-
-
-def unregister(name: str) -> None:
-    """Take a registered data set out again (the shipped ones stay)."""
-    if name in SHIPPED:
-        raise ValueError(f"data set {name!r} is shipped: it cannot be unregistered")
-    _SETS.pop(name, None)
-
-
-@contextlib.contextmanager
-def registered(entry: DataSet) -> Iterator[DataSet]:
-    """``with registered(DataSet(...)):`` the data set is in the table for the block only."""
-    register(entry)
-    try:
-        yield entry
-    finally:
-        unregister(entry.name)

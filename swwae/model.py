@@ -23,7 +23,7 @@ from torch import Tensor, nn
 
 from swwae.arch import Stage, check_fits
 from swwae.errors import ConfigError
-from swwae.pool_modes import mode_of
+from swwae.pool_modes import POOL_MODES
 from swwae.pooling import Pool, Unpool, make_pool
 from swwae.pretrained import Pretrained
 from swwae.settings import check_network, network_spec, trains_classifier  # noqa: F401 - trains_classifier: swwae.model's too
@@ -181,7 +181,7 @@ class SWWAE(nn.Module, Pretrained):
         self.settings = plain({name: arguments[name] for name in (*DATA_ARGS, *NET_ARGS)})
         check_network(kernel_size, pool_mode, beta, nonlinearity, dropout, image_shape)
         spec = network_spec(arch, widths, kernel_size, pool_size, num_classes)
-        pool_entry = mode_of(pool_mode)
+        pool_entry = POOL_MODES.entry(pool_mode)
         check_fits(spec, image_shape, pool_stride, pool_padding, ceil=pool_entry.ceil)
         self.image_shape, self.pool_mode, self.arch = tuple(image_shape), pool_mode, str(spec)
         layers = dict(activation=NONLINEARITIES[nonlinearity], batch_norm=batch_norm)

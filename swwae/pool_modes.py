@@ -4,9 +4,9 @@ Python: the table is read before torch is imported (bad input answers in a secon
 entry names its class as ``"module:Class"``, imported when a pool is built, or holds the class
 itself (a mode defined outside the package, a test's toy)::
 
-    from swwae.pool_modes import PoolMode, register
+    from swwae.pool_modes import POOL_MODES, PoolMode
 
-    register(PoolMode("mine", MyPool, "no where: my pooling, nearest upsampling"))
+    POOL_MODES.register(PoolMode("mine", MyPool, "no where: my pooling, nearest upsampling"))
 
 ``swwae.pooling.make_pool`` builds a mode's class with the settings its constructor names
 (``inspect.signature``): a new setting is a new constructor parameter (and a model setting,
@@ -15,13 +15,11 @@ itself (a mode defined outside the package, a test's toy)::
 
 from __future__ import annotations
 
-import contextlib
 import importlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
-from types import MappingProxyType
 
-from swwae.errors import ConfigError
+from swwae.tables import Table
 
 WHERES = ("hard", "soft", "none")  # what a pool records for its unpooling
 
@@ -60,9 +58,10 @@ class PoolMode:
 
 
 _POOLS = "swwae.pooling.pools"
-_MODES: dict[str, PoolMode] = {
-    mode.name: mode
-    for mode in (
+POOL_MODES: Table[PoolMode] = Table(
+    "pooling mode",
+    "model.pool_mode",
+    (
         PoolMode(
             "hard",
             f"{_POOLS}:WhatWherePool",
@@ -90,48 +89,9 @@ _MODES: dict[str, PoolMode] = {
             ceil=True,
             parameters=("wavelet",),
         ),
-    )
-}
-SHIPPED = tuple(_MODES)  # the modes the package ships, in the order the configs list them
-TABLE: Mapping[str, PoolMode] = MappingProxyType(_MODES)  # read-only, live: registered modes show
-
-
-def names() -> tuple[str, ...]:
-    """Every mode's name, the shipped ones first."""
-    return tuple(_MODES)
+    ),
+)  # the shipped modes in the order the configs list them; registered ones follow
 
 
 def where_modes() -> tuple[str, ...]:
-    return tuple(name for name, mode in _MODES.items() if mode.keeps_where)
-
-
-def mode_of(name: object, what: str = "model.pool_mode") -> PoolMode:
-    """The entry of ``name``, or ConfigError (one line) naming the choices."""
-    if not isinstance(name, str) or name not in _MODES:
-        raise ConfigError(f"{what}={name!r} is unknown; choose one of {', '.join(_MODES)}")
-    return _MODES[name]
-
-
-def register(mode: PoolMode) -> PoolMode:
-    """Add ``mode`` to the table (ValueError if its name is taken)."""
-    if mode.name in _MODES:
-        raise ValueError(f"pooling mode {mode.name!r} is already registered")
-    _MODES[mode.name] = mode
-    return mode
-
-
-def unregister(name: str) -> None:
-    """Take a registered mode out again (the shipped ones stay)."""
-    if name in SHIPPED:
-        raise ValueError(f"pooling mode {name!r} is shipped: it cannot be unregistered")
-    _MODES.pop(name, None)
-
-
-@contextlib.contextmanager
-def registered(mode: PoolMode) -> Iterator[PoolMode]:
-    """``with registered(PoolMode(...)):`` the mode is in the table for the block only."""
-    register(mode)
-    try:
-        yield mode
-    finally:
-        unregister(mode.name)
+    return tuple(name for name, mode in POOL_MODES.items() if mode.keeps_where)

@@ -14,10 +14,10 @@ import math
 import numbers
 from collections.abc import Mapping
 
+from swwae import pool_modes
 from swwae.arch import Arch, parse, shorthand
 from swwae.errors import ConfigError
 from swwae.loss_terms import loss_weights
-from swwae.pool_modes import mode_of, names
 
 NONLINEARITIES = ("relu", "leaky_relu", "elu", "gelu", "tanh")
 SCHEDULERS = ("none", "cosine")
@@ -27,7 +27,7 @@ LABELLED_SHARE = 4  # without data.labelled_per_batch: a quarter of every batch 
 def __getattr__(name: str):
     """``POOL_MODES``: the mode table's names now (PEP 562), registered modes too."""
     if name == "POOL_MODES":
-        return names()
+        return pool_modes.POOL_MODES.names()
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
@@ -47,7 +47,7 @@ def check_network(kernel_size, pool_mode, beta, nonlinearity, dropout, image_sha
     """The network's scalar settings."""
     if not isinstance(kernel_size, int) or kernel_size < 1 or kernel_size % 2 == 0:
         raise ConfigError(f"model.kernel_size must be a positive odd int (same-size convs), got {kernel_size}")
-    mode_of(pool_mode)  # one of the mode table's, or its one line
+    pool_modes.POOL_MODES.entry(pool_mode)  # one of the mode table's, or its one line
     if isinstance(beta, bool) or not (isinstance(beta, numbers.Real) and math.isfinite(beta) and beta > 0):
         raise ConfigError(f"model.beta must be a finite number > 0 (the soft argmax temperature), got {beta}")
     if nonlinearity not in NONLINEARITIES:

@@ -10,7 +10,7 @@ from omegaconf import OmegaConf
 
 from helpers.config import CONFIG_DIR
 from helpers.datasets import write_cifar, write_stl10, write_svhn
-from swwae.datasets import SHIPPED, TABLE, DataSet
+from swwae.datasets import DATA_SETS, DataSet
 from swwae.errors import ConfigError, DataError
 from swwae.training import data
 from swwae.training.data.augment import random_crop_flip
@@ -208,13 +208,13 @@ def test_pixel_mean_per_channel(tmp_path, monkeypatch):
     assert dm.pixel_mean(chunk=7) == pytest.approx(expected.tolist())
 
 
-CLASSES = {name: TABLE[name].load() for name in SHIPPED}  # the data-set table's (swwae.datasets)
+CLASSES = {name: DATA_SETS[name].load() for name in DATA_SETS.shipped}  # the data-set table's (swwae.datasets)
 
 
-@pytest.mark.parametrize("name", SHIPPED)
+@pytest.mark.parametrize("name", DATA_SETS.shipped)
 def test_each_entry_of_the_table_is_its_class(name):
     """The table's plain facts (read before torch loads) are the class's own."""
-    entry, cls = TABLE[name], CLASSES[name]
+    entry, cls = DATA_SETS[name], CLASSES[name]
     assert cls.name == entry.name and tuple(cls.image_shape) == entry.image_shape
     assert cls.num_classes == entry.num_classes and entry.target == f"swwae.training.data.{cls.__name__}"
     made = DataSet.of(cls)  # how a data set outside the package registers: from its class
@@ -224,7 +224,7 @@ def test_each_entry_of_the_table_is_its_class(name):
 def test_an_epoch_of_the_sample_is_the_tables_epoch_images():
     dm = data.MNISTSampleDataModule()
     dm.setup()
-    assert len(dm.train_x) == TABLE["mnist_sample"].epoch_images
+    assert len(dm.train_x) == DATA_SETS["mnist_sample"].epoch_images
 
 
 def test_every_data_config_is_tested_here():

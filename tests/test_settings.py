@@ -35,11 +35,11 @@ def test_the_checks_import_no_torch():
 # the tables' plain facts are what their classes do
 
 
-@pytest.mark.parametrize("mode", pool_modes.SHIPPED)
+@pytest.mark.parametrize("mode", pool_modes.POOL_MODES.shipped)
 def test_each_pooling_mode_entry_is_what_its_class_does(mode):
     """Where it records (hard switches, soft positions, none) and whether odd sizes are padded
     (ceil): the table says it before torch loads, the pool does it."""
-    entry = pool_modes.TABLE[mode]
+    entry = pool_modes.POOL_MODES[mode]
     pool = make_pool(mode, channels=2, kernel_size=2, beta=10.0, wavelet="haar")
     assert type(pool) is POOLS[mode] and pool.mode == mode and type(pool).keeps_where == entry.keeps_where
     what, where = pool(torch.rand(1, 2, 7, 7))

@@ -16,10 +16,9 @@ from hydra.core.global_hydra import GlobalHydra
 import swwae
 import swwae.pooling
 from helpers.config import compose_config
-from swwae import datasets, pool_modes
-from swwae.datasets import DataSet
+from swwae.datasets import DATA_SETS, DataSet
 from swwae.errors import ConfigError
-from swwae.pool_modes import PoolMode
+from swwae.pool_modes import POOL_MODES, PoolMode
 from swwae.pooling import POOLS, Pool, make_pool  # MODES: read as swwae.pooling.MODES, the table now
 from swwae.training.data.base import InMemoryDataModule, Splits
 from swwae.training.run import train
@@ -54,13 +53,13 @@ class ToyDataModule(InMemoryDataModule):
 
 @pytest.fixture
 def toy_mode():
-    with pool_modes.registered(PoolMode("toy", ToyPool, "no where: the tests' toy pooling, nearest upsampling")):
+    with POOL_MODES.registered(PoolMode("toy", ToyPool, "no where: the tests' toy pooling, nearest upsampling")):
         yield
 
 
 @pytest.fixture
 def toy_data():
-    with datasets.registered(DataSet.of(ToyDataModule, title="the tests' toy images")):
+    with DATA_SETS.registered(DataSet.of(ToyDataModule, title="the tests' toy images")):
         yield
 
 
@@ -88,12 +87,12 @@ def saved_and_loaded(best: Path, folder: Path):
 
 
 def test_a_registered_mode_shows_everywhere_and_goes_again():
-    with pool_modes.registered(PoolMode("toy", ToyPool, "no where: toy")):
+    with POOL_MODES.registered(PoolMode("toy", ToyPool, "no where: toy")):
         assert "toy" in swwae.pooling.MODES and POOLS["toy"] is ToyPool and "toy" in swwae.settings.POOL_MODES
         pool = make_pool("toy", channels=3, kernel_size=2, beta=1.0, wavelet="db2")  # takes what it names
         assert type(pool) is ToyPool and pool.mode == "toy"
         with pytest.raises(ValueError, match="already registered"):
-            pool_modes.register(PoolMode("toy", ToyPool, "again"))
+            POOL_MODES.register(PoolMode("toy", ToyPool, "again"))
     assert "toy" not in swwae.pooling.MODES and "toy" not in POOLS
     with pytest.raises(ConfigError, match="^model.pool_mode='toy' is unknown"):
         swwae.settings.check_network(3, "toy", 100.0, "relu", 0.0, (1, 28, 28))
@@ -102,10 +101,10 @@ def test_a_registered_mode_shows_everywhere_and_goes_again():
 def test_a_registered_data_set_shows_in_the_registry_and_goes_again():
     from swwae.training.registry import DATASETS, data_spec
 
-    with datasets.registered(DataSet.of(ToyDataModule)) as entry:
+    with DATA_SETS.registered(DataSet.of(ToyDataModule)) as entry:
         assert entry.image_shape == (1, 8, 8) and entry.target == f"{__name__}.ToyDataModule"
         assert data_spec(entry.target) is entry and DATASETS["ToyDataModule"].load() is ToyDataModule
-    assert "ToyDataModule" not in DATASETS and "toy" not in datasets.TABLE
+    assert "ToyDataModule" not in DATASETS and "toy" not in DATA_SETS
 
 
 # a toy of each, trained, saved and loaded

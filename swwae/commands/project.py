@@ -33,7 +33,7 @@ from pathlib import Path
 from swwae.cli import one_line_errors, script_parser
 from swwae.errors import ConfigError
 from swwae.images import projection_figure, save_png
-from swwae.pool_modes import mode_of
+from swwae.pool_modes import POOL_MODES
 from swwae.projection import check_stage, project, strongest
 from swwae.training.checkpoints import load_model
 from swwae.training.registry import data_of_run
@@ -103,7 +103,7 @@ def run(
     net = module.net
     stage = len(net.encoders) if stage is None else stage
     check_stage(net, stage)  # before loading any data
-    if not mode_of(net.pool_mode).keeps_where:
+    if not POOL_MODES.entry(net.pool_mode).keeps_where:
         print(
             f"note: pool_mode={net.pool_mode} keeps no where: unpooling runs without switches "
             "(where-free upsampling), so nothing localises the projections",

@@ -31,10 +31,10 @@ The package, one module per job, each importing only modules listed above it:
 
 The mode table is ``swwae.pool_modes`` (torch-free: the config checks read it before torch
 loads). A new mode is a ``Pool`` subclass and one ``PoolMode`` entry there (or
-``register(PoolMode(...))`` from outside the package).
+``POOL_MODES.register(PoolMode(...))`` from outside the package).
 """
 
-from swwae.pool_modes import PoolMode, register, registered, unregister
+from swwae.pool_modes import POOL_MODES, PoolMode
 from swwae.pooling.base import Pool
 from swwae.pooling.geometry import Geometry, pooled_size
 from swwae.pooling.pools import (
@@ -52,6 +52,7 @@ from swwae.pooling.wheres import HardWhere, SoftWhere, splat
 
 __all__ = [
     "MODES",
+    "POOL_MODES",
     "POOLS",
     "WHERE_MODES",
     "WHERELESS_MODES",
@@ -70,9 +71,6 @@ __all__ = [
     "WaveletUnpool",
     "WhatWherePool",
     "make_pool",
-    "register",
-    "registered",
-    "unregister",
     "pooled_size",
     "splat",
     "window_owner_upsample",

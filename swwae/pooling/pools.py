@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from swwae.pool_modes import TABLE, names, where_modes
+from swwae.pool_modes import POOL_MODES, where_modes
 from swwae.pooling.base import Pool
 from swwae.pooling.geometry import pair
 from swwae.pooling.precision import in_float32
@@ -178,19 +178,19 @@ class WaveletPool(Pool):
 
 class PoolClasses(Mapping):
     """Mode name -> the class that pools that way: a live view of the mode table
-    (``swwae.pool_modes.TABLE``), each class imported when it is looked up."""
+    (``swwae.pool_modes.POOL_MODES``), each class imported when it is looked up."""
 
     def __getitem__(self, mode: str) -> type[Pool]:
-        return TABLE[mode].load()
+        return POOL_MODES[mode].load()
 
     def __iter__(self) -> Iterator[str]:
-        return iter(names())
+        return iter(POOL_MODES.names())
 
     def __len__(self) -> int:
-        return len(TABLE)
+        return len(POOL_MODES)
 
     def __repr__(self) -> str:
-        return f"PoolClasses({', '.join(names())})"
+        return f"PoolClasses({', '.join(POOL_MODES.names())})"
 
 
 POOLS: Mapping[str, type[Pool]] = PoolClasses()
@@ -200,11 +200,11 @@ GEOMETRY = ("stride", "padding")  # a class that takes none of these must be giv
 def __getattr__(name: str):
     """``MODES``, ``WHERE_MODES``, ``WHERELESS_MODES``: the table's names now (PEP 562)."""
     if name == "MODES":
-        return names()
+        return POOL_MODES.names()
     if name == "WHERE_MODES":
         return where_modes()
     if name == "WHERELESS_MODES":
-        return tuple(mode for mode in names() if mode not in where_modes())
+        return tuple(mode for mode in POOL_MODES.names() if mode not in where_modes())
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
@@ -221,9 +221,9 @@ def make_pool(
     constructor names (the others are not its own: a model passes every pooling setting to
     every mode). ValueError (one line) for an unknown mode, a setting the class needs and is
     not given, or a stride or padding that a class without them is given."""
-    if not isinstance(mode, str) or mode not in TABLE:
-        raise ValueError(f"unknown pooling mode {mode!r}; choose one of {names()}")
-    cls = TABLE[mode].load()
+    if not isinstance(mode, str) or mode not in POOL_MODES:
+        raise ValueError(f"unknown pooling mode {mode!r}; choose one of {POOL_MODES.names()}")
+    cls = POOL_MODES[mode].load()
     given = dict(settings, mode=mode, channels=channels, kernel_size=kernel_size, stride=stride, padding=padding)
     parameters = inspect.signature(cls).parameters
     takes_any = any(p.kind == p.VAR_KEYWORD for p in parameters.values())

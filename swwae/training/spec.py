@@ -37,7 +37,7 @@ from pydantic import (
 from swwae.arch import check_fits
 from swwae.errors import CheckpointError, ConfigError, UserError
 from swwae.loss_terms import TERMS
-from swwae.pool_modes import mode_of
+from swwae.pool_modes import POOL_MODES
 from swwae.settings import check_data, check_network, check_training, network_spec, trains_classifier
 from swwae.training.devices import check_devices
 from swwae.training.monitor import check_mode
@@ -384,7 +384,7 @@ class RunSpec(Frozen):
         check_network(m.kernel_size, m.pool_mode, m.beta, m.nonlinearity, m.dropout, data.image_shape)
         classes = data.num_classes if trains_classifier(m.model_dump()) else None
         arch = network_spec(m.arch, list(m.widths), m.kernel_size, m.pool_size, classes)
-        check_fits(arch, data.image_shape, m.pool_stride, m.pool_padding, ceil=mode_of(m.pool_mode).ceil)
+        check_fits(arch, data.image_shape, m.pool_stride, m.pool_padding, ceil=POOL_MODES.entry(m.pool_mode).ceil)
         check_training(
             {t.weight: getattr(m, t.weight) for t in TERMS},
             input_noise=m.input_noise,
