@@ -283,9 +283,9 @@ def online_data(where) -> dict:
 
 def test_rebuilt_data_take_root_and_download_from_the_user_never_from_the_file():
     config = {"data": online_data("/somewhere") | {"seed": 3, "num_labels": 100}}
-    datamodule = data_of_run(config, "checkpoint x.ckpt")
+    datamodule = data_of_run(config["data"], "checkpoint x.ckpt")
     assert (datamodule.root, datamodule.download, datamodule.seed) == ("./data", False, 3)
-    datamodule = data_of_run(config, "checkpoint x.ckpt", data_root="mine", download=True)
+    datamodule = data_of_run(config["data"], "checkpoint x.ckpt", data_root="mine", download=True)
     assert (datamodule.root, datamodule.download) == ("mine", True)
 
 
@@ -392,7 +392,7 @@ def test_a_dangling_or_device_checkpoint_in_a_run_folder_is_passed_over(tmp_path
 
 
 def test_the_owner_file_of_a_locked_run_is_read_with_bounds(tmp_path):
-    from swwae.training.runs.lock import describe_owner, owner_path
+    from swwae.training.runs.folder import describe_owner, owner_path
 
     folder = tmp_path / "r"
     owner_path(folder).symlink_to("/dev/zero")
