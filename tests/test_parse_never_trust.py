@@ -22,7 +22,7 @@ from swwae.checkpoint_file import file_sha256, read_checkpoint, with_checksum
 from swwae.commands.runs import list_runs
 from swwae.errors import CheckpointError, Unreadable
 from swwae.training.registry import data_of_run
-from swwae.training.runs.folder import RunFolder, identity_of
+from swwae.training.runs.folder import IDENTITY_KEYS, RunFolder, identity_of
 from swwae.training.sweep import collect
 
 OLD_CHECKPOINT = ROOT / "tests" / "data" / "checkpoint_v0_1.ckpt"
@@ -114,7 +114,7 @@ def run_folder(tmp_path, last, best) -> RunFolder:
         else:
             crafted(folder / name, change)
     config = torch.load(OLD_CHECKPOINT, weights_only=True)["swwae_config"]
-    return RunFolder(tmp_path / "checkpoints", "r", identity_of(config))
+    return RunFolder(tmp_path / "checkpoints", "r", identity_of(*(config.get(k) for k in IDENTITY_KEYS)))
 
 
 @pytest.mark.parametrize("odd", list(ODD))
@@ -316,7 +316,9 @@ def finished(tmp_path):
     """(the run folder of a finished run, its checkpoint's contents, a metrics.json writer)."""
     config = torch.load(OLD_CHECKPOINT, weights_only=True)["swwae_config"]
     config = config | {"paths": dict(config["paths"], output_dir=str(tmp_path / "out"))}
-    folder = RunFolder(tmp_path / "checkpoints", "r", identity_of(config), tmp_path / "out")
+    folder = RunFolder(
+        tmp_path / "checkpoints", "r", identity_of(*(config.get(k) for k in IDENTITY_KEYS)), tmp_path / "out"
+    )
     folder.path.mkdir(parents=True)
     shutil.copy(OLD_CHECKPOINT, folder.path / "best.ckpt")
     (tmp_path / "out").mkdir()
