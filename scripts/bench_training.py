@@ -27,7 +27,7 @@ step as it did before (``bool(isfinite(term))`` per term, the progress bar's ``l
 ``if labelled.any()``): on a CPU these cost next to nothing, on a GPU each is a host sync.
 
 ``--compile`` measures ``compile=true`` instead: each variant eager against its twin
-compiled in place (``swwae.training.compiling``, the same weights), interleaved; the compile
+compiled in place (``swwae.training.run``, the same weights), interleaved; the compile
 time is the first compiled step, caches off (what a fresh run pays), and the table gives
 the compiled/eager ratio of the steps after it. ``--compile aot_eager`` names another
 backend.
@@ -51,9 +51,8 @@ from swwae.bench.harness import interleave, peak_memory, set_threads, timed
 from swwae.bench.steps import PRECISIONS, training_step
 from swwae.loss import WEIGHTS, swwae_loss
 from swwae.model import SWWAE
-from swwae.training.compiling import compile_backend
-from swwae.training.host_memory import keep_freed_memory
 from swwae.training.nonfinite import LossWatch
+from swwae.training.run import compile_backend, keep_freed_memory
 
 SHAPES = {"mnist": (1, 28, 28), "cifar10": (3, 32, 32)}
 LR = 2e-3  # configs/model/swwae_hard.yaml

@@ -1,7 +1,7 @@
 """The loss terms and their weights: one table, plain Python (the training job checks the
 weights before torch is imported). ``swwae.loss`` computes the terms; the weights' defaults,
 their checks (``swwae.settings.check_training``), which metric picks ``best.ckpt``
-(``swwae.training.monitor``) and the benchmark's hand loop read them here, by name.
+(``swwae.training.composing``) and the benchmark's hand loop read them here, by name.
 
     loss = sum over terms of  <weight> * <term>
 """

@@ -25,10 +25,10 @@ from helpers.config import compose_config
 from swwae.checkpoint_file import CHECKSUM_KEY, content_checksum, read_checkpoint
 from swwae.commands.evaluate import main as evaluate_main
 from swwae.errors import CheckpointError, DiskError
-from swwae.training.checkpoint_io import AtomicCheckpointIO, atomic_torch_save, remove_stale_temp_files
-from swwae.training.checkpoints import load_model
+from swwae.training.checkpoints import AtomicCheckpointIO, atomic_torch_save, load_model, remove_stale_temp_files
 from swwae.training.registry import data_of_run
 from swwae.training.run import build_trainer, train
+from swwae.training.spec import check_config
 
 RUN = "swwae_hard_mnist_sample_seed0"  # run_name of the default config with seed=0
 
@@ -98,7 +98,7 @@ def test_a_failed_save_keeps_the_previous_checkpoint(tmp_path, monkeypatch):
 
 
 def test_training_saves_through_the_atomic_checkpoint_io(make_config):
-    trainer = build_trainer(make_config("model.widths=[8]"), [], [])
+    trainer = build_trainer(check_config(make_config("model.widths=[8]")).trainer, [], [])
     assert isinstance(trainer.strategy.checkpoint_io, AtomicCheckpointIO)
 
 
@@ -251,7 +251,7 @@ def test_a_checkpoint_of_an_earlier_release_loads_and_evaluates(tmp_path, capsys
     path, target = LEGACY[release]
     net = swwae.load(path)
     assert net.config["model"]["_target_"] == target and net.arch == "(4)3c-2p-(8)3c-2p-10fc"
-    datamodule = data_of_run(net.config, str(path))  # its stored _target_, found in the registry
+    datamodule = data_of_run(net.config["data"], str(path))  # its stored _target_, found in the registry
     datamodule.setup("test")
     x = datamodule.images("test", 4)
     module, _ = load_model(path)

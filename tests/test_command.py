@@ -19,7 +19,7 @@ from helpers.config import CONFIG_DIR, QUICK, ROOT
 from swwae.checkpoint_file import POSITION_KEY, with_checksum
 from swwae.commands import runs
 from swwae.commands.dispatch import SUBCOMMANDS, main
-from swwae.training.checkpoint_io import atomic_torch_save
+from swwae.training.checkpoints import atomic_torch_save
 
 HEAVY = ("torch", "lightning", "pytorch_lightning", "hydra", "omegaconf")
 

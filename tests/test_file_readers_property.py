@@ -21,7 +21,7 @@ from swwae.commands.runs import run_row
 from swwae.errors import UserError
 from swwae.pretrained import read_config
 from swwae.stored import parse_metrics, parse_network_settings, parse_overrides, parse_stored_config
-from swwae.training.runs.folder import describe, identity_of, mid_epoch_position
+from swwae.training.runs.folder import IDENTITY_KEYS, describe, identity_of, mid_epoch_position
 from swwae.training.sweep.jobs import read_job
 
 KEYS = [
@@ -72,7 +72,7 @@ def loads_or_one_line(read, value):
 def test_a_stored_config(value):
     config = loads_or_one_line(lambda v: parse_stored_config(v, "checkpoint x.ckpt"), value)
     if config is not None:
-        identity_of(config)  # what resume compares
+        identity_of(*(config.get(k) for k in IDENTITY_KEYS))  # what resume compares (RunFolder.read)
 
 
 @SETTINGS
@@ -103,7 +103,7 @@ def test_a_checkpoint(value, state_dict, hyper_parameters):
         value["state_dict"] = {str(k): torch.zeros(1) for k in value["state_dict"]}
     checkpoint = loads_or_one_line(lambda v: verified(v, "x.ckpt"), value)
     if checkpoint is not None:  # what resume and `swwae runs` read of it
-        identity_of(checkpoint["swwae_config"])
+        identity_of(*(checkpoint["swwae_config"].get(k) for k in IDENTITY_KEYS))
         mid_epoch_position(checkpoint)
         describe(Path("x.ckpt"), checkpoint)
         run_row("r", Path("."), Path("x.ckpt"), checkpoint)

@@ -123,7 +123,7 @@ def test_an_unknown_data_setting_is_refused_and_a_shipped_one_is_built():
     target = "swwae.data.MNISTSampleDataModule"  # as a checkpoint written before 0.2 names it
     with pytest.raises(CheckpointError, match="data.evil, which mnist_sample does not take"):
         build_data({"_target_": target, "evil": 1}, "checkpoint x.ckpt")
-    datamodule = data_of_run({"data": {"_target_": target, "batch_size": 7, "seed": 3}}, "checkpoint x.ckpt")
+    datamodule = data_of_run({"_target_": target, "batch_size": 7, "seed": 3}, "checkpoint x.ckpt")
     assert (type(datamodule).__name__, datamodule.batch_size, datamodule.seed) == ("MNISTSampleDataModule", 7, 3)
 
 

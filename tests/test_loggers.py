@@ -1,4 +1,4 @@
-"""Experiment trackers (configs/logger/, swwae/training/loggers.py): CSV, MLflow, several at once, the
+"""Experiment trackers (configs/logger/, swwae/training/callbacks.py): CSV, MLflow, several at once, the
 panels to every logger that takes images, a missing extra as one error line."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 from helpers.cli import run_cli
 from helpers.config import ROOT
 from swwae.errors import ConfigError
-from swwae.training.loggers import log_image, wandb_offline
+from swwae.training.callbacks import log_image, wandb_offline
 from swwae.training.run import train
 
 RUN = "swwae_hard_mnist_sample_seed0"

@@ -18,7 +18,7 @@ from helpers.cli import TESTS, last_error_line, run_cli, train_cli
 from helpers.config import QUICK, ROOT
 from swwae.errors import RunInUseError
 from swwae.training.run import train
-from swwae.training.runs.lock import own_run
+from swwae.training.runs.folder import own_run
 
 RUN = "swwae_hard_mnist_sample_seed0"
 SMALL = ["model.widths=[4]", "trainer.max_epochs=2", "trainer.deterministic=true"]

@@ -22,7 +22,7 @@ from swwae.checkpoint_file import file_sha256, read_checkpoint, with_checksum
 from swwae.commands.runs import list_runs
 from swwae.errors import CheckpointError, Unreadable
 from swwae.training.registry import data_of_run
-from swwae.training.runs.folder import RunFolder, identity_of
+from swwae.training.runs.folder import IDENTITY_KEYS, RunFolder, identity_of
 from swwae.training.sweep import collect
 
 OLD_CHECKPOINT = ROOT / "tests" / "data" / "checkpoint_v0_1.ckpt"
@@ -114,7 +114,7 @@ def run_folder(tmp_path, last, best) -> RunFolder:
         else:
             crafted(folder / name, change)
     config = torch.load(OLD_CHECKPOINT, weights_only=True)["swwae_config"]
-    return RunFolder(tmp_path / "checkpoints", "r", identity_of(config))
+    return RunFolder(tmp_path / "checkpoints", "r", identity_of(*(config.get(k) for k in IDENTITY_KEYS)))
 
 
 @pytest.mark.parametrize("odd", list(ODD))
@@ -283,9 +283,9 @@ def online_data(where) -> dict:
 
 def test_rebuilt_data_take_root_and_download_from_the_user_never_from_the_file():
     config = {"data": online_data("/somewhere") | {"seed": 3, "num_labels": 100}}
-    datamodule = data_of_run(config, "checkpoint x.ckpt")
+    datamodule = data_of_run(config["data"], "checkpoint x.ckpt")
     assert (datamodule.root, datamodule.download, datamodule.seed) == ("./data", False, 3)
-    datamodule = data_of_run(config, "checkpoint x.ckpt", data_root="mine", download=True)
+    datamodule = data_of_run(config["data"], "checkpoint x.ckpt", data_root="mine", download=True)
     assert (datamodule.root, datamodule.download) == ("mine", True)
 
 
@@ -316,7 +316,9 @@ def finished(tmp_path):
     """(the run folder of a finished run, its checkpoint's contents, a metrics.json writer)."""
     config = torch.load(OLD_CHECKPOINT, weights_only=True)["swwae_config"]
     config = config | {"paths": dict(config["paths"], output_dir=str(tmp_path / "out"))}
-    folder = RunFolder(tmp_path / "checkpoints", "r", identity_of(config), tmp_path / "out")
+    folder = RunFolder(
+        tmp_path / "checkpoints", "r", identity_of(*(config.get(k) for k in IDENTITY_KEYS)), tmp_path / "out"
+    )
     folder.path.mkdir(parents=True)
     shutil.copy(OLD_CHECKPOINT, folder.path / "best.ckpt")
     (tmp_path / "out").mkdir()
@@ -392,7 +394,7 @@ def test_a_dangling_or_device_checkpoint_in_a_run_folder_is_passed_over(tmp_path
 
 
 def test_the_owner_file_of_a_locked_run_is_read_with_bounds(tmp_path):
-    from swwae.training.runs.lock import describe_owner, owner_path
+    from swwae.training.runs.folder import describe_owner, owner_path
 
     folder = tmp_path / "r"
     owner_path(folder).symlink_to("/dev/zero")

@@ -15,8 +15,8 @@ import yaml
 
 from helpers.config import CONFIG_DIR
 from swwae.settings import choose_labelled_per_batch
-from swwae.training.building import build
-from swwae.training.run import check_settings, train
+from swwae.training.run import build, train
+from swwae.training.spec import check_config
 
 EXPERIMENTS = CONFIG_DIR / "experiment"
 ARM_FOLDERS = {p.name for p in EXPERIMENTS.iterdir() if p.is_dir() and p.name != "paper"}  # +experiment/<x>@_global_
@@ -70,7 +70,7 @@ def test_each_preset_and_arm_passes_the_jobs_checks_with_debug_quick(case, make_
     assert cfg.trainer.limit_train_batches == 3  # quick, whatever the preset
     if "trainer" not in arm_sets(arm):  # semi_map's pool arms keep their epochs (of 3 batches each)
         assert cfg.trainer.max_epochs == 1
-    check_settings(cfg)
+    check_config(cfg)
     datamodule = build(cfg.data, _convert_="all")
     if cfg.data.get("num_labels") is not None:  # the check setup() runs on the loaded data
         labelled = choose_labelled_per_batch(

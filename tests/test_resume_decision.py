@@ -7,7 +7,8 @@ import pytest
 
 from swwae.errors import ConfigError
 from swwae.training.runs.decision import Decision, FolderState, Found, Request, decide, resume_mode
-from swwae.training.runs.identity import differences, digest, run_identity
+from swwae.training.runs.identity import differences, digest
+from swwae.training.runs.identity import run_identity as identity_of_sections
 
 MINE = {"model": {"lr": 0.002, "widths": [32, 64]}, "seed": 0}
 OTHER = {"model": {"lr": 0.001, "widths": [32, 64]}, "seed": 0}
@@ -140,6 +141,13 @@ BASE = {
     "paths": {"checkpoint_dir": "checkpoints"},
     "compile": False,
 }
+
+
+def run_identity(config: dict, defaults=None, target_names=None) -> dict:
+    """The identity of a whole run config: its sections, as the job passes them."""
+    keys = ("model", "data", "trainer", "seed", "optimized_metric", "optimized_mode")
+    sections = (config.get(key) for key in keys)
+    return identity_of_sections(*sections, defaults=defaults, target_names=target_names)
 
 
 def changed(**sections):

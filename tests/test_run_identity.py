@@ -14,8 +14,8 @@ import pytest
 from helpers.cli import last_error_line, run_cli, train_cli
 from helpers.config import QUICK, ROOT
 from swwae.errors import ConfigError
-from swwae.training.runs.lock import lock_path, own_run
-from swwae.training.runs.names import check_run_name
+from swwae.training.runs.folder import lock_path, own_run
+from swwae.training.runs.identity import check_run_name
 
 RUN = "swwae_hard_mnist_sample_seed0"
 SMALL = ["model.widths=[4]"]

@@ -25,7 +25,7 @@ def test_the_plain_name_lists_are_the_registries():
 
 def test_the_checks_import_no_torch():
     code = (
-        "import sys, swwae.settings, swwae.training.checks; "
+        "import sys, swwae.settings, swwae.training.spec; "
         "print(sorted(m for m in ('torch', 'lightning', 'numpy') if m in sys.modules))"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

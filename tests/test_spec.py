@@ -15,10 +15,18 @@ from omegaconf import OmegaConf
 
 from helpers.config import CONFIG_DIR, ROOT, compose_config
 from swwae.errors import CheckpointError, ConfigError
-from swwae.training.checks import check_config, resolved
 from swwae.training.registry import DATASETS, MODELS, constructor_parameters
 from swwae.training.runs.folder import DERIVED_MODEL_KEYS
-from swwae.training.spec import DATA_SPECS, ModelSpec, OwnClass, TrainerSpec, names_of, parse_run, parse_stored
+from swwae.training.spec import (
+    AS_WRITTEN,
+    DATA_SPECS,
+    ModelSpec,
+    OwnClass,
+    TrainerSpec,
+    check_config,
+    names_of,
+    parse_stored,
+)
 
 EXPERIMENTS = sorted(
     str(p.relative_to(CONFIG_DIR / "experiment").with_suffix("")) for p in (CONFIG_DIR / "experiment").rglob("*.yaml")
@@ -69,6 +77,17 @@ def test_every_model_parses_on_every_data_set(tmp_path, model, data):
     assert type(spec.data) is DATA_SPECS[spec.data.target.rpartition(".")[2]]
 
 
+def resolved(cfg) -> dict:
+    """A job config as plain values, as ``check_config`` reads it: resolved, but its loggers and
+    callbacks as written."""
+    return {
+        key: OmegaConf.to_container(cfg[key], resolve=key not in AS_WRITTEN)
+        if OmegaConf.is_config(cfg[key])
+        else cfg[key]
+        for key in cfg
+    }
+
+
 @pytest.fixture
 def config(tmp_path) -> dict:
     return resolved(compose_config(tmp_path))
@@ -97,21 +116,21 @@ def config(tmp_path) -> dict:
 def test_a_bad_value_is_one_line_naming_the_key(config, section, key, value, message):
     (config if section is None else config[section])[key] = value
     if message is None:
-        parse_run(config)
+        check_config(config)
         return
     with pytest.raises(ConfigError) as err:
-        parse_run(config)
+        check_config(config)
     assert str(err.value).startswith(message) and "\n" not in str(err.value)
 
 
 def test_a_class_of_your_own_keeps_its_section_as_written(config):
     config["model"] = {"_target_": "my_lab.MyModule", "depth": 3}
-    spec = parse_run(config)
+    spec = check_config(config)
     assert isinstance(spec.model, OwnClass) and spec.model.model_extra == {"depth": 3}
 
 
 def test_the_spec_is_frozen(config):
-    spec = parse_run(config)
+    spec = check_config(config)
     with pytest.raises(Exception, match="frozen"):
         spec.trainer.max_epochs = 3
 
@@ -140,7 +159,7 @@ def test_a_stored_config_that_does_not_parse_is_one_checkpoint_error(change, mes
 
 def test_parsing_a_run_loads_neither_torch_nor_lightning():
     code = (
-        "import sys; from swwae.training.spec import parse_run; "
+        "import sys; from swwae.training.spec import check_config; "
         "assert not {'torch', 'lightning'} & set(sys.modules), sorted(m for m in sys.modules if 'torch' in m)[:5]"
     )
     result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
@@ -148,5 +167,6 @@ def test_parsing_a_run_loads_neither_torch_nor_lightning():
 
 
 def test_the_resolved_config_keeps_loggers_and_callbacks_as_written(tmp_path):
-    values = resolved(compose_config(tmp_path))
-    assert OmegaConf.is_config(values["trainer"]) is False and isinstance(values["callbacks"], dict)
+    spec = check_config(compose_config(tmp_path))
+    assert isinstance(spec.trainer, TrainerSpec) and isinstance(spec.callbacks, dict)
+    assert spec.callbacks["model_checkpoint"]["dirpath"] == "${paths.checkpoint_dir}/${run_name}"  # as written

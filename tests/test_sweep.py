@@ -13,7 +13,7 @@ from hydra import compose, initialize_config_module
 from hydra.core.global_hydra import GlobalHydra
 from hydra.core.hydra_config import HydraConfig
 
-import swwae.training.runs.names  # noqa: F401 - registers ${swwae.arch_tag:}, which run names use
+import swwae.training.runs.identity  # noqa: F401 - registers ${swwae.arch_tag:}, which run names use
 from helpers.cli import run_cli
 from helpers.config import CONFIG_DIR, QUICK, ROOT
 from swwae.training.composing import CONFIG_MODULE, register_resolvers

@@ -130,7 +130,7 @@ def test_a_data_set_added_in_one_line_trains_saves_and_loads(toy_data, tmp_path)
 def test_a_registered_data_set_is_checked_against_the_network_before_the_run(toy_data, tmp_path):
     """Its table entry's image shape meets the network in the run's checks (as a shipped
     data set's does): four 2x2 pools leave 1x1 maps of 8x8 images."""
-    from swwae.training.checks import check_config
+    from swwae.training.spec import check_config
 
     target = f"data._target_={__name__}.ToyDataModule"
     with pytest.raises(ConfigError, match="^model stage 4 of 4: its 3x3 conv kernel is larger than the 1x1 maps"):

@@ -183,7 +183,7 @@ def test_the_preset_runs_two_quick_seeds_and_reports(tmp_path):
 def test_a_finished_run_reported_again_brings_its_outcomes(tmp_path):
     """A sweep repeated into a new folder reports its finished runs there: each job folder gets
     the test_outcomes.csv its run wrote, so the report reads the new folder alone."""
-    from swwae.training.reporting import copy_test_outcomes
+    from swwae.training.run import copy_test_outcomes
 
     first, again = tmp_path / "first", tmp_path / "again"
     first.mkdir()

@@ -53,7 +53,7 @@ def evaluate(
     """Test (or validation) metrics of ``checkpoint``, its reconstruction PNG and, with
     ``embeddings`` (True: the default folder, or a folder), its projector files."""
     module, config = load_model(checkpoint)
-    datamodule = data_of_run(config, str(checkpoint), data_root, download)
+    datamodule = data_of_run(config.get("data"), str(checkpoint), data_root, download)
     datamodule.setup("test")
     trainer = L.Trainer(
         accelerator="cpu",

@@ -64,7 +64,7 @@ def probe_sweep(sweep_dir: Path, labels, seed: int, k: int, shifts) -> dict:
     nets = {str(j.checkpoint()): swwae.load(j.checkpoint()) for j in jobs}
     check_same_split({path: net.config for path, net in nets.items()})
     first = next(iter(nets))
-    data = load_data(nets[first].config, source=first)
+    data = load_data((nets[first].config or {}).get("data"), source=first)
     subsets = subsets_for(data, labels, seed)
     rows = [probe_model("pixels", data, subsets, k=k, shifts=shifts) | {"group": "pixels", "seed": None}]
     randoms = {}

@@ -88,7 +88,7 @@ def run(
     nets = {str(path): swwae.load(path) for path in checkpoints}
     check_same_split({path: net.config for path, net in nets.items()})
     first = next(iter(nets))
-    data = load_data(nets[first].config, data_root, source=first)
+    data = load_data((nets[first].config or {}).get("data"), data_root, source=first)
     subsets = subsets_for(data, labels, seed)
     steps = []  # (row name, network or None for the pixels, checkpoint or None): one probe each
     if controls:

@@ -18,7 +18,7 @@ reader (``swwae.checkpoint_file.read_checkpoint``: weights only, checksum checke
 * the monitored metric and its best value so far (the checkpoint callback's own state).
 
 Old runs moved aside by a fresh start (``<run>.previous-<time>``, named by
-``swwae.training.runs.names``) are counted, and listed with ``--previous``; hidden files (a
+``swwae.training.runs.identity``) are counted, and listed with ``--previous``; hidden files (a
 run's ``.lock`` and ``.owner.json``) are not runs.
 """
 
@@ -34,7 +34,7 @@ from swwae.checkpoint_file import mid_epoch_position, read_checkpoint
 from swwae.cli import OneLineParser, one_line_errors
 from swwae.errors import CheckpointError, ConfigError
 from swwae.training.runs.decision import Found, has_finished
-from swwae.training.runs.names import is_moved_aside
+from swwae.training.runs.identity import is_moved_aside
 
 CHECKPOINTS = ("last.ckpt", "best.ckpt")  # newest first
 DEFAULT_DIR = Path("checkpoints")  # paths.checkpoint_dir's default, relative to the current folder

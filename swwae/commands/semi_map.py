@@ -87,7 +87,7 @@ def read_runs(sweep_dirs) -> tuple[dict, list[str], int]:
     return (
         runs,
         failed,
-        len(load_data({"data": config}, source=str(first / ".hydra" / "config.yaml")).train_y),
+        len(load_data(config, source=str(first / ".hydra" / "config.yaml")).train_y),
     )  # the training split, every image
 
 

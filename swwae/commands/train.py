@@ -1,7 +1,9 @@
 """Train a Stacked What-Where Auto-encoder: ``swwae train model=swwae_hard`` (from a clone,
 ``python train.py model=swwae_hard`` is the same command).
 
-The Hydra entry point; the job is ``swwae.training.run.train``, the configs the shipped
+The Hydra entry point: it reads Hydra's own state once (``composing.launch``: the choices, the
+overrides, the output and sweep folders) and hands it to the job, ``swwae.training.run.train``, as
+values; the configs the shipped
 ``swwae.configs`` (``swwae.training.composing``). Bad input answers before torch loads: this
 module and the config's checks import neither torch nor Lightning.
 
@@ -35,44 +37,36 @@ import sys
 from pathlib import Path
 
 import hydra
-from hydra.core.hydra_config import HydraConfig
-from hydra.types import RunMode
 from omegaconf import DictConfig
 
+from swwae.commands.overrides import run as with_one_line_override_errors
 from swwae.errors import Interrupted, UserError, one_line
-from swwae.training.checks import check_config
-from swwae.training.composing import CONFIG_NAME, CONFIG_PATH, check_installed, register_resolvers
-from swwae.training.overrides import run as with_one_line_override_errors
+from swwae.training.composing import CONFIG_NAME, CONFIG_PATH, Launch, check_installed, launch, register_resolvers
+from swwae.training.spec import check_config
 
 register_resolvers()  # before Hydra composes: sweepers resolve the config before any job runs
 
 log = logging.getLogger("train")
 
 
-def sweep_job_failed(cfg: DictConfig, err: Exception) -> float:
-    """Record a failed multirun job in its folder and let the sweep go on."""
-    hydra_cfg = HydraConfig.get()
-    choices = hydra_cfg.runtime.choices
-    info = {"model": choices.get("model"), "data": choices.get("data"), "seed": cfg.get("seed")}
-    try:
-        info = {"run_name": cfg.run_name} | info
-    except Exception:  # the run name itself may be what failed to resolve
-        pass
+def sweep_job_failed(job: Launch, info: dict, err: Exception) -> float:
+    """Record a failed multirun job (``info``: its run name, model, data and seed, as far as
+    known) in its folder and let the sweep go on."""
     if not isinstance(err, UserError):  # its message says it all: no traceback
         log.error("job failed", exc_info=err)  # the full traceback, in the job's train.log
     error = one_line(err)
     from swwae.training.sweep.jobs import write_failed_job  # torch: only once a job failed
 
-    write_failed_job(hydra_cfg.runtime.output_dir, info, error)
-    print(f"error: sweep job {hydra_cfg.job.num} ({info.get('run_name', '?')}) failed: {error}", file=sys.stderr)
+    write_failed_job(job.output_dir, info, error)
+    print(f"error: sweep job {job.sweep[1]} ({info.get('run_name', '?')}) failed: {error}", file=sys.stderr)
     return math.nan
 
 
-def tidy_output_folder(cfg: DictConfig, rejected: bool) -> None:
+def tidy_output_folder(output_dir: str, rejected: bool) -> None:
     """No litter: a rejected single run leaves no output folder (it holds only Hydra's copy of
     the config and an empty log), and a run or sweep job whose log stayed empty leaves no empty
     train.log."""
-    folder = Path(HydraConfig.get().runtime.output_dir).absolute()
+    folder = Path(output_dir).absolute()
     log_file = folder / "train.log"
     with contextlib.suppress(OSError):
         if log_file.is_file() and log_file.stat().st_size == 0:
@@ -80,23 +74,24 @@ def tidy_output_folder(cfg: DictConfig, rejected: bool) -> None:
         if not rejected or any(p.name != ".hydra" for p in folder.iterdir()):
             return
         shutil.rmtree(folder)
-        launch = Path.cwd()
+        launch_folder = Path.cwd()
         for parent in folder.parents:  # outputs/<run>/ and outputs/ inside the launch folder, if empty
-            if launch not in parent.parents or any(parent.iterdir()):
+            if launch_folder not in parent.parents or any(parent.iterdir()):
                 break
             parent.rmdir()
 
 
 @hydra.main(config_path=CONFIG_PATH, config_name=CONFIG_NAME, version_base="1.3")
 def run(cfg: DictConfig) -> float:
-    multirun = HydraConfig.get().mode == RunMode.MULTIRUN
+    job = launch()  # Hydra's own state, read here once and passed down as values
+    multirun = job.sweep is not None
     rejected = False
     try:
         check_config(cfg)  # plain Python: bad input answers before torch and Lightning load
         from swwae.training.run import set_torch_defaults, train
 
         set_torch_defaults()
-        return train(cfg)
+        return train(cfg, job)
     except KeyboardInterrupt as err:  # Ctrl-C: where it stopped, what is kept, how to continue
         print(
             err if isinstance(err, Interrupted) else "interrupted before training started: nothing was saved",
@@ -107,7 +102,12 @@ def run(cfg: DictConfig) -> float:
         sys.exit(getattr(err, "exit_status", 130))
     except Exception as err:
         if multirun:
-            return sweep_job_failed(cfg, err)
+            info = {"model": job.choices.get("model"), "data": job.choices.get("data"), "seed": cfg.get("seed")}
+            try:
+                info = {"run_name": cfg.run_name} | info
+            except Exception:  # the run name itself may be what failed to resolve
+                pass
+            return sweep_job_failed(job, info, err)
         if isinstance(err, UserError):
             print(f"error: {err}", file=sys.stderr)
             if callable(getattr(err, "caret", None)):  # a bad model.arch: point at the token
@@ -116,7 +116,7 @@ def run(cfg: DictConfig) -> float:
             sys.exit(2)
         raise
     finally:
-        tidy_output_folder(cfg, rejected and not multirun)  # a failed sweep job keeps its record
+        tidy_output_folder(job.output_dir, rejected and not multirun)  # a failed sweep job keeps its record
 
 
 def quote_layer_strings(argv: list[str]) -> list[str]:

@@ -29,7 +29,7 @@ from swwae.cli import one_line_errors, script_parser
 from swwae.errors import ConfigError, UserError
 from swwae.files import read_text
 from swwae.stats import Interval, McNemar, PairedDifference, mcnemar, paired_difference, t_interval, verdict
-from swwae.training.reporting import MAX_OUTCOMES_BYTES
+from swwae.training.run import MAX_OUTCOMES_BYTES
 from swwae.training.sweep.jobs import collect
 
 MAX_CONFIG_BYTES = 2**20

@@ -1,8 +1,9 @@
 """The training job around the pure-torch core: everything Lightning- or Hydra-shaped.
 
-``module`` (the LightningModule), ``data`` (in-memory data modules), ``callbacks``,
-``loggers``, ``checkpoints`` (the one safe reader) and ``checkpoint_io`` (atomic writes),
-``monitor`` (which metric picks best.ckpt), ``run`` (the job behind ``train.py``), ``sweep``
-(sweep summaries), ``host_memory``. Import the submodule you need: importing this package
-imports none of them, so ``swwae.training.data`` does not pull in the job.
+``run`` (the job behind ``train.py``, read top to bottom, with the process settings),
+``spec`` (the typed run spec and its checks), ``composing`` (the configs, their resolvers, what
+Hydra knows of a job), ``runs`` (the run's folder), ``module`` (the LightningModule), ``data``
+(in-memory data modules), ``callbacks`` (and the trackers), ``checkpoints`` (the one safe
+reader, atomic writes), ``sweep`` (sweep summaries). Import the submodule you need: importing
+this package imports none of them, so ``swwae.training.data`` does not pull in the job.
 """

@@ -9,15 +9,36 @@ writes where the user stands. A lab's own folder extends or overrides them: ``sw
 The configs use swwae's own OmegaConf resolvers (``${swwae.default_monitor:}``, the run name's
 ``${swwae.arch_tag:}``); ``register_resolvers`` is called by every module that composes, before
 Hydra does: the job, sweepers that resolve a config before any job runs (Optuna), the tests.
+
+The monitor: which validation metric picks ``best.ckpt`` and is returned to sweepers.
+By default it follows what the model trains: a run that trains a classifier on few labels
+(``data.num_labels`` set, or STL-10's unlabelled images) or on nothing else (``lambda_rec = lambda_m = 0``) is judged by
+``val/acc``; a model that trains reconstructions only (no classifier head: lambda_nll = 0,
+or a ``model.arch`` without an ``Nfc`` token) by ``val/recon_mse``; a fully labelled SWWAE,
+which trains both, by its reconstruction. A checkpoint picked by a metric the model never
+trains (a classifier-only run by its untrained decoder) would make every comparison built on it wrong.
+
+The configs reach these rules through two OmegaConf resolvers (registered on import)::
+
+    optimized_metric: ${swwae.default_monitor:}
+    optimized_mode: ${swwae.monitor_mode:${optimized_metric}}
+
+so that an explicit ``optimized_metric=...`` still wins, and sweepers (Optuna's
+``direction``) see the resolved values before any job runs.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from importlib.resources import files
 from importlib.util import find_spec
 from pathlib import Path
 
 from swwae.errors import ConfigError
+from swwae.loss_terms import trains_reconstruction
+from swwae.settings import trains_classifier
+from swwae.training.runs import identity  # noqa: F401 - registers the run name's ${swwae.arch_tag:}
 
 CONFIG_MODULE = "swwae.configs"
 CONFIG_PATH = f"pkg://{CONFIG_MODULE}"
@@ -36,8 +57,36 @@ def check_installed() -> None:
 
 
 def register_resolvers() -> None:
-    """OmegaConf's resolvers of the shipped configs (importing their modules registers them)."""
-    import swwae.training.monitor  # noqa: F401 - swwae.default_monitor, swwae.monitor_mode, swwae.arch_tag
+    """OmegaConf's resolvers of the shipped configs: ``swwae.default_monitor``,
+    ``swwae.monitor_mode`` (the monitor, below) and ``swwae.arch_tag`` (the run name's), all
+    registered when this module is imported; again here, should they have been cleared."""
+    register_monitor_resolvers()
+    identity.register_resolver()
+
+
+@dataclass(frozen=True)
+class Launch:
+    """What Hydra knows of a job beyond its config: the option chosen in each config group
+    (``model``, ``data``, ...), the command-line overrides, the output folder, and in a multirun
+    the sweep folder and the job's number. Read once, by ``launch()`` at the job's entry, and
+    passed down as values; empty outside a Hydra app (the tests, the epoch clock)."""
+
+    choices: dict = field(default_factory=dict)
+    overrides: tuple[str, ...] = ()
+    output_dir: str | None = None
+    sweep: tuple[Path, int] | None = None  # (sweep folder, job number) of a multirun job
+
+
+def launch() -> Launch:
+    """This job's ``Launch``: the one reader of Hydra's global state (``HydraConfig``) in the job."""
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+
+    if not HydraConfig.initialized():
+        return Launch()
+    hydra = HydraConfig.get()
+    sweep = (Path(hydra.sweep.dir), int(hydra.job.num)) if hydra.mode == RunMode.MULTIRUN else None
+    return Launch(dict(hydra.runtime.choices), tuple(hydra.overrides.task), hydra.runtime.get("output_dir"), sweep)
 
 
 def presets(group: str) -> list[str]:
@@ -73,3 +122,56 @@ def compose_run(overrides, output_dir: Path):
     with open_dict(cfg):
         del cfg["hydra"]
     return cfg
+
+
+# the monitor (module docstring)
+def has_classifier(model: Mapping) -> bool:
+    """A classifier head that trains (``swwae.model.trains_classifier``)."""
+    try:
+        return trains_classifier(model)
+    except ConfigError:  # the model reports a bad string itself, with a caret under the token
+        return True
+
+
+def default_monitor(model: Mapping, data: Mapping) -> str:
+    """The validation metric the model trains (see "The monitor" above)."""
+    semi_supervised = data.get("num_labels") is not None or bool(data.get("unlabelled"))  # STL-10's 100,000
+    if has_classifier(model) and (semi_supervised or not trains_reconstruction(model)):
+        return "val/acc"
+    return "val/recon_mse"
+
+
+def monitor_mode(metric: str) -> str:
+    """Accuracies are maximised, errors and losses minimised."""
+    return "max" if str(metric).rsplit("/", 1)[-1].startswith("acc") else "min"
+
+
+def check_monitor(metric: str, mode: str, logged: list[str]) -> None:
+    """``metric`` must be one of the validation metrics the model logs: ModelCheckpoint
+    watches it at every validation, and sweepers read it at the end."""
+    if metric not in logged:
+        raise ConfigError(
+            f"optimized_metric={metric} is not a validation metric of this model; "
+            f"choose one of {', '.join(sorted(logged))}"
+        )
+    check_mode(mode)
+
+
+def check_mode(mode) -> str:
+    if mode not in ("min", "max"):
+        raise ConfigError(f"optimized_mode must be min or max, got {mode!r}")
+    return mode
+
+
+def register_monitor_resolvers() -> None:
+    from omegaconf import OmegaConf
+
+    if not OmegaConf.has_resolver("swwae.default_monitor"):
+        OmegaConf.register_new_resolver(
+            "swwae.default_monitor", lambda *, _root_: default_monitor(_root_.model, _root_.data)
+        )
+    if not OmegaConf.has_resolver("swwae.monitor_mode"):
+        OmegaConf.register_new_resolver("swwae.monitor_mode", monitor_mode)
+
+
+register_monitor_resolvers()

@@ -56,10 +56,16 @@ class CheckOutputFolder(Callback):
     """Hydra callback: the run's (or sweep's) output folder must be writable, else one
     ``error:`` line and exit status 2 before the job starts (Hydra would print a traceback)."""
 
-    def on_run_start(self, config, **kwargs) -> None:
-        from swwae.training.runs.names import check_run_name
+    # hydra.<mode>.dir, resolved: its ${hydra:...} parts need Hydra's config set, which hydra-core
+    # sets only after these callbacks (>= 1.3.3) or before them (1.3.2)
 
-        folder = self._resolved(config, "run")
+    def on_run_start(self, config, **kwargs) -> None:
+        from hydra.core.hydra_config import HydraConfig
+
+        from swwae.training.runs.identity import check_run_name
+
+        HydraConfig.instance().set_config(config)
+        folder = Path(str(config.hydra.run.dir))
         try:
             check_run_name(config.get("run_name"))  # before its name makes a folder anywhere
         except UserError as err:
@@ -67,16 +73,10 @@ class CheckOutputFolder(Callback):
         self._check(folder, "the run's output", "hydra.run.dir")
 
     def on_multirun_start(self, config, **kwargs) -> None:
-        self._check(self._resolved(config, "sweep"), "the sweep's output", "hydra.sweep.dir")
-
-    @staticmethod
-    def _resolved(config, mode: str) -> Path:
-        """``hydra.<mode>.dir``, resolved: its ``${hydra:...}`` parts need Hydra's config set,
-        which hydra-core sets only after these callbacks (>= 1.3.3) or before them (1.3.2)."""
         from hydra.core.hydra_config import HydraConfig
 
         HydraConfig.instance().set_config(config)
-        return Path(str(config.hydra[mode].dir))
+        self._check(Path(str(config.hydra.sweep.dir)), "the sweep's output", "hydra.sweep.dir")
 
     @classmethod
     def _check(cls, folder: Path, what: str, setting: str) -> None:

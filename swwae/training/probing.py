@@ -5,6 +5,7 @@ and one network (or the pixels) probed on it. ``scripts/probe.py`` and
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 
 import torch
 
@@ -50,15 +51,14 @@ def parse_labels(values: list[str]) -> list[int | None]:
     return labels
 
 
-def load_data(config: dict, data_root: str | None = None, source: str = "the run config"):
-    """The run's data module (from its saved config, through the registry of shipped data
-    sets) with every training label known and no augmentation: the probes draw their own
-    labelled subsets."""
-    data = config.get("data") if isinstance(config, dict) else None
+def load_data(data: Mapping | None, data_root: str | None = None, source: str = "the run config"):
+    """The run's data module (from the ``data`` section of its saved config, through the
+    registry of shipped data sets) with every training label known and no augmentation: the
+    probes draw their own labelled subsets."""
     keys = set(data) if isinstance(data, dict) else set()
     changes = {"num_labels": None} | {k: None for k in ("labelled_per_batch", "num_unlabelled") if k in keys}
     changes |= {"augment": False} if "augment" in keys else {}
-    datamodule = data_of_run(config, source, data_root, **changes)
+    datamodule = data_of_run(data, source, data_root, **changes)
     datamodule.setup("fit")
     return datamodule
 

@@ -134,16 +134,15 @@ def build_data(data: Mapping, source: str, **changes):
     return cls(**settings)
 
 
-def data_of_run(config: Mapping, source: str, data_root: str | None = None, download: bool = False, **changes):
-    """The data module of the run whose stored run config is ``config`` (a checkpoint's
-    ``swwae_config``, a model folder's ``run_config``, a sweep job's saved config), not yet set
-    up; ``changes`` override settings.
+def data_of_run(data: Mapping | None, source: str, data_root: str | None = None, download: bool = False, **changes):
+    """The data module of a run from the ``data`` section of its stored run config (a
+    checkpoint's ``swwae_config``, a model folder's ``run_config``, a sweep job's saved config),
+    not yet set up; ``changes`` override settings.
 
     The file says which data (the class, its splits, seeds and label subsets); the user says
     where they lie and whether to fetch them (USER_KEYS): ``data_root`` (default: the data
     set's own default, ``./data``) and ``download`` (default: no). A stored ``root`` or
     ``download`` is never used: a file never decides where to read or whether to go online."""
-    data = (config or {}).get("data") if isinstance(config, Mapping) else None
     if data is None:
         raise CheckpointError(f"{source} holds no run config with a data section: its data cannot be rebuilt")
     if not isinstance(data, Mapping):

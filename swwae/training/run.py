@@ -1,135 +1,96 @@
 """The training job behind ``train.py``: config in, trained model, logs, checkpoints and
-``metrics.json`` out. Data flows one way: config -> datamodule + module -> Trainer ->
-callbacks/loggers -> files.
+``metrics.json`` out. ``train`` reads top to bottom, in the order a run lives:
 
-The job's parts, each in its own module: ``building`` (the Trainer, loggers, Hydra's view of
-the run), ``runs`` (the run's folder: its name, identity, lock, resume decision, moving aside,
-metrics.json), ``folders`` (writable folders, disk errors), ``preemption`` (SIGTERM/SIGUSR1),
-``finished`` (a run asked again after it finished), ``reporting`` (the metrics, the done: line).
+1. check: the settings (the typed run spec), the trackers' packages, every folder it writes;
+   the process settings (freed memory, denormals) from the spec;
+2. build: the data, the model, the callbacks and the one Trainer, before the lock, so that bad
+   input stops here and touches nothing (its loggers come after the decision);
+3. own the run's folder (``runs.folder``: the lock; a second run of the name ends here);
+4. decide: continue, start over, refuse, or report a run that already finished (its metrics
+   again, evaluated on the same Trainer when its metrics.json is gone);
+5. fit, then test the best checkpoint; every way of stopping early as one line;
+6. report: ``metrics.json``, ``test_outcomes.csv``, the final metrics to every logger, the
+   ``done:`` line, the monitored value for sweepers.
+
+Below it, in that order: the steps' helpers, the report, how the Trainer and loggers are built,
+and the process settings. Hydra's own state (the choices, the overrides, the sweep) comes in as
+``Launch`` values, read once at the entry (``composing.launch``); every function below
+``train`` takes the sections or values it uses, never the whole config.
 """
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import logging
+import math
 import shlex
+import shutil
 import signal
+import sys
 import time
+from collections.abc import Mapping
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 import lightning as L
 import torch
+from hydra.errors import InstantiationException
+from hydra.utils import instantiate
+from lightning.pytorch.plugins.io import CheckpointIO
 from lightning.pytorch.trainer.states import TrainerStatus
 from omegaconf import DictConfig, OmegaConf
 
 from swwae import threads
-from swwae.errors import CheckpointError, DiskError, Interrupted, NonFiniteError, Preempted
-from swwae.training.building import build, build_loggers, build_trainer, choices, task_overrides
-from swwae.training.callbacks import BatchSeed, LogRunConfig, SaveRunConfig
-from swwae.training.checkpoints import check_fits_model
-from swwae.training.checks import check_config
-from swwae.training.compiling import compile_network
-from swwae.training.finished import report_finished
-from swwae.training.folders import check_writable
-from swwae.training.host_memory import keep_freed_memory
-from swwae.training.loggers import check_extras, run_params
-from swwae.training.monitor import check_monitor
+from swwae.errors import CheckpointError, ConfigError, DiskError, Interrupted, NonFiniteError, Preempted, UserError
+from swwae.training.callbacks import BatchSeed, LogRunConfig, SaveRunConfig, check_extras, log_summary, run_params
+from swwae.training.checkpoints import AtomicCheckpointIO, check_fits_model
+from swwae.training.composing import Launch, check_monitor, launch
+from swwae.training.folders import check_writable, write_failed
 from swwae.training.preemption import Preemption, PreemptionSaved
-from swwae.training.reporting import (
-    evaluate_best,
-    log_final,
-    monitored_value,
-    run_summary,
-    shown,
-    write_test_outcomes,
-)
-from swwae.training.runs.decision import Decision, resume_mode
-from swwae.training.runs.folder import RunFolder, batches, describe, mid_epoch_position
-from swwae.training.runs.sweep_claim import claim_for_sweep_job
-from swwae.training.spec import RunSpec
+from swwae.training.runs.decision import Decision
+from swwae.training.runs.folder import RunFolder, batches, describe, identity_of, mid_epoch_position
+from swwae.training.runs.sweep_claim import claim
+from swwae.training.spec import PathsSpec, TrainerSpec, check_config
 
 log = logging.getLogger(__name__)
 
-# checks before anything runs
-
-
-def check_settings(cfg: DictConfig) -> RunSpec:
-    """The typed run spec (train.py parses it before Lightning loads; here for train() called
-    alone), and the trackers' optional packages."""
-    spec = check_config(cfg)
-    check_extras(cfg)  # a tracker whose optional package is missing: one line, before the data
-    return spec
-
-
-def check_folders(cfg: DictConfig) -> None:
-    """Every folder the run writes to, before any data is read; folders it had to create for
-    the test are removed again (a file where the run's own checkpoint folder should be is found
-    under the run's lock, in ``train``)."""
-    check_writable(Path(cfg.paths.checkpoint_dir), "checkpoints", "paths.checkpoint_dir", keep=False)
-    check_writable(Path(cfg.paths.log_dir), "logs", "paths.log_dir", keep=False)
-    check_writable(Path(cfg.paths.output_dir), "the run's output", "hydra.run.dir")
-
-
-def set_process_defaults(cfg: DictConfig) -> None:
-    """Process-wide CPU speed settings: the job's call, not the library's (README "Performance")."""
-    if cfg.get("keep_freed_memory") and keep_freed_memory():
-        log.debug("glibc keeps freed memory for reuse (keep_freed_memory=true)")
-    if cfg.get("flush_denormal") and torch.set_flush_denormal(True):  # False where the CPU cannot
-        log.debug("denormal floats flush to zero (flush_denormal=true)")
-    log.debug(threads.describe(torch.get_num_threads()))  # chosen before torch loaded (swwae.threads)
-
-
-@contextmanager
-def quiet():
-    """No log record at INFO or below inside the block (Lightning's device lines, tips)."""
-    was = logging.root.manager.disable
-    logging.disable(logging.INFO)
-    try:
-        yield
-    finally:
-        logging.disable(was)
-
-
-def logged_val_metrics(module) -> list[str]:
-    return ["val/loss", *(f"val/{name}" for name in module.metrics["val"])]
-
-
-def continue_command() -> str:
-    """The command line that continues this run: its own overrides, plus resume=true."""
-    kept = [o for o in task_overrides() if o.split("=", 1)[0].lstrip("+~") != "resume"]
-    return " ".join(["python train.py", *map(shlex.quote, kept), "resume=true"])
-
-
-def warn_about_schedule(path: Path, checkpoint: dict, cfg: DictConfig) -> None:
-    for scheduler in checkpoint.get("lr_schedulers") or []:
-        if scheduler.get("T_max") not in (None, cfg.trainer.get("max_epochs")):
-            log.warning(
-                "%s holds a cosine schedule over %s epochs; this run has trainer.max_epochs=%s: the "
-                "learning rate keeps the old schedule (0 after epoch %s, rising after)",
-                path,
-                scheduler["T_max"],
-                cfg.trainer.get("max_epochs"),
-                scheduler["T_max"],
-            )
-
+SHOWN = ("test/recon_mse", "test/acc")  # the done: line's metrics, or the monitor's when not tested
+MAX_OUTCOMES_BYTES = 16 * 2**20  # test_outcomes.csv of a test split of ~300,000 images
 
 # the job
 
 
-def train(cfg: DictConfig) -> float:
-    """Train, test, write ``metrics.json``; return ``cfg.optimized_metric`` for sweepers."""
+def train(cfg: DictConfig, hydra: Launch | None = None) -> float:
+    """Train, test, write ``metrics.json``; return ``cfg.optimized_metric`` for sweepers.
+    ``hydra``: what Hydra knows of the job (``composing.launch()``, read here when not given)."""
     started = time.perf_counter()
-    set_process_defaults(cfg)
-    spec = check_settings(cfg)  # parsed once, here: the job's functions take its sections from here on
-    check_folders(cfg)
-    run_config = OmegaConf.to_container(cfg, resolve=True)  # plain values: checkpoints, trackers, identity
-    folder = RunFolder.of(run_config)
-    claim_for_sweep_job(folder.path)  # a multirun's jobs never write into one run folder
+    hydra = hydra if hydra is not None else launch()
+
+    # 1. check (train.py parses the spec before Lightning loads; again here for train() called alone)
+    spec = check_config(cfg)  # from here on, the job's functions take its sections and values
+    set_process_defaults(spec.keep_freed_memory, spec.flush_denormal)
+    check_extras(cfg.get("logger"))  # a tracker whose optional package is missing: one line, before the data
+    check_folders(spec.paths)
+    stored = OmegaConf.to_container(cfg, resolve=True)  # the run config as checkpoints store it, resolved once
+    identity = identity_of(
+        stored.get("model"),
+        stored.get("data"),
+        stored.get("trainer"),
+        spec.seed,
+        spec.optimized_metric,
+        spec.optimized_mode,
+    )
+    folder = RunFolder(spec.paths.checkpoint_dir, spec.run_name, identity, spec.paths.output_dir)
+    if hydra.sweep is not None:  # a multirun's jobs never write into one run folder (runs.sweep_claim)
+        claim(folder.path, *hydra.sweep)
+
+    # 2. build: the data (loaded now: data errors stop the run before any training), the model, the Trainer
     if spec.seed is not None:
         L.seed_everything(spec.seed, workers=True, verbose=False)
     datamodule = build(cfg.data, _convert_="all")
     datamodule.prepare_data()
-    datamodule.setup("fit")  # load now: data errors stop the run before any training
+    datamodule.setup("fit")
     module = build(
         cfg.model,
         image_shape=datamodule.image_shape,
@@ -137,26 +98,178 @@ def train(cfg: DictConfig) -> float:
         pixel_mean=datamodule.pixel_mean(),
         _convert_="all",
     )  # plain lists: checkpoints load weights_only
-    compile_network(module, cfg.get("compile"))  # compile=true: in place, checkpoints unchanged
-    check_monitor(cfg.optimized_metric, cfg.optimized_mode, logged_val_metrics(module))
+    compile_network(module, spec.compile)  # compile=true: in place, checkpoints unchanged
+    check_monitor(spec.optimized_metric, spec.optimized_mode, logged_val_metrics(module))
     preemption = Preemption(folder.path)
-    callbacks = job_callbacks(cfg, run_config, folder, module, datamodule, preemption)
-    with quiet():  # the Trainer's and callbacks' config errors: before the lock
-        trainer = build_trainer(cfg, [], callbacks)
+    settings = {k: v for k, v in stored.items() if not isinstance(v, (dict, list))}  # seed, run_name, ...
+    params = run_params(
+        settings, stored.get("model"), stored.get("data"), stored.get("trainer"), module.net.arch, hydra.choices
+    )
+    callbacks = job_callbacks(cfg.get("callbacks"), stored, params, folder, module, datamodule, preemption, spec.seed)
+    held: list = []  # its lines (devices, tips) are said once the run is known to go on
+    with held_lines(held):
+        trainer = build_trainer(spec.trainer, [], callbacks)
     # the process that trains owns the run: rank 0 of a DDP run, or a process alone in its run
     # whatever rank variables its environment holds
     trains = trainer.world_size == 1 or trainer.global_rank == 0
-    with folder.own(trains):  # a second run of this name ends here, before it reads or moves a file
-        check_writable(folder.path, f"the checkpoints of {cfg.run_name}", "run_name")
-        return train_owned(cfg, folder, trains, module, datamodule, callbacks, preemption, started)
+    who = {
+        "run_name": spec.run_name,
+        "model": hydra.choices.get("model"),
+        "data": hydra.choices.get("data"),
+        "seed": spec.seed,
+    }
+    monitor = {"metric": spec.optimized_metric, "mode": spec.optimized_mode}
+
+    # 3. own the folder: a second run of this name ends here, before it reads or moves a file
+    with folder.own(trains):
+        check_writable(folder.path, f"the checkpoints of {spec.run_name}", "run_name")
+
+        # 4. decide
+        decision = start_of(folder, module, spec.resume, spec.trainer.max_epochs, spec.trainer.max_steps)
+        path, checkpoint = folder.checkpoint(decision.checkpoint) if decision.checkpoint else (None, None)
+        if decision.action == "finished":  # a repeated or re-queued command: its metrics, nothing trained
+            epochs = checkpoint.get("epoch", -1) + 1
+            wanted = [spec.optimized_metric] + (["test/recon_mse"] if spec.test else [])
+            summary, source = folder.own_metrics(checkpoint, wanted)
+            if summary is None:  # e.g. killed after its last checkpoint, before it wrote metrics.json
+                trainer = evaluator(trainer, held, spec.trainer)
+                trainer.validate(module, datamodule=datamodule, ckpt_path=str(path), verbose=False)
+                best = path.with_name("best.ckpt") if path.with_name("best.ckpt").is_file() else path
+                metrics = evaluate_best(trainer, module, datamodule, spec.test, str(best))
+                summary = run_summary(who, module.net.arch, epochs, str(best.absolute()), monitor, metrics)
+                source = f"evaluated again from {best.name}"
+                write_test_outcomes(folder.output_dir, module)
+            else:  # the outcomes the run wrote beside its metrics.json, if any (a sweep reads them per job)
+                copy_test_outcomes(checkpoint, folder.output_dir)
+            folder.write_metrics(summary)
+            print(
+                f"done: {spec.run_name} had already finished: {epochs} of {spec.trainer.max_epochs} epochs trained; "
+                f"{shown(summary['metrics'], spec.optimized_metric)} ({source}); nothing was retrained or logged "
+                f"again (resume=false trains it again, under the loggers now asked for) -> {spec.paths.output_dir}"
+            )
+            return monitored_value(spec.optimized_metric, summary["metrics"])
+        continuing = decision.action == "continue"
+        loggers = build_loggers(cfg.get("logger"), resuming=continuing)
+        replay(held)
+        trainer.loggers = loggers  # the Trainer's loggers, now that the run goes on (Lightning reads them from fit on)
+        if decision.action == "start_over" and trains:  # every check passed: only now touch what is on disk
+            folder.move_aside()
+        if continuing and (position := mid_epoch_position(checkpoint)) is not None:
+            datamodule.resume_at(*position, world_size=trainer.world_size)
+
+        # 5. fit and test
+        with ExitStack() as stack:
+            stack.callback(preemption.install().restore)
+            metrics, best = fit_and_test(
+                folder,
+                trainer,
+                module,
+                datamodule,
+                path if continuing else None,
+                preemption,
+                spec.test,
+                hydra.overrides,
+            )
+
+        # 6. report
+        metrics["train_time_s"] = time.perf_counter() - started
+        summary = run_summary(who, module.net.arch, trainer.current_epoch, best, monitor, metrics)
+        if trainer.is_global_zero:
+            folder.write_metrics(summary)
+            write_test_outcomes(folder.output_dir, module)
+            log_final(trainer, stored["model"], spec.seed, summary)
+            print(
+                f"done: {spec.run_name}: {shown(metrics, spec.optimized_metric)} ({metrics['train_time_s']:.0f} s) "
+                f"-> {spec.paths.output_dir}"
+            )
+        return monitored_value(spec.optimized_metric, metrics)
 
 
-def start_of(cfg: DictConfig, folder: RunFolder, module) -> Decision:
+# 1. check
+
+
+def check_folders(paths: PathsSpec) -> None:
+    """Every folder the run writes to, before any data is read; folders it had to create for
+    the test are removed again (a file where the run's own checkpoint folder should be is found
+    under the run's lock, in ``train``)."""
+    check_writable(Path(paths.checkpoint_dir), "checkpoints", "paths.checkpoint_dir", keep=False)
+    check_writable(Path(paths.log_dir), "logs", "paths.log_dir", keep=False)
+    check_writable(Path(paths.output_dir), "the run's output", "hydra.run.dir")
+
+
+# 2. build
+
+
+def logged_val_metrics(module) -> list[str]:
+    return ["val/loss", *(f"val/{name}" for name in module.metrics["val"])]
+
+
+def job_callbacks(
+    configured: Mapping | None,
+    stored: dict,
+    params: dict,
+    folder: RunFolder,
+    module,
+    datamodule,
+    preemption: Preemption,
+    seed: int | None,
+) -> list:
+    """The config's callbacks (its ``callbacks`` section) plus the job's own: the run config as
+    resolved (``stored``) in checkpoints, its tracker ``params`` in the trackers, per-batch seeds,
+    pre-emption."""
+    callbacks = [build(c) for c in (configured or {}).values()]
+    callbacks.append(SaveRunConfig(stored, {"identity": folder.identity, "digest": folder.digest}))
+    # the trackers get the run config (model/lr, data/batch_size, ...), not Lightning's flat
+    # copy of the module's and datamodule's arguments on top of it
+    module._log_hyperparams = datamodule._log_hyperparams = False
+    callbacks.append(LogRunConfig(params))
+    if seed is not None:
+        callbacks.append(BatchSeed(seed))  # a resumed run replays the uninterrupted one
+    return [*callbacks, preemption]
+
+
+@contextmanager
+def held_lines(held: list):
+    """Log records at INFO or below (Lightning's device lines and tips, as the Trainer is built)
+    are held in ``held`` instead of written, each with the handler that would write it; warnings
+    pass. ``replay(held)`` writes them later: a run refused at its lock prints none of them."""
+
+    class Hold(logging.Filter):
+        def __init__(self, handler: logging.Handler):
+            super().__init__()
+            self.handler = handler
+
+        def filter(self, record: logging.LogRecord) -> bool:
+            if record.levelno > logging.INFO:
+                return True
+            held.append((self.handler, record))
+            return False
+
+    loggers = [logging.root, *(lg for lg in logging.root.manager.loggerDict.values() if isinstance(lg, logging.Logger))]
+    holds = [(handler, Hold(handler)) for handler in {h for lg in loggers for h in lg.handlers}]
+    for handler, hold in holds:
+        handler.addFilter(hold)
+    try:
+        yield held
+    finally:
+        for handler, hold in holds:
+            handler.removeFilter(hold)
+
+
+def replay(held: list) -> None:
+    """Write the records ``held_lines`` held, in order, through the handlers that would have."""
+    for handler, record in held:
+        handler.handle(record)
+    held.clear()
+
+
+# 4. decide
+
+
+def start_of(folder: RunFolder, module, resume: str, max_epochs: int | None, max_steps: int | None) -> Decision:
     """The resume decision, said in one line where it continues or passes files over; a
     refusal as one error line naming the folder, what it holds and the ways out."""
-    decision = folder.decide(
-        resume_mode(cfg.get("resume", "auto")), cfg.trainer.get("max_epochs"), cfg.trainer.get("max_steps")
-    )
+    decision = folder.decide(resume, max_epochs, max_steps)
     for warning in decision.warnings:
         log.warning("%s %s", folder.path, warning)
     if decision.action == "refuse":  # (a folder locked by another run was refused by folder.own already)
@@ -169,87 +282,69 @@ def start_of(cfg: DictConfig, folder: RunFolder, module) -> Decision:
     if decision.checkpoint is not None:
         path, checkpoint = folder.checkpoint(decision.checkpoint)
         check_fits_model(path, checkpoint, module)
-        warn_about_schedule(path, checkpoint, cfg)
+        warn_about_schedule(path, checkpoint, max_epochs)
         if decision.warnings:
             log.warning("resuming from %s instead", describe(path, checkpoint))
         elif decision.action == "continue":
-            log.info(
-                "resume=%s: continuing this run from %s",
-                resume_mode(cfg.get("resume", "auto")),
-                describe(path, checkpoint),
-            )
+            log.info("resume=%s: continuing this run from %s", resume, describe(path, checkpoint))
     return decision
 
 
-def train_owned(
-    cfg: DictConfig,
-    folder: RunFolder,
-    trains: bool,
-    module,
-    datamodule,
-    callbacks: list,
-    preemption: Preemption,
-    started: float,
-) -> float:
-    """The part of the job that runs holding the run's lock."""
-    decision = start_of(cfg, folder, module)
-    path, checkpoint = folder.checkpoint(decision.checkpoint) if decision.checkpoint else (None, None)
-    if decision.action == "finished":  # a repeated or re-queued command
-        return report_finished(cfg, folder, module, datamodule, path, checkpoint)
-    continuing = decision.action == "continue"
-    trainer = build_trainer(cfg, build_loggers(cfg, resuming=continuing), callbacks)
-    if decision.action == "start_over" and trains:  # every check passed: only now touch what is on disk
-        folder.move_aside()
-    if continuing and (position := mid_epoch_position(checkpoint)) is not None:
-        datamodule.resume_at(*position, world_size=trainer.world_size)
-
-    with ExitStack() as stack:
-        stack.callback(preemption.install().restore)
-        metrics, best = fit_and_test(cfg, folder, trainer, module, datamodule, path if continuing else None, preemption)
-    metrics["train_time_s"] = time.perf_counter() - started
-    summary = run_summary(cfg, module.net.arch, trainer.current_epoch, best, metrics)
-    if trainer.is_global_zero:
-        folder.write_metrics(summary)
-        write_test_outcomes(folder.output_dir, module)
-        log_final(trainer, cfg, summary)
-        print(
-            f"done: {cfg.run_name}: {shown(metrics, cfg.optimized_metric)} ({metrics['train_time_s']:.0f} s) "
-            f"-> {cfg.paths.output_dir}"
-        )
-    return monitored_value(cfg, metrics)
+def warn_about_schedule(path: Path, checkpoint: dict, max_epochs: int | None) -> None:
+    for scheduler in checkpoint.get("lr_schedulers") or []:
+        if scheduler.get("T_max") not in (None, max_epochs):
+            log.warning(
+                "%s holds a cosine schedule over %s epochs; this run has trainer.max_epochs=%s: the "
+                "learning rate keeps the old schedule (0 after epoch %s, rising after)",
+                path,
+                scheduler["T_max"],
+                max_epochs,
+                scheduler["T_max"],
+            )
 
 
-def job_callbacks(
-    cfg: DictConfig, run_config: dict, folder: RunFolder, module, datamodule, preemption: Preemption
-) -> list:
-    """The config's callbacks plus the job's own: the run config (``cfg`` resolved) in checkpoints
-    and trackers, per-batch seeds, pre-emption."""
-    callbacks = [build(c) for c in (cfg.get("callbacks") or {}).values()]
-    callbacks.append(SaveRunConfig(run_config, {"identity": folder.identity, "digest": folder.digest}))
-    # the trackers get the run config (model/lr, data/batch_size, ...), not Lightning's flat
-    # copy of the module's and datamodule's arguments on top of it
-    module._log_hyperparams = datamodule._log_hyperparams = False
-    callbacks.append(LogRunConfig(run_params(run_config, module.net.arch, choices())))
-    if cfg.get("seed") is not None:
-        callbacks.append(BatchSeed(cfg.seed))  # a resumed run replays the uninterrupted one
-    return [*callbacks, preemption]
+def evaluator(trainer: L.Trainer, held: list, settings: TrainerSpec) -> L.Trainer:
+    """The Trainer that evaluates a finished run's checkpoints again: the job's own, without its
+    callbacks (nothing is saved, shown or logged); its held lines are said now. A multi-device
+    run evaluates on one device, in a Trainer of its own: Lightning cannot take a built
+    Trainer's strategy back, and a DDP strategy would launch the script again per device."""
+    if trainer.world_size == 1:
+        replay(held)
+        trainer.callbacks = []
+        return trainer
+    held.clear()
+    return build_trainer(
+        settings,
+        [],
+        [],
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        devices=1,
+        num_nodes=1,
+        strategy="auto",
+    )
+
+
+# 5. fit and test
 
 
 def fit_and_test(
-    cfg: DictConfig,
     folder: RunFolder,
     trainer: L.Trainer,
     module,
     datamodule,
     ckpt_path: Path | None,
     preemption: Preemption,
+    test: bool,
+    overrides: tuple[str, ...],
 ) -> tuple[dict, str | None]:
-    """Fit, then test the best checkpoint; every way of stopping early as one line naming what
-    is kept and how to go on."""
+    """Fit, then (``test``) test the best checkpoint; every way of stopping early as one line
+    naming what is kept and how to go on (the command's ``overrides`` plus resume=true)."""
     try:
         trainer.fit(module, datamodule=datamodule, ckpt_path=None if ckpt_path is None else str(ckpt_path))
         best = trainer.checkpoint_callback.best_model_path if trainer.checkpoint_callback else ""
-        return evaluate_best(trainer, module, datamodule, cfg, best), best or None
+        return evaluate_best(trainer, module, datamodule, test, best), best or None
     except (NonFiniteError, DiskError) as err:  # one line for train.py, saying what is left to resume from
         stopped = type(err)(f"{err}; {folder.kept()}")
         stopped.during_training = True  # not a rejected input: train.py keeps the run's output folder
@@ -263,8 +358,28 @@ def fit_and_test(
             raise Preempted(preempted_line(folder, preemption), preemption.received) from None
         raise Interrupted(
             f"interrupted in epoch {trainer.current_epoch + 1} (step {trainer.global_step}); "
-            f"{folder.kept()}; continue with: {continue_command()}"
+            f"{folder.kept()}; continue with: {continue_command(overrides)}"
         ) from None
+
+
+def final_metrics(trainer: L.Trainer, prefix: str) -> dict[str, float]:
+    return {k: float(v) for k, v in trainer.callback_metrics.items() if k.startswith(prefix) and not k.endswith("loss")}
+
+
+def evaluate_best(trainer: L.Trainer, module, datamodule, test: bool, best: str | None) -> dict[str, float]:
+    """The run's validation metrics as ``trainer`` holds them, and (``test``) the test
+    metrics of ``best`` (loaded through the trainer's checkpoint IO: the safe reader)."""
+    metrics = final_metrics(trainer, "val/")
+    if test:
+        trainer.test(module, datamodule=datamodule, ckpt_path=best or None, verbose=False)
+        metrics |= final_metrics(trainer, "test/")
+    return metrics
+
+
+def continue_command(overrides: tuple[str, ...]) -> str:
+    """The command line that continues this run: its own overrides, plus resume=true."""
+    kept = [o for o in overrides if o.split("=", 1)[0].lstrip("+~") != "resume"]
+    return " ".join(["python train.py", *map(shlex.quote, kept), "resume=true"])
 
 
 def preempted_line(folder: RunFolder, preemption: Preemption) -> str:
@@ -285,6 +400,211 @@ def preempted_line(folder: RunFolder, preemption: Preemption) -> str:
         else (f"{requeue + '; ' if requeue else ''}the same command continues it (resume=auto)")
     )
     return f"pre-empted by {name}; {kept}; {after}"
+
+
+# 6. report: metrics.json (written by the run's folder), test_outcomes.csv, every logger, the
+# done: line, the value returned to sweepers; a finished run's report is built by the same code
+
+
+def run_summary(who: dict, arch: str, epochs: int, checkpoint: str | None, monitor: dict, metrics: dict) -> dict:
+    """The contents of ``metrics.json``: what tells runs apart in tables (``who``: the run name,
+    model, data and seed; the network in the paper's notation), how it ended, and its metrics."""
+    return {
+        **who,
+        "arch": arch,
+        "status": "ok",
+        "epochs": epochs,
+        "checkpoint": checkpoint,
+        "monitor": monitor,
+        "metrics": metrics,
+    }
+
+
+def write_test_outcomes(folder: Path, module) -> Path | None:
+    """``<output dir>/test_outcomes.csv``: one row per test image, in the split's order (label,
+    predicted class or -1 without a classifier, reconstruction MSE), so that two runs tested
+    on the same images can be compared image by image (McNemar's test) without reading the
+    test split again. Written by a run alone in its process (a DDP rank sees a shard)."""
+    if not module.test_outcomes or module.trainer.world_size != 1:
+        return None
+    rows = torch.cat(module.test_outcomes).tolist()
+    path = folder / "test_outcomes.csv"
+    try:
+        with path.open("w", newline="") as f:
+            f.write("index,label,prediction,recon_mse\n")
+            f.writelines(f"{i},{int(y)},{int(p)},{mse:.6g}\n" for i, (y, p, mse) in enumerate(rows))
+    except OSError as err:
+        raise write_failed(path, err) from None
+    return path
+
+
+def copy_test_outcomes(checkpoint: dict, folder: Path) -> Path | None:
+    """A finished run reported again into another folder (a sweep repeated) brings its
+    ``test_outcomes.csv`` along, from the output folder its checkpoint names: a regular file of
+    bounded size, copied as bytes, never parsed here."""
+    stored = checkpoint.get("swwae_config")
+    for key in ("paths", "output_dir"):
+        stored = stored.get(key) if isinstance(stored, dict) else None
+    if not isinstance(stored, str):
+        return None
+    source, target = Path(stored) / "test_outcomes.csv", folder / "test_outcomes.csv"
+    try:
+        if not source.is_file() or source.stat().st_size > MAX_OUTCOMES_BYTES or source.resolve() == target.resolve():
+            return None
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(source, target)
+    except OSError as err:
+        raise write_failed(target, err) from None
+    return target
+
+
+def log_final(trainer: L.Trainer, model: Mapping, seed: int | None, summary: dict) -> None:
+    """The final metrics to every logger (TensorBoard's hparams table, MLflow, W&B, CSV), with
+    the model's resolved settings, the seed, the data and the network as its params."""
+    hparams = dict(model) | {"seed": seed, "data": summary["data"], "arch": summary["arch"]}
+    for logger in trainer.loggers:
+        log_summary(logger, hparams, summary["metrics"], step=trainer.global_step)
+
+
+def shown(metrics: dict, monitor: str) -> str:
+    """The done: line's metrics: the test metrics, or the monitored one when the run was not
+    tested; never an empty list."""
+    keys = [k for k in SHOWN if k in metrics] or [k for k in (monitor,) if k in metrics]
+    return " ".join(f"{k}={metrics[k]:.4f}" for k in keys) or "no metric was computed"
+
+
+def monitored_value(metric: str, metrics: dict) -> float:
+    value = metrics.get(metric, math.nan)
+    if not math.isfinite(value):
+        raise ConfigError(f"{metric} was not computed (is it a metric this run logs?)")
+    return value
+
+
+# building: the Trainer, the loggers, anything with a _target_
+
+
+def build(node, **kwargs):
+    """``hydra.utils.instantiate``, but our own errors come out unwrapped (one line)."""
+    try:
+        return instantiate(node, **kwargs)
+    except InstantiationException as err:
+        if isinstance(err.__cause__, UserError):
+            raise err.__cause__ from None
+        raise ConfigError(str(err).replace("\n", " ")) from err
+
+
+def build_trainer(settings: TrainerSpec, loggers: list, callbacks: list, **overrides) -> L.Trainer:
+    """The Trainer of the run spec's ``trainer`` section (the keys the config set; ``overrides``
+    on top), saving and loading checkpoints through ``AtomicCheckpointIO`` (atomic, checksummed,
+    weights only) unless the config names a CheckpointIO plugin of its own. Every Trainer of the
+    job is built here, so that no load of a ``ckpt_path`` bypasses the safe reader."""
+    kwargs = settings.model_dump(by_alias=True, exclude_unset=True)
+    given = kwargs.get("plugins") or []
+    given = list(given) if isinstance(given, (list, tuple)) else [given]
+    plugins = [build(p) if isinstance(p, Mapping) else p for p in given]  # nodes with _target_, or names
+    if not any(isinstance(p, CheckpointIO) for p in plugins):
+        plugins.append(AtomicCheckpointIO())
+    return build(kwargs, logger=loggers or False, callbacks=callbacks, plugins=plugins, **overrides)
+
+
+def latest_version(save_dir: str, name: str) -> int | None:
+    """The newest TensorBoard version folder of this run, so a resumed run continues its curves."""
+    root = Path(save_dir) / name
+    versions = [int(p.name.split("_")[1]) for p in root.glob("version_*") if p.name.split("_")[1].isdigit()]
+    return max(versions) if versions else None
+
+
+def build_loggers(configured: Mapping | None, resuming: bool) -> list:
+    """The loggers of the config's ``logger`` section; a resumed run's TensorBoard logger
+    continues its newest version."""
+    loggers = []
+    for logger in (configured or {}).values():
+        extra = {}
+        if resuming and logger.get("_target_", "").endswith("TensorBoardLogger"):
+            extra["version"] = latest_version(logger.save_dir, logger.name)
+        loggers.append(build(logger, **extra))
+    return loggers
+
+
+# the process: CPU settings, torch's defaults, compiling. The CPU threads are chosen earlier,
+# before torch loads (swwae.threads, the first line of train.py's entry); logged here
+
+
+def set_process_defaults(keep_freed: bool, flush_denormal: bool) -> None:
+    """Process-wide CPU speed settings: the job's call, not the library's (README "Performance")."""
+    if keep_freed and keep_freed_memory():
+        log.debug("glibc keeps freed memory for reuse (keep_freed_memory=true)")
+    if flush_denormal and torch.set_flush_denormal(True):  # False where the CPU cannot
+        log.debug("denormal floats flush to zero (flush_denormal=true)")
+    log.debug(threads.describe(torch.get_num_threads()))  # chosen before torch loaded (swwae.threads)
+
+
+# keep freed host memory for reuse, instead of handing it back to the OS after every step.
+#
+# glibc returns large freed blocks to the OS: mmap-ed ones at once, and the top of the heap once
+# more than a trim threshold of it is free. A training step on CPU frees its activations at the
+# end and allocates them again in the next, so every step then faults them back in, page by page,
+# each page zeroed by the kernel: for a cheap element-wise op that costs more than its arithmetic
+# (soft pooling runs many of them: its training step went from 1.54x to 1.24x native with this,
+# scripts/bench_training.py). jemalloc and tcmalloc keep freed memory by default; this asks glibc
+# to do the same. It is process-wide, so it is the application's call, never the library's: the
+# training job makes it (keep_freed_memory: true in configs/train.yaml), swwae.pooling does not.
+
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # mallopt parameters, <malloc.h>
+TRIM_THRESHOLD = 1 << 30  # free memory kept at the top of the heap before glibc trims it
+MMAP_THRESHOLD = 1 << 25  # 32 MiB, glibc's maximum: smaller blocks come from the heap
+
+
+def keep_freed_memory() -> bool:
+    """Ask glibc (``mallopt``) to keep up to 1 GiB of freed memory and to serve blocks up to
+    32 MiB from its heap. True if applied; False elsewhere (macOS, Windows, musl), where
+    nothing changes."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        mallopt = libc.mallopt
+    except (OSError, AttributeError):
+        return False
+    mallopt.argtypes, mallopt.restype = (ctypes.c_int, ctypes.c_int), ctypes.c_int
+    return bool(mallopt(_M_TRIM_THRESHOLD, TRIM_THRESHOLD) and mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD))
+
+
+# compile=true: the network trains through torch.compile. nn.Module.compile compiles the network
+# in place: its state-dict keys stay as they are (no _orig_mod. prefix), so the checkpoints of a
+# compiled run are those of an eager one, and either kind resumes the other. Every pooling mode
+# compiles without a graph break (tests/test_compile.py). Compiling costs time once per graph
+# (training, evaluation, a smaller last batch); whether it pays depends on the machine
+# (docs/performance.md).
+
+DEFAULT_BACKEND = "inductor"
+
+
+def compile_backend(setting) -> str | None:
+    """The torch.compile backend that ``compile`` asks for: ``false`` none, ``true`` the
+    default (inductor), or a backend's name (``aot_eager``: traced, not code-generated)."""
+    if setting is None or setting is False:
+        return None
+    if setting is True:
+        return DEFAULT_BACKEND
+    backends = torch._dynamo.list_backends(exclude_tags=())
+    if not isinstance(setting, str) or setting not in backends:
+        raise ConfigError(
+            f"compile={setting!r}: write true, false, or a torch.compile backend "
+            f"({', '.join(b for b in backends if 'TESTING' not in b)})"
+        )
+    return setting
+
+
+def compile_network(module: torch.nn.Module, setting) -> bool:
+    """Compile ``module.net`` in place when ``setting`` (the config's ``compile``) asks for it;
+    whether it did."""
+    backend = compile_backend(setting)
+    if backend is None:
+        return False
+    module.net.compile(backend=backend, dynamic=False)
+    log.info("torch.compile: the network compiles (backend %s) on its first batches", backend)
+    return True
 
 
 def set_torch_defaults() -> None:

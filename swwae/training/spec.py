@@ -1,6 +1,6 @@
 """The typed run spec: a run's settings, parsed once, into frozen sections.
 
-One schema for the command line (``parse_run``, on the resolved Hydra config, before torch
+One schema for the command line (``check_config``, on the resolved Hydra config, before torch
 loads) and for every config a file stores (``parse_stored``, a checkpoint's ``swwae_config``):
 types, ranges and the keys that may appear. A value that the job, Lightning or a data set
 would reject later is rejected here, in one line naming the key, the value and what is
@@ -12,13 +12,23 @@ project's own functions (``swwae.settings``, ``swwae.arch``, the run name, the r
 the devices), the same ones the classes run when they are built, so the words are the same.
 A model or data class that swwae does not ship keeps its section as written: it checks its
 own settings when it is built. Plain Python: no torch, no Lightning.
+
+The devices a run asks for, against those the machine has (``check_devices``, below): one
+line before any data is read.
+
+Lightning finds out late, and says it in its own words (``MisconfigurationException('No
+supported gpu backend found!')`` for ``trainer=gpu`` without a GPU); the job calls
+:func:`check_devices` with its other checks, so the user reads what was asked and what is
+there, and how to ask for what is. Only what can be known from torch is checked: a CUDA GPU
+(``gpu``, ``cuda``) or Apple's MPS asked for, and how many. ``auto`` takes what there is, and
+CPU runs may ask for several processes; other accelerators are Lightning's to judge.
 """
 
 from __future__ import annotations
 
 import difflib
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -39,11 +49,10 @@ from swwae.errors import CheckpointError, ConfigError, UserError
 from swwae.loss_terms import TERMS
 from swwae.pool_modes import POOL_MODES
 from swwae.settings import check_data, check_network, check_training, network_spec, trains_classifier
-from swwae.training.devices import check_devices
-from swwae.training.monitor import check_mode
+from swwae.training.composing import check_mode
 from swwae.training.registry import DATA_MODULES, DATASETS, MODEL_MODULES, MODELS, shipped
 from swwae.training.runs.decision import resume_mode
-from swwae.training.runs.names import check_run_name
+from swwae.training.runs.identity import check_run_name
 
 Int = Annotated[int, Field(strict=True)]
 Count = Annotated[int, Field(strict=True, ge=0)]
@@ -60,6 +69,9 @@ CHECKED_DATA_KEYS = (
 )
 PRECISION_VALUES = (64, 32, 16, "64", "32", "16", "bf16", "16-true", "16-mixed", "bf16-true", "bf16-mixed", "32-true")
 PRECISION_VALUES += ("64-true", "transformer-engine", "transformer-engine-float16")
+# loggers and callbacks are instantiated as written (their classes check them); their
+# interpolations may need resolvers of modules that import Lightning
+AS_WRITTEN = ("logger", "callbacks")
 
 # helpers
 
@@ -100,6 +112,92 @@ def unknown_key(key: str, known) -> str:
         return f"{key} is not a setting; did you mean {prefix}{near[0]}?"
     shown = ", ".join(sorted(map(str, known)))
     return f"{key} is not a setting{f' of {section}' if section else ''}; the settings are: {shown}"
+
+
+# devices (module docstring)
+
+CUDA = ("gpu", "cuda")
+EVERY = (-1, "-1", "auto", None)  # Lightning's "every device there is"
+
+
+def cuda_count() -> int:
+    import torch  # only when a GPU is asked for: a CPU run's checks load no torch
+
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+
+def mps_available() -> bool:
+    import torch
+
+    mps = getattr(torch.backends, "mps", None)
+    return bool(mps is not None and mps.is_available())
+
+
+def plural(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+def wanted_indices(devices) -> list[int] | None:
+    """The device indices that ``devices`` names (``[0, 2]``, ``"0,2"``), or None if it is a
+    count or "every device"."""
+    if isinstance(devices, str) and "," in devices:
+        return [int(part) for part in devices.split(",") if part.strip()]
+    if isinstance(devices, Sequence) and not isinstance(devices, str):
+        return [int(d) for d in devices]
+    return None
+
+
+def wanted_count(devices) -> int | None:
+    """How many devices ``devices`` asks for, or None for "every device" (or a form Lightning judges)."""
+    if devices in EVERY or isinstance(devices, bool):
+        return None
+    if isinstance(devices, int):
+        return devices
+    if isinstance(devices, str) and devices.strip().isdigit():
+        return int(devices)
+    return None
+
+
+def check_cuda(devices) -> None:
+    have = cuda_count()
+    if have == 0:
+        raise ConfigError(
+            "trainer.accelerator=gpu asks for a CUDA GPU, and this machine has none "
+            "(torch.cuda.is_available() is False): train on the CPU with trainer=default "
+            "(or trainer.accelerator=auto, which uses a GPU where there is one)"
+        )
+    indices = wanted_indices(devices)
+    if indices is not None:
+        missing = [i for i in indices if not 0 <= i < have]
+        if missing:
+            raise ConfigError(
+                f"trainer.devices={devices} names GPU {', '.join(map(str, missing))}, and this machine "
+                f"has {plural(have, 'CUDA GPU')} (indices 0..{have - 1})"
+            )
+        return
+    count = wanted_count(devices)
+    if count is not None and count > have:
+        raise ConfigError(
+            f"trainer.devices={devices} asks for {plural(count, 'CUDA GPU')}, and this machine has "
+            f"{have}: trainer.devices={have} (or -1: every GPU there is)"
+        )
+
+
+def check_devices(trainer_cfg: Mapping) -> None:
+    """A ``ConfigError`` naming what ``trainer`` asks for and what the machine has, if the
+    machine has less; nothing otherwise."""
+    accelerator = str(trainer_cfg.get("accelerator") or "auto").lower()
+    devices = trainer_cfg.get("devices", "auto")
+    if accelerator in CUDA:
+        check_cuda(devices)
+    elif accelerator == "mps" and not mps_available():
+        cuda = cuda_count()
+        instead = f"trainer=gpu (this machine has {plural(cuda, 'CUDA GPU')})" if cuda else "trainer=default (the CPU)"
+        raise ConfigError(
+            "trainer.accelerator=mps asks for Apple's MPS GPU, and this machine has none "
+            f"(torch.backends.mps.is_available() is False; MPS is macOS on Apple silicon): "
+            f"train with {instead}"
+        )
 
 
 # sections
@@ -479,18 +577,25 @@ def class_spec(section: str, values, source: str | None) -> type[Section]:
     return OwnClass
 
 
-def parse(config: Mapping, source: str | None = None) -> RunSpec:
-    if not isinstance(config, Mapping):
-        raise ConfigError(f"a run config must be a mapping of settings, got {type(config).__name__}")
+def check_config(cfg) -> RunSpec:
+    """The run spec of a job config: the command line's (a DictConfig, resolved here: all but
+    its loggers and callbacks, ``AS_WRITTEN``) or a resolved mapping of it. Every check that
+    needs neither torch nor Lightning; ConfigError in one line. ``train.py`` runs it first."""
+    from omegaconf import OmegaConf
+
+    if OmegaConf.is_config(cfg):
+        cfg = {
+            key: OmegaConf.to_container(cfg[key], resolve=key not in AS_WRITTEN)
+            if OmegaConf.is_config(cfg._get_node(key))
+            else cfg[key]
+            for key in cfg
+        }
+    if not isinstance(cfg, Mapping):
+        raise ConfigError(f"a run config must be a mapping of settings, got {type(cfg).__name__}")
     try:
-        return RunSpec.model_validate(dict(config), context={"source": source})
+        return RunSpec.model_validate(dict(cfg), context={"source": None})
     except ValidationError as err:
         raise first_problem(err) from None
-
-
-def parse_run(config: Mapping) -> RunSpec:
-    """The run spec of a resolved job config (the command line); ConfigError in one line."""
-    return parse(config)
 
 
 def parse_stored(config: Mapping, source: str) -> RunSpec:
@@ -498,7 +603,12 @@ def parse_stored(config: Mapping, source: str) -> RunSpec:
     schema: keys it predates take their defaults; its model and data must be classes swwae
     ships; anything else is a CheckpointError naming ``source``, in one line."""
     try:
-        return parse(config, source)
+        if not isinstance(config, Mapping):
+            raise ConfigError(f"a run config must be a mapping of settings, got {type(config).__name__}")
+        try:
+            return RunSpec.model_validate(dict(config), context={"source": source})
+        except ValidationError as err:
+            raise first_problem(err) from None
     except CheckpointError:
         raise
     except UserError as err:

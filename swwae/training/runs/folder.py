@@ -8,33 +8,54 @@ save, and the run's ``metrics.json``, which names the SHA-256 of the checkpoint 
 that a reader can tell that the weights are the ones measured (and is believed only about a
 checkpoint inside this folder). Every file it reads is parsed with bounds first
 (``swwae.checkpoint_file``, ``swwae.files``): one that does not parse is passed over, in one line.
+
+The lock: One run, one owner: a run holds an exclusive lock on its checkpoint folder while it runs.
+
+Two runs of one run name (two terminals, a sweep whose jobs share a name, a SLURM array with a
+repeated task) would otherwise write the same ``best.ckpt`` and ``last.ckpt``, and each would
+test and report the other's weights. The lock is ``filelock``'s (``fcntl.flock`` on POSIX:
+released by the kernel when the process dies, even by ``kill -9``; on NFS, Linux maps it onto
+the server's byte-range locks). It lives beside the folder (``checkpoints/.<run>.lock``), not in
+it, so moving an old run's folder aside (which happens only under the lock) cannot move the lock
+with it. Beside it, ``.<run>.owner.json`` says who holds it, for the other run's error line.
+The process that trains takes it: of a DDP run, the process of global rank 0 as the Trainer
+counts ranks (its other ranks belong to the same run); a process alone in its run always takes
+it, whatever rank variables a launcher left in its environment (``srun -n 2 python train.py``
+without DDP starts two runs, not two ranks of one).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import math
+import os
+import shlex
 import shutil
+import socket
+import sys
+import time
 from collections.abc import Mapping
 from contextlib import AbstractContextManager
 from pathlib import Path
 
+from filelock import FileLock, Timeout
+
 from swwae.checkpoint_file import file_sha256, mid_epoch_position, read_checkpoint
-from swwae.errors import CheckpointError, Unreadable
+from swwae.errors import CheckpointError, ConfigError, DiskError, RunInUseError, Unreadable
 from swwae.files import is_inside, read_json, sha256_of
 from swwae.stored import parse_metrics
-from swwae.training.checkpoint_io import remove_stale_temp_files
-from swwae.training.folders import write_failed
+from swwae.training.checkpoints import remove_stale_temp_files
+from swwae.training.folders import reason, write_failed
 from swwae.training.registry import DATA_MODULES, DATASETS, MODEL_MODULES, MODELS, constructor_defaults, shipped
 from swwae.training.runs.decision import Decision, FolderState, Found, Request, decide
-from swwae.training.runs.identity import digest, run_identity
-from swwae.training.runs.lock import own_run
-from swwae.training.runs.names import aside_name, aside_stamp, check_run_name
+from swwae.training.runs.identity import aside_name, aside_stamp, check_run_name, digest, run_identity
 
 log = logging.getLogger(__name__)
 
 DERIVED_MODEL_KEYS = ("image_shape", "num_classes", "pixel_mean")  # from the data, not the model config
+IDENTITY_KEYS = ("model", "data", "trainer", "seed", "optimized_metric", "optimized_mode")  # identity_of's
 
 # helpers
 
@@ -49,23 +70,34 @@ def class_name(section: str, target) -> str:
         return str(target)
 
 
-def section_defaults(config: Mapping) -> dict[str, dict]:
-    """The default of every model and data setting the config's classes take, so that a
-    checkpoint written before a setting existed counts it as its default."""
+def section_defaults(data_target: str | None) -> dict[str, dict]:
+    """The default of every model setting and of every setting of the data class
+    ``data_target`` names, so that a checkpoint written before a setting existed counts it as its
+    default."""
     from swwae.model import SWWAE
 
     model = constructor_defaults(MODELS["SWWAEModule"].load()) | constructor_defaults(SWWAE)
     defaults = {"model": {k: v for k, v in model.items() if k not in DERIVED_MODEL_KEYS}, "data": {}}
-    target = str((config.get("data") or {}).get("_target_", ""))
-    spec = DATASETS.get(target.rpartition(".")[2])
+    spec = DATASETS.get(str(data_target or "").rpartition(".")[2])
     if spec is not None:
         defaults["data"] = constructor_defaults(spec.load())
     return defaults
 
 
-def identity_of(config: Mapping) -> dict:
-    """The identity (``swwae.training.runs.identity``) of a resolved run config."""
-    return run_identity(config, section_defaults(config), class_name)
+def identity_of(
+    model: Mapping | None,
+    data: Mapping | None,
+    trainer: Mapping | None,
+    seed: int | None,
+    optimized_metric: str | None,
+    optimized_mode: str | None,
+) -> dict:
+    """The identity (``swwae.training.runs.identity``) of a run of these resolved sections and
+    values (``IDENTITY_KEYS``, in order), as the job has them or a checkpoint stores them."""
+    defaults = section_defaults((data or {}).get("_target_"))
+    return run_identity(
+        model, data, trainer, seed, optimized_metric, optimized_mode, defaults=defaults, target_names=class_name
+    )
 
 
 def batches(count: int) -> str:
@@ -106,20 +138,10 @@ class RunFolder:
         self.output_dir = Path(output_dir) if output_dir is not None else None
         self.loaded: dict[Path, dict] = {}  # the checkpoints read so far, by path
 
-    @classmethod
-    def of(cls, config: Mapping) -> RunFolder:
-        """The folder of the run a resolved job config describes."""
-        return cls(
-            config["paths"]["checkpoint_dir"],
-            config["run_name"],
-            identity_of(config),
-            config["paths"].get("output_dir"),
-        )
-
     # ownership
 
     def own(self, trains: bool = True) -> AbstractContextManager:
-        """The run's lock for the block (``swwae.training.runs.lock``); ``trains=False`` for a
+        """The run's lock for the block (``own_run``, below); ``trains=False`` for a
         DDP rank other than 0, whose run rank 0 owns."""
         return own_run(self.path, self.name, trains)
 
@@ -144,11 +166,12 @@ class RunFolder:
                 found.append(Found(path.name, problem=str(err)))
                 continue
             self.loaded[path] = checkpoint
+            stored = checkpoint["swwae_config"]
             found.append(
                 Found(
                     path.name,
                     None,
-                    identity_of(checkpoint["swwae_config"]),
+                    identity_of(*(stored.get(key) for key in IDENTITY_KEYS)),
                     checkpoint.get("epoch", -1),
                     checkpoint.get("global_step", 0),
                     mid_epoch_position(checkpoint),
@@ -236,3 +259,78 @@ class RunFolder:
         ):
             return None, ""
         return summary, f"from {path}"
+
+
+# the lock: one run, one owner (module docstring)
+
+OWNER_LIMIT = 1 << 16  # bytes: an owner file is one line
+
+
+def lock_path(folder: Path) -> Path:
+    return folder.with_name(f".{folder.name}.lock")
+
+
+def owner_path(folder: Path) -> Path:
+    return folder.with_name(f".{folder.name}.owner.json")
+
+
+def describe_owner(folder: Path) -> str:
+    """'pid 123 on host n7, started 2026-12-01 10:00:00: python train.py ...', as far as known."""
+    try:
+        owner = read_json(owner_path(folder), "owner file", OWNER_LIMIT)  # bounded: any file may be there
+    except Unreadable:
+        return "another process"
+    if not isinstance(owner, dict):
+        return "another process"
+    return (
+        f"pid {owner.get('pid', '?')} on host {owner.get('host', '?')}, started {owner.get('started', '?')}: "
+        f"{owner.get('command', '?')}"
+    )
+
+
+def write_owner(folder: Path) -> None:
+    owner = {
+        "pid": os.getpid(),
+        "host": socket.gethostname(),
+        "started": time.strftime("%Y-%m-%d %H:%M:%S"),
+        "command": " ".join(["python", *map(shlex.quote, sys.argv)]),
+    }
+    temp = owner_path(folder).with_name(f"{owner_path(folder).name}.{os.getpid()}.tmp")
+    temp.write_text(json.dumps(owner))
+    os.replace(temp, owner_path(folder))
+
+
+@contextlib.contextmanager
+def own_run(folder: Path, run_name: str, trains: bool = True):
+    """``with own_run(checkpoints/<run>, run):`` the block runs holding the run's lock, or
+    RunInUseError (one line naming the other process and what to do) before it touches anything;
+    a lock that cannot be taken for another reason (a read-only folder, a symlink loop where the
+    lock file goes) is a DiskError line. A run folder that is a symbolic link is a ConfigError
+    line: the lock guards a name, so two links to one target would be two owners of one folder
+    (``paths.checkpoint_dir`` may be a link: the locks then live in its target, beside the
+    folders). ``trains=False``: a DDP rank other than 0, whose run rank 0 owns."""
+    if not trains:
+        yield
+        return
+    if folder.is_symlink():  # its lock would be the link's, not its target's: two names could share one
+        raise ConfigError(
+            f"{folder} is a symbolic link (to {os.readlink(folder)}): a run's folder must be a folder of "
+            f"paths.checkpoint_dir itself; to keep checkpoints on another disk, point paths.checkpoint_dir there"
+        )
+    lock = FileLock(lock_path(folder), timeout=0)
+    try:
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        lock.acquire()
+    except Timeout:
+        raise RunInUseError(
+            f"{folder} is in use by another run of {run_name} ({describe_owner(folder)}): wait for it to finish, "
+            f"or give this run its own folder with run_name=..."
+        ) from None
+    except OSError as err:
+        raise DiskError(f"cannot lock {lock_path(folder)} for the run {run_name}: {reason(err)}") from None
+    try:
+        write_owner(folder)
+        yield
+    finally:
+        owner_path(folder).unlink(missing_ok=True)
+        lock.release()

@@ -12,14 +12,22 @@ In: the model and the data (where the data live and how they are read excepted: 
 Plain Python over plain dicts (``swwae.stored.plain``: tuples as lists): the job passes its
 resolved config, a checkpoint its stored one. A setting that one side predates (added to the
 project since) counts as its default.
+
+A run's name is a name: one path component, so that ``checkpoints/<run name>/`` is a folder
+inside ``checkpoints/`` and nowhere else (``check_run_name``, checked before anything is
+written; ``${swwae.arch_tag:}``, registered on import, names a network written out).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import re
+import time
 from collections.abc import Mapping
+from pathlib import PurePath
 
+from swwae.errors import ConfigError
 from swwae.stored import plain
 
 # the trainer settings that change what the optimiser does, with Lightning's defaults
@@ -54,21 +62,32 @@ def section(values: Mapping | None, defaults: Mapping, free=()) -> dict:
 # the identity
 
 
-def run_identity(config: Mapping, defaults: Mapping[str, Mapping] | None = None, target_names=None) -> dict:
-    """The identity of a resolved run config. ``defaults`` (``{"model": {...}, "data": {...}}``)
-    fill the settings a config does not name; ``target_names(section, target)`` gives a class's
-    registry name, so that a class stored under an old module path is the same class."""
+def run_identity(
+    model: Mapping | None,
+    data: Mapping | None,
+    trainer: Mapping | None,
+    seed: int | None,
+    optimized_metric: str | None,
+    optimized_mode: str | None,
+    *,
+    defaults: Mapping[str, Mapping] | None = None,
+    target_names=None,
+) -> dict:
+    """The identity of a run of these resolved sections and values. ``defaults`` (``{"model":
+    {...}, "data": {...}}``) fill the settings a section does not name; ``target_names(section,
+    target)`` gives a class's registry name, so that a class stored under an old module path is
+    the same class."""
     defaults = defaults or {}
     identity = {}
-    for name in ("model", "data"):
-        values = dict(config.get(name) or {})
+    for name, given in (("model", model), ("data", data)):
+        values = dict(given or {})
         target = values.pop("_target_", None)
         values["class"] = target_names(name, target) if target_names and target else target
         identity[name] = section(values, defaults.get(name, {}), FREE_DATA_KEYS if name == "data" else ())
-    trainer = dict(config.get("trainer") or {})
+    trainer = dict(trainer or {})
     identity["trainer"] = {k: trainer_setting(k, trainer.get(k, default)) for k, default in TRAINER.items()}
-    identity["seed"] = config.get("seed")
-    identity["monitor"] = {"metric": config.get("optimized_metric"), "mode": config.get("optimized_mode")}
+    identity["seed"] = seed
+    identity["monitor"] = {"metric": optimized_metric, "mode": optimized_mode}
     return identity
 
 
@@ -91,3 +110,74 @@ def differences(saved: Mapping, current: Mapping, prefix: str = "") -> list[str]
             shown = {"metric": "optimized_metric", "mode": "optimized_mode"}.get(name, name)
             lines.append(f"{shown}: {a} -> {b}")
     return lines
+
+
+# the run's name
+NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]*", re.ASCII)
+RESERVED = {"quick": "debug=quick's runs have their own root, checkpoints/quick/"}
+MAX_LENGTH = 200  # with ".previous-<time>" and ".owner.json" added, within a file system's 255 bytes
+ASIDE_STAMP = "%Y%m%d-%H%M%S"  # the <time> of a moved-aside run's name
+MOVED_ASIDE = re.compile(r"\.previous-\d{8}-\d{6}(-\d+)?$")  # the names aside_name gives
+
+
+def arch_tag(arch) -> str:
+    """The default run name's part for ``model.arch``: nothing without one, else the network as
+    a name (``(16)5c-(32)3c-2p`` -> ``_16x5c-32x3c-2p``), so that a network written out gets a
+    folder of its own instead of meeting the shorthand's run in one (configs/train.yaml)."""
+    if arch is None or str(arch) in ("", "None"):
+        return ""
+    text = re.sub(r"\(([0-9]+)\)", r"\1x", str(arch))
+    return "_" + re.sub(r"[^A-Za-z0-9._-]", "", text)
+
+
+def aside_stamp() -> str:
+    """The current local time as a moved-aside name's <time> (``20260101-120000``)."""
+    return time.strftime(ASIDE_STAMP)
+
+
+def aside_name(name: str, stamp: str, number: int = 1) -> str:
+    """The folder name of run ``name`` moved aside at ``stamp`` (``aside_stamp()``) by a fresh
+    start (``RunFolder.move_aside``; ``swwae runs`` recognises them); ``number`` > 1 for another
+    one moved aside in the same second."""
+    return f"{name}.previous-{stamp}" + (f"-{number}" if number > 1 else "")
+
+
+def is_moved_aside(folder: str | PurePath) -> bool:
+    """Whether a folder (its path or its name) is an old run moved aside (``aside_name``)."""
+    return bool(MOVED_ASIDE.search(PurePath(folder).name))
+
+
+def register_resolver() -> None:
+    """``${swwae.arch_tag:${model.arch}}`` for the configs (on import: the Hydra callbacks and
+    the job import this module before the run name is resolved)."""
+    from omegaconf import OmegaConf
+
+    OmegaConf.register_new_resolver("swwae.arch_tag", arch_tag, replace=True)
+
+
+def check_run_name(name: object) -> str:
+    """``name``, or ConfigError (one line) unless it is letters, digits and ``._-`` only, not
+    starting with a dot (no ``..``, no hidden folder beside the locks), not empty and not
+    reserved."""
+    text = "" if name is None else str(name)
+    if not text:
+        raise ConfigError("run_name is empty: give the run a name, e.g. run_name=my_run")
+    if len(text) > MAX_LENGTH or not NAME.fullmatch(text):
+        bad = next((c for c in text if not re.fullmatch(r"[A-Za-z0-9._-]", c, re.ASCII)), None)
+        why = (
+            f"{len(text)} characters, more than {MAX_LENGTH}"
+            if len(text) > MAX_LENGTH
+            else "it starts with a dot"
+            if bad is None
+            else f"{bad!r} is not allowed"
+        )
+        raise ConfigError(
+            f"run_name={text[:80]!r} is not a name ({why}): use letters, digits and ._- only, "
+            f"not starting with a dot; it names one folder under paths.checkpoint_dir"
+        )
+    if text in RESERVED:
+        raise ConfigError(f"run_name={text} is reserved ({RESERVED[text]}): choose another name")
+    return text
+
+
+register_resolver()

@@ -20,22 +20,12 @@ import itertools
 import json
 import os
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 from hydra.experimental.callback import Callback
 
 from swwae.errors import ConfigError
-
-
-def sweep_job() -> tuple[Path, int] | None:
-    """(sweep folder, job number) of a multirun job; None for a single run."""
-    from hydra.core.hydra_config import HydraConfig
-    from hydra.types import RunMode
-
-    if not HydraConfig.initialized() or HydraConfig.get().mode != RunMode.MULTIRUN:
-        return None
-    hydra = HydraConfig.get()
-    return Path(hydra.sweep.dir), int(hydra.job.num)
 
 
 def claim(folder: Path, sweep: Path, job: int) -> None:
@@ -62,28 +52,18 @@ def claim(folder: Path, sweep: Path, job: int) -> None:
     )
 
 
-def claim_for_sweep_job(folder: Path) -> None:
-    """In a multirun, claim the run's folder for this job (module docstring); else nothing."""
-    job = sweep_job()
-    if job is not None:
-        claim(folder, *job)
-
-
 # before the first job: Hydra's basic sweeper (a grid) knows every job up front
 
 
-def job_overrides(config) -> list[list[str]]:
+def job_overrides(params: Mapping | None, task: list[str]) -> list[list[str]]:
     """The overrides of each job of a grid sweep, in the basic sweeper's order: the product of
-    every swept key's values, the first key outermost (as ``BasicSweeper.split_arguments``)."""
+    every swept key's values (the sweeper's ``params``, then the command line's ``task``
+    overrides), the first key outermost (as ``BasicSweeper.split_arguments``)."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
-    from omegaconf import OmegaConf
 
-    def written(node) -> list | dict:  # as typed: an interpolation in an override is the job's to resolve
-        return OmegaConf.to_container(node, resolve=False) if node is not None else []
-
-    params = [f"{k}={v}" for k, v in dict(written(config.hydra.sweeper.get("params"))).items()]
+    swept = [f"{k}={v}" for k, v in dict(params or {}).items()]
     choices: dict[str, list[str]] = {}
-    for override in OverridesParser.create().parse_overrides([*params, *written(config.hydra.overrides.task)]):
+    for override in OverridesParser.create().parse_overrides([*swept, *task]):
         key = override.get_key_element()
         if override.is_sweep_override():
             if not override.is_discrete_sweep():
@@ -94,37 +74,17 @@ def job_overrides(config) -> list[list[str]]:
     return [list(job) for job in itertools.product(*choices.values())]
 
 
-def run_folder_of(config, overrides: list[str]) -> Path | None:
-    """The run folder of one job (its config composed as Hydra will compose it); None when it
-    does not compose or resolve: the job then fails by itself, in its own words."""
-    from hydra.core.global_hydra import GlobalHydra
-    from hydra.core.hydra_config import HydraConfig
-
-    try:
-        job = GlobalHydra.instance().config_loader().load_sweep_config(config, overrides)
-        HydraConfig.instance().set_config(job)
-        return (Path(str(job.paths.checkpoint_dir)) / str(job.run_name)).absolute()
-    except Exception:
-        return None
-
-
-def first_clash(config) -> tuple[int, int, Path, list[str]] | None:
-    """(i, j, folder, what job j sets differently) of the first two jobs of a grid sweep that
-    map to one run folder."""
-    from hydra.core.hydra_config import HydraConfig
-
+def first_clash(jobs: list[list[str]], run_folder_of) -> tuple[int, int, Path, list[str]] | None:
+    """(i, j, folder, what job j sets differently) of the first two ``jobs`` (their overrides)
+    that map to one run folder (``run_folder_of(overrides)``: None when a job does not compose)."""
     seen: dict[Path, int] = {}
-    jobs = job_overrides(config)
-    try:
-        for number, overrides in enumerate(jobs):
-            folder = run_folder_of(config, overrides)
-            if folder in seen:
-                first = seen[folder]
-                return first, number, folder, [o for o in overrides if o not in jobs[first]]
-            if folder is not None:
-                seen[folder] = number
-    finally:
-        HydraConfig.instance().set_config(config)
+    for number, overrides in enumerate(jobs):
+        folder = run_folder_of(overrides)
+        if folder in seen:
+            first = seen[folder]
+            return first, number, folder, [o for o in overrides if o not in jobs[first]]
+        if folder is not None:
+            seen[folder] = number
     return None
 
 
@@ -143,16 +103,38 @@ def clash_line(first: int, second: int, folder: Path, differing: list[str]) -> s
 class DistinctRunFolders(Callback):
     """Hydra callback: a grid sweep (the basic sweeper) in which two jobs would run in one run
     folder is refused before its first job, in one line, exit status 2. Other sweepers (Optuna)
-    choose their jobs as they go: each job's claim (``claim_for_sweep_job``) guards those."""
+    choose their jobs as they go: each job's claim (``claim``, by the job) guards those."""
 
     def on_multirun_start(self, config, **kwargs) -> None:
+        from hydra.core.global_hydra import GlobalHydra
+        from hydra.core.hydra_config import HydraConfig
+        from omegaconf import OmegaConf
+
         if not str(config.hydra.sweeper.get("_target_", "")).endswith("BasicSweeper"):
             return
-        clash = first_clash(config)
+
+        def written(node) -> list | dict:  # as typed: an interpolation in an override is the job's to resolve
+            return OmegaConf.to_container(node, resolve=False) if node is not None else []
+
+        def run_folder_of(overrides: list[str]) -> Path | None:
+            """One job's run folder, its config composed as Hydra will compose it; None when it
+            does not compose or resolve: the job then fails by itself, in its own words."""
+            try:
+                job = GlobalHydra.instance().config_loader().load_sweep_config(config, overrides)
+                HydraConfig.instance().set_config(job)
+                return (Path(str(job.paths.checkpoint_dir)) / str(job.run_name)).absolute()
+            except Exception:
+                return None
+
+        jobs = job_overrides(written(config.hydra.sweeper.get("params")), written(config.hydra.overrides.task))
+        try:
+            clash = first_clash(jobs, run_folder_of)
+        finally:
+            HydraConfig.instance().set_config(config)
         if clash is None:
             return
         print(f"error: {clash_line(*clash)}", file=sys.stderr)
-        from swwae.training.overrides import remove_empty_sweep_folder
+        from swwae.commands.overrides import remove_empty_sweep_folder
 
         remove_empty_sweep_folder()
         raise SystemExit(2)

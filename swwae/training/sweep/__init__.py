@@ -13,25 +13,35 @@ mean and the sample std (n - 1) over its seeds.
 (``configs/hydra/default.yaml``); ``scripts/compare_runs.py`` does it on demand.
 
 Modules: ``jobs`` (reading job folders: Job, Group, Summary, collect; failure records),
-``tables`` (summary.md), ``figures`` (summary.png, reconstructions of a sweep),
-``summary`` (write_summary), ``callback`` (SweepSummary). The names below are imported when
-first used (PEP 562): Hydra imports this package for its callback before every run, and the
-summary's modules need torch.
+``tables`` (summary.md; write_summary), ``figures`` (summary.png, reconstructions of a sweep).
+The names below are imported when first used (PEP 562): Hydra imports this package for its
+callback before every run, and the summary's modules need torch.
+
+``SweepSummary``, defined here, is the Hydra callback that summarises every multirun when it
+ends: the one piece that needs Hydra's callback API, named in ``configs/hydra/default.yaml`` as
+``swwae.training.sweep.SweepSummary``. Hydra builds it before every run, a single run too, so it
+loads the summary's modules (and torch) only when a multirun ends: bad input still answers
+before torch loads.
 """
 
 import importlib
+import sys
+from pathlib import Path
+
+from hydra.experimental.callback import Callback
+
+from swwae.errors import one_line
 
 HOMES = {
-    "SweepSummary": "callback",
     "numeric_axis": "figures",
     "plot": "figures",
     "reconstruction_figure": "figures",
     **dict.fromkeys(("Group", "Job", "Summary", "collect", "read_job", "write_failed_job"), "jobs"),
-    "write_summary": "summary",
+    "write_summary": "tables",
     "header": "tables",
     "markdown": "tables",
 }
-__all__ = sorted(HOMES)
+__all__ = sorted([*HOMES, "SweepSummary"])
 
 
 def __getattr__(name: str):
@@ -42,3 +52,35 @@ def __getattr__(name: str):
 
 def __dir__() -> list[str]:
     return sorted({*globals(), *HOMES})
+
+
+class SweepSummary(Callback):
+    """At the end of every multirun: ``summary.md`` and ``summary.png`` in the sweep folder.
+
+    If any job failed, and ``fail_on_error`` (the default), it then prints one ``error:``
+    line and exits with status 1, so that scripts and CI see that the sweep was not clean
+    (Hydra turns exceptions raised in callbacks into warnings, hence the exit). Register it
+    first under ``hydra.callbacks``: multirun-end callbacks run in reverse order.
+    """
+
+    def __init__(self, fail_on_error: bool = True):
+        self.fail_on_error = fail_on_error
+
+    def on_multirun_end(self, config, **kwargs) -> None:
+        from swwae.training.sweep.tables import write_summary
+
+        sweep_dir = Path(str(config.hydra.sweep.dir))
+        try:
+            summary = write_summary(sweep_dir)
+        except Exception as err:  # a summary problem must not hide the jobs' own results
+            print(f"error: could not write the sweep summary in {sweep_dir}: {one_line(err)}", file=sys.stderr)
+            raise SystemExit(1) from None
+        print(f"sweep summary: {sweep_dir / 'summary.md'} ({len(summary.jobs)} jobs, {len(summary.failed)} failed)")
+        if summary.failed and self.fail_on_error:
+            names = ", ".join(j.folder.name for j in summary.failed)
+            print(
+                f"error: {len(summary.failed)} of {len(summary.jobs)} sweep jobs failed ({names}): "
+                f"see {sweep_dir / 'summary.md'}",
+                file=sys.stderr,
+            )
+            raise SystemExit(1)
