@@ -168,3 +168,19 @@ def test_no_entry_point_runs_code_from_a_file_that_passes_every_check(tmp_path, 
                 output,
             )
             assert not made.exists(), f"{name} ran the file's {payload}"
+
+
+@pytest.mark.parametrize("fetch_hint", [None, "swwae evaluate run.ckpt --download"])
+def test_missing_files_of_a_stored_run_say_how_the_command_fetches_them(tmp_path, fetch_hint):
+    """A file's data is rebuilt where the user says; when its files are not there, the one line
+    names the command's own way to fetch them (evaluate's --download, not a training override)."""
+    from swwae.errors import DataError
+
+    stored = {"_target_": "swwae.training.data.MNISTDataModule", "root": "/elsewhere", "download": True}
+    hint = {} if fetch_hint is None else {"fetch_hint": fetch_hint}
+    datamodule = data_of_run(stored, "run.ckpt", data_root=str(tmp_path), **hint)
+    with pytest.raises(DataError) as err:
+        datamodule.setup("test")
+    line = str(err.value)
+    assert f"{fetch_hint or '--download'} fetches them" in line and "data.download" not in line
+    assert str(tmp_path) in line and "\n" not in line and not (tmp_path / "elsewhere").exists()

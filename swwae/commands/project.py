@@ -109,7 +109,7 @@ def run(
             "(where-free upsampling), so nothing localises the projections",
             file=sys.stderr,
         )
-    datamodule = data_of_run(config.get("data"), str(checkpoint))
+    datamodule = data_of_run(config.get("data"), str(checkpoint), fetch_hint=f"swwae evaluate {checkpoint} --download")
     datamodule.setup("test")
     x = datamodule.images(split, images)
     picks = strongest(net, x, stage, top=top, distinct_channels=distinct.lower() == "true")

@@ -58,7 +58,7 @@ def load_data(data: Mapping | None, data_root: str | None = None, source: str = 
     keys = set(data) if isinstance(data, dict) else set()
     changes = {"num_labels": None} | {k: None for k in ("labelled_per_batch", "num_unlabelled") if k in keys}
     changes |= {"augment": False} if "augment" in keys else {}
-    datamodule = data_of_run(data, source, data_root, **changes)
+    datamodule = data_of_run(data, source, data_root, fetch_hint=f"swwae evaluate {source} --download", **changes)
     datamodule.setup("fit")
     return datamodule
 

@@ -134,14 +134,22 @@ def build_data(data: Mapping, source: str, **changes):
     return cls(**settings)
 
 
-def data_of_run(data: Mapping | None, source: str, data_root: str | None = None, download: bool = False, **changes):
+def data_of_run(
+    data: Mapping | None,
+    source: str,
+    data_root: str | None = None,
+    download: bool = False,
+    fetch_hint: str = "--download",
+    **changes,
+):
     """The data module of a run from the ``data`` section of its stored run config (a
     checkpoint's ``swwae_config``, a model folder's ``run_config``, a sweep job's saved config),
     not yet set up; ``changes`` override settings.
 
     The file says which data (the class, its splits, seeds and label subsets); the user says
     where they lie and whether to fetch them (USER_KEYS): ``data_root`` (default: the data
-    set's own default, ``./data``) and ``download`` (default: no). A stored ``root`` or
+    set's own default, ``./data``) and ``download`` (default: no; ``fetch_hint``: how the
+    command that reads them asks for a download, for the missing-files error). A stored ``root`` or
     ``download`` is never used: a file never decides where to read or whether to go online."""
     if data is None:
         raise CheckpointError(f"{source} holds no run config with a data section: its data cannot be rebuilt")
@@ -150,4 +158,6 @@ def data_of_run(data: Mapping | None, source: str, data_root: str | None = None,
     accepted = accepted_keywords(data_spec(data.get("_target_"), source).load())
     user = {"root": data_root, "download": bool(download)}
     user = {k: v for k, v in user.items() if v is not None and (accepted is None or k in accepted)}
-    return build_data({k: v for k, v in data.items() if k not in USER_KEYS}, source, **(user | changes))
+    datamodule = build_data({k: v for k, v in data.items() if k not in USER_KEYS}, source, **(user | changes))
+    datamodule.fetch_hint = fetch_hint
+    return datamodule

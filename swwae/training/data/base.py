@@ -69,6 +69,8 @@ class InMemoryDataModule(lightning.LightningDataModule):
     image_shape: tuple[int, int, int] = (1, 28, 28)
     num_classes: int = 10
     flips: bool = False  # whether a mirrored image is still an image of its class (not digits)
+    # what the user sets to fetch missing files, in the words of the command that reads them
+    fetch_hint: str = "data.download=true"
 
     def __init__(
         self,

@@ -92,8 +92,8 @@ class TorchvisionDataModule(InMemoryDataModule):
             expected = ", ".join(files)
             if not present and not self.download:
                 msg = (
-                    f"{self.name} files not found in {folder} (expected {expected}): set data.download=true "
-                    f"to fetch them (needs internet), or use {OFFLINE_HINT}"
+                    f"{self.name} files not found in {folder} (expected {expected}): {self.fetch_hint} "
+                    f"fetches them (needs internet), or use {OFFLINE_HINT}"
                 )
             elif not present:
                 msg = (
@@ -103,7 +103,7 @@ class TorchvisionDataModule(InMemoryDataModule):
             else:
                 msg = (
                     f"{self.name} files in {folder} look partial or corrupt ({one_line(err, limit=160)}): "
-                    f"delete that folder and download again with data.download=true, or use {OFFLINE_HINT}"
+                    f"delete that folder and download again with {self.fetch_hint}, or use {OFFLINE_HINT}"
                 )
             raise DataError(msg) from err
 

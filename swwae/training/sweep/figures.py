@@ -132,7 +132,7 @@ def reconstruction_figure(summary: Summary, out, num_images: int = 6, split: str
         module, config = load_model(ckpt)
         key = json.dumps(config["data"], sort_keys=True)
         if key not in images:
-            datamodule = data_of_run(config.get("data"), str(ckpt))
+            datamodule = data_of_run(config.get("data"), str(ckpt), fetch_hint=f"swwae evaluate {ckpt} --download")
             datamodule.setup("test")
             images[key] = datamodule.images(split, num_images)
         cells[group.label] = reconstruction_panels(module.net, images[key], scale=1, labels=False)["reconstructions"]
