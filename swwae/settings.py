@@ -14,7 +14,7 @@ import math
 import numbers
 from collections.abc import Mapping
 
-from swwae import pool_modes
+import swwae.pool_modes as pool_modes
 from swwae.arch import Arch, parse, shorthand
 from swwae.errors import ConfigError
 from swwae.loss_terms import loss_weights

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import sys
 import unicodedata
 from collections.abc import Callable
 from pathlib import Path
 
 from hydra.errors import CompactHydraException, ConfigCompositionException, OverrideParseException
+
+from swwae.training.runs.sweep_claim import remove_if_empty
 
 FULL_ERROR = "HYDRA_FULL_ERROR"  # Hydra raises instead of printing its own report
 NOT_IN_CONFIG = re.compile(r"Could not override '([^']+)'")
@@ -126,22 +127,15 @@ def run(main: Callable[[], object], argv: list[str] | None = None) -> None:
 
 
 def remove_empty_sweep_folder() -> None:
-    """A sweep refused before its first job leaves no folder that is empty or holds only
-    Hydra's ``multirun.yaml`` (nor an emptied ``multirun/`` in the launch folder)."""
+    """The sweep folder of a sweep refused before its first job, removed if it holds nothing
+    (``runs.sweep_claim.remove_if_empty``)."""
     from hydra.core.hydra_config import HydraConfig
 
     try:
         folder = Path(HydraConfig.get().sweep.dir).absolute()
     except Exception:  # not a sweep, or Hydra had not got as far
         return
-    if not folder.is_dir() or not {p.name for p in folder.iterdir()} <= {"multirun.yaml"}:
-        return
-    shutil.rmtree(folder, ignore_errors=True)
-    launch = Path.cwd()
-    for parent in folder.parents:
-        if launch not in parent.parents or any(parent.iterdir()):
-            break
-        parent.rmdir()
+    remove_if_empty(folder)
 
 
 def restore(asked: str | None) -> None:

@@ -19,6 +19,7 @@ import hashlib
 import itertools
 import json
 import os
+import shutil
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -134,7 +135,18 @@ class DistinctRunFolders(Callback):
         if clash is None:
             return
         print(f"error: {clash_line(*clash)}", file=sys.stderr)
-        from swwae.commands.overrides import remove_empty_sweep_folder
-
-        remove_empty_sweep_folder()
+        remove_if_empty(Path(str(config.hydra.sweep.dir)).absolute())
         raise SystemExit(2)
+
+
+def remove_if_empty(folder: Path) -> None:
+    """A sweep refused before its first job leaves no folder that is empty or holds only
+    Hydra's ``multirun.yaml`` (nor an emptied ``multirun/`` in the launch folder)."""
+    if not folder.is_dir() or not {p.name for p in folder.iterdir()} <= {"multirun.yaml"}:
+        return
+    shutil.rmtree(folder, ignore_errors=True)
+    launch = Path.cwd()
+    for parent in folder.parents:
+        if launch not in parent.parents or any(parent.iterdir()):
+            break
+        parent.rmdir()

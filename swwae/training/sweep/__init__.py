@@ -13,7 +13,7 @@ mean and the sample std (n - 1) over its seeds.
 (``configs/hydra/default.yaml``); ``scripts/compare_runs.py`` does it on demand.
 
 Modules: ``jobs`` (reading job folders: Job, Group, Summary, collect; failure records),
-``tables`` (summary.md; write_summary), ``figures`` (summary.png, reconstructions of a sweep).
+``tables`` (summary.md), ``figures`` (summary.png, reconstructions of a sweep; write_summary, both files).
 The names below are imported when first used (PEP 562): Hydra imports this package for its
 callback before every run, and the summary's modules need torch.
 
@@ -37,7 +37,7 @@ HOMES = {
     "plot": "figures",
     "reconstruction_figure": "figures",
     **dict.fromkeys(("Group", "Job", "Summary", "collect", "read_job", "write_failed_job"), "jobs"),
-    "write_summary": "tables",
+    "write_summary": "figures",
     "header": "tables",
     "markdown": "tables",
 }
@@ -67,7 +67,7 @@ class SweepSummary(Callback):
         self.fail_on_error = fail_on_error
 
     def on_multirun_end(self, config, **kwargs) -> None:
-        from swwae.training.sweep.tables import write_summary
+        from swwae.training.sweep.figures import write_summary
 
         sweep_dir = Path(str(config.hydra.sweep.dir))
         try:

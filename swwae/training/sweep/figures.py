@@ -14,8 +14,8 @@ from pathlib import Path
 
 from swwae.errors import ConfigError
 from swwae.progress import progress
-from swwae.training.sweep.jobs import Group, Summary, as_number
-from swwae.training.sweep.tables import header
+from swwae.training.sweep.jobs import Group, Summary, as_number, collect
+from swwae.training.sweep.tables import header, markdown
 
 ROW_NAMES = ("input", "reconstruction", "where dropped")  # swwae.images.panel_rows' "reconstructions"
 
@@ -207,3 +207,14 @@ def draw_reconstructions(cells: dict, rows: list[list[str | None]], out, row_nam
         fontsize=9,
     )
     return save_figure(fig, out)
+
+
+def write_summary(sweep_dir, plot_too: bool = True, references=None) -> Summary:
+    """``summary.md`` (and ``summary.png``, with ``references`` as in ``plot``) in ``sweep_dir``;
+    returns what they show. One function for the Hydra callback (at the end of every multirun)
+    and ``swwae compare`` (on demand), so both write the same files."""
+    summary = collect(sweep_dir)
+    (summary.folder / "summary.md").write_text(markdown(summary))
+    if plot_too and summary.columns:
+        plot(summary, summary.folder / "summary.png", references)
+    return summary

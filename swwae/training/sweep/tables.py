@@ -1,18 +1,14 @@
-"""The sweep table: ``summary.md``, one row per config, mean ± sample std over seeds; and
-``write_summary``, the files a sweep folder gets (``summary.md`` and ``summary.png``), one
-function shared by the Hydra callback (at the end of every multirun) and ``swwae compare``
-(``scripts/compare_runs.py``, on demand), so both write the same files.
+"""The sweep table: ``summary.md``, one row per config, mean ± sample std over seeds.
 
-Kept apart from the figures so that a summary can be read and written without matplotlib (the
-plot is imported only to draw it); ``header`` (a metric's title and number format) is shared
-with the plots.
+Kept apart from the figures so that a summary can be read and written without matplotlib;
+``header`` (a metric's title and number format) is shared with the plots.
 """
 
 from __future__ import annotations
 
 import math
 
-from swwae.training.sweep.jobs import Summary, collect
+from swwae.training.sweep.jobs import Summary
 
 NAMES = {"recon_mse": ("recon MSE", ".4f"), "acc": ("acc", ".4f"), "error_pct": ("error %", ".2f")}
 
@@ -99,15 +95,3 @@ def markdown(summary: Summary) -> str:
         lines += ["", "Failed jobs:", ""]
         lines += [f"- `{j.folder.name}`: {j.record.get('error', 'failed')}" for j in summary.failed]
     return "\n".join(lines) + "\n"
-
-
-def write_summary(sweep_dir, plot_too: bool = True, references=None) -> Summary:
-    """``summary.md`` (and ``summary.png``, with ``references`` as in ``figures.plot``) in
-    ``sweep_dir``; returns what they show."""
-    summary = collect(sweep_dir)
-    (summary.folder / "summary.md").write_text(markdown(summary))
-    if plot_too and summary.columns:
-        from swwae.training.sweep.figures import plot
-
-        plot(summary, summary.folder / "summary.png", references)
-    return summary
