@@ -76,3 +76,16 @@ pytest_collect_file = Sybil(
     patterns=["README.md", "docs/*.md"],
     fixtures=["docs_workspace"],
 ).pytest()
+
+
+def pytest_collection_modifyitems(items):
+    """Longest first (stable otherwise): the ``slow`` tests, the one marked
+    ``slow(longest=True)`` (a wheel built and run) before them, the quick ones last. With ``-n
+    auto`` each worker starts on a long test and the short ones fill in at the end, instead of
+    one worker running the suite's longest test alone while the other waits."""
+
+    def rank(item) -> int:
+        slow = item.get_closest_marker("slow")
+        return 2 if slow is None else 0 if slow.kwargs.get("longest") else 1
+
+    items.sort(key=rank)

@@ -17,7 +17,7 @@ from helpers.wheel import build_wheel, run, venv_with
 RUN = "swwae_hard_mnist_sample_seed0"
 
 
-@pytest.mark.slow
+@pytest.mark.slow(longest=True)  # started first: a long test at the end keeps one worker alone
 def test_every_subcommand_from_a_wheel_in_an_empty_folder(tmp_path):
     wheel = build_wheel(tmp_path)
     assert wheel.name == f"swwae-{swwae.__version__}-py3-none-any.whl"
