@@ -2,7 +2,7 @@
 (the registry that rebuilds a stored run's data, the training job's checks, the model card,
 the tests). Plain Python: the table is read before torch is imported, so an entry names its
 data module as ``"module:Class"``, imported when it is built, or holds the class itself (a
-data set defined outside the package, a test's toy)::
+data set defined outside the package, a test's toy):
 
     from swwae.datasets import DATA_SETS, DataSet
 

@@ -2,7 +2,7 @@
 (the config checks, the model, the training job's checks, the model card, the tests). Plain
 Python: the table is read before torch is imported (bad input answers in a second), so an
 entry names its class as ``"module:Class"``, imported when a pool is built, or holds the class
-itself (a mode defined outside the package, a test's toy)::
+itself (a mode defined outside the package, a test's toy):
 
     from swwae.pool_modes import POOL_MODES, PoolMode
 

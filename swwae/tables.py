@@ -2,7 +2,7 @@
 first, read live by everything that needs it, and open to entries registered from outside the
 package (a lab's own mode, a test's toy). Plain Python: the tables are read before torch loads.
 
-One class for every table, so that each offers the same verbs::
+One class for every table, so that each offers the same verbs:
 
     POOL_MODES.register(PoolMode("mine", MyPool, "no where: my pooling"))
     with DATA_SETS.registered(DataSet.of(MyDataModule)):  # in the table for the block only

@@ -195,3 +195,11 @@ def test_a_finished_run_reported_again_brings_its_outcomes(tmp_path):
     for stored in ({}, {"swwae_config": "x"}, {"swwae_config": {"paths": {"output_dir": 3}}}):
         assert copy_test_outcomes(stored, tmp_path / "none") is None
     assert not (tmp_path / "none").exists()
+
+
+def test_the_published_report_is_what_its_committed_records_give(tmp_path):
+    """docs/semi_where.md is a claim: regenerated from the records in docs/results/semi_where
+    (every job's metrics.json, test_outcomes.csv and saved config), it reads the same."""
+    records = ROOT / "docs" / "results" / "semi_where"
+    assert main([str(records), "--out", str(tmp_path / "semi_where")]) == 0
+    assert (tmp_path / "semi_where.md").read_text() == (ROOT / "docs" / "semi_where.md").read_text()
