@@ -25,9 +25,15 @@ from helpers.config import compose_config
 from swwae.checkpoint_file import CHECKSUM_KEY, content_checksum, read_checkpoint
 from swwae.commands.evaluate import main as evaluate_main
 from swwae.errors import CheckpointError, DiskError
-from swwae.training.checkpoints import AtomicCheckpointIO, atomic_torch_save, load_model, remove_stale_temp_files
+from swwae.training.checkpoints import (
+    AtomicCheckpointIO,
+    atomic_torch_save,
+    build_trainer,
+    load_model,
+    remove_stale_temp_files,
+)
 from swwae.training.registry import data_of_run
-from swwae.training.run import build_trainer, train
+from swwae.training.run import train
 from swwae.training.spec import check_config
 
 RUN = "swwae_hard_mnist_sample_seed0"  # run_name of the default config with seed=0

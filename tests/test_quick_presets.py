@@ -15,7 +15,8 @@ import yaml
 
 from helpers.config import CONFIG_DIR
 from swwae.settings import choose_labelled_per_batch
-from swwae.training.run import build, train
+from swwae.training.composing import build
+from swwae.training.run import train
 from swwae.training.spec import check_config
 
 EXPERIMENTS = CONFIG_DIR / "experiment"

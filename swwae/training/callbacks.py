@@ -6,8 +6,6 @@ output that suits where it goes (a live bar on a terminal, a line per epoch in a
 Experiment trackers (``configs/logger/``), Lightning's own loggers, and the one code path that
 hands each of them what the training job logs beyond Lightning's scalars:
 
-* ``check_extras(loggers)``: a logger whose package is an optional extra (mlflow, wandb) and is
-  not installed stops the run before any training, with one line naming the pip command.
 * ``log_image(logger, name, image, step)``: a panel of ``swwae.images`` (a ``Picture``,
   converted once for all loggers) to any logger that takes images (TensorBoard, MLflow,
   W&B, or any logger with Lightning's ``log_image``); CSV takes none.
@@ -26,7 +24,6 @@ the ``wandb login`` entry in ``~/.netrc``).
 
 from __future__ import annotations
 
-import importlib
 import netrc
 import os
 import random
@@ -43,31 +40,10 @@ from lightning.pytorch.loggers import Logger, MLFlowLogger, TensorBoardLogger, W
 from omegaconf import OmegaConf
 from torch import Tensor
 
-from swwae.errors import ConfigError
 from swwae.images import Picture, reconstruction_panels
 from swwae.training.runs.identity import IDENTITY_KEY
 
-# trackers
-
-# logger class -> (the package it needs, the extra of pyproject.toml that installs it)
-EXTRAS = {"MLFlowLogger": ("mlflow", "mlflow"), "WandbLogger": ("wandb", "wandb")}
-
 # helpers
-
-
-def check_extras(loggers: Mapping | None) -> None:
-    """ConfigError (one line, before any training) for each logger of the config's ``logger``
-    section whose package is missing: ``logger=mlflow needs mlflow: pip install -e ".[mlflow]"``."""
-    for key, node in (loggers or {}).items():
-        target = str((node or {}).get("_target_", "")) if OmegaConf.is_dict(node) or isinstance(node, dict) else ""
-        needs = EXTRAS.get(target.rsplit(".", 1)[-1])
-        if needs is None:
-            continue
-        package, extra = needs
-        try:
-            importlib.import_module(package)
-        except ImportError:
-            raise ConfigError(f'logger={key} needs {package}: pip install -e ".[{extra}]"') from None
 
 
 def wandb_offline() -> bool:
@@ -181,6 +157,36 @@ def run_params(
     if chosen:
         params["choice"] = chosen
     return params
+
+
+def job_callbacks(
+    configured: list,
+    stored: dict,
+    params: dict,
+    identity: dict,
+    module: L.LightningModule,
+    datamodule: L.LightningDataModule,
+    seed: int | None,
+) -> list:
+    """The config's callbacks (built: ``configured``) plus the job's own: the run config as
+    resolved (``stored``) and its ``identity`` in checkpoints, its tracker ``params`` in the
+    trackers, per-batch seeds."""
+    callbacks = [*configured, SaveRunConfig(stored, identity)]
+    # the trackers get the run config (model/lr, data/batch_size, ...), not Lightning's flat
+    # copy of the module's and datamodule's arguments on top of it
+    module._log_hyperparams = datamodule._log_hyperparams = False
+    callbacks.append(LogRunConfig(params))
+    if seed is not None:
+        callbacks.append(BatchSeed(seed))  # a resumed run replays the uninterrupted one
+    return callbacks
+
+
+def log_final(loggers: list, model: Mapping, seed: int | None, summary: dict, step: int) -> None:
+    """The final metrics to every logger (TensorBoard's hparams table, MLflow, W&B, CSV), with
+    the model's resolved settings, the seed, the data and the network as its params."""
+    hparams = dict(model) | {"seed": seed, "data": summary["data"], "arch": summary["arch"]}
+    for logger in loggers:
+        log_summary(logger, hparams, summary["metrics"], step=step)
 
 
 def register_tracker_resolvers() -> None:

@@ -14,7 +14,8 @@ Here the bytes go to a temp file *in the checkpoint's own folder*, are fsynced, 
 the rename itself survives a crash. A kill mid-save leaves at most a stray
 ``.<name>.tmp-*`` file, which ``remove_stale_temp_files`` clears and no reader ever opens.
 
-``AtomicCheckpointIO`` is the Trainer's CheckpointIO plugin (``swwae.training.run``): every
+``AtomicCheckpointIO`` is the Trainer's CheckpointIO plugin (``build_trainer``, which builds the
+job's Trainer: so that no load of a ``ckpt_path`` bypasses the safe reader): every
 save gets ``swwae_checksum``, and every load Lightning makes (``ckpt_path=`` of fit, validate
 and test) goes through ``swwae.checkpoint_file.read_checkpoint``: weights only, whatever
 ``TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD`` says, checksum checked.
@@ -25,20 +26,26 @@ from __future__ import annotations
 import logging
 import os
 import uuid
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+import lightning as L
 import torch
 from lightning.fabric.utilities.cloud_io import _is_local_file_protocol
-from lightning.pytorch.plugins.io import TorchCheckpointIO
+from lightning.pytorch.plugins.io import CheckpointIO, TorchCheckpointIO
 
 from swwae.checkpoint_file import read_checkpoint, verified, with_checksum
 from swwae.errors import CheckpointError, one_line
 from swwae.pretrained import check_shapes as check_settings_fit
 from swwae.pretrained import meta_shapes
+from swwae.training.composing import build
 from swwae.training.folders import write_failed
 from swwae.training.module import SWWAEModule
 from swwae.training.registry import plain_settings
+
+if TYPE_CHECKING:
+    from swwae.training.spec import TrainerSpec
 
 log = logging.getLogger(__name__)
 
@@ -146,3 +153,20 @@ class AtomicCheckpointIO(TorchCheckpointIO):
         if not _is_local_file_protocol(path):
             return verified(super().load_checkpoint(path, map_location=map_location, weights_only=True), path)
         return read_checkpoint(path)
+
+
+# the Trainer that reads and writes them
+
+
+def build_trainer(settings: TrainerSpec, loggers: list, callbacks: list) -> L.Trainer:
+    """The Trainer of the run spec's ``trainer`` section (a ``TrainerSpec``: the keys the config
+    set), saving and loading checkpoints through ``AtomicCheckpointIO`` (atomic, checksummed,
+    weights only) unless the config names a CheckpointIO plugin of its own. The job builds its
+    one Trainer here, so that no load of a ``ckpt_path`` bypasses the safe reader."""
+    kwargs = settings.model_dump(by_alias=True, exclude_unset=True)
+    given = kwargs.get("plugins") or []
+    given = list(given) if isinstance(given, (list, tuple)) else [given]
+    plugins = [build(p) if isinstance(p, Mapping) else p for p in given]  # nodes with _target_, or names
+    if not any(isinstance(p, CheckpointIO) for p in plugins):
+        plugins.append(AtomicCheckpointIO())
+    return build(kwargs, logger=loggers or False, callbacks=callbacks, plugins=plugins)

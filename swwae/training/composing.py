@@ -124,6 +124,50 @@ def compose_run(overrides, output_dir: Path):
     return cfg
 
 
+# building: the job's parts from their config nodes (anything with a ``_target_``), the loggers
+# (the Trainer: swwae.training.checkpoints). Never on a config read from a file: those are parsed
+# (swwae.training.spec)
+
+
+def build(node, **kwargs):
+    """``hydra.utils.instantiate``, but our own errors come out unwrapped (one line)."""
+    from hydra.errors import InstantiationException
+    from hydra.utils import instantiate
+
+    from swwae.errors import UserError
+
+    try:
+        return instantiate(node, **kwargs)
+    except InstantiationException as err:
+        if isinstance(err.__cause__, UserError):
+            raise err.__cause__ from None
+        raise ConfigError(str(err).replace("\n", " ")) from err
+
+
+def build_all(nodes: Mapping | None) -> list:
+    """The objects of a config section of named nodes (``callbacks``), in order."""
+    return [build(node) for node in (nodes or {}).values()]
+
+
+def latest_version(save_dir: str, name: str) -> int | None:
+    """The newest TensorBoard version folder of this run, so a resumed run continues its curves."""
+    root = Path(save_dir) / name
+    versions = [int(p.name.split("_")[1]) for p in root.glob("version_*") if p.name.split("_")[1].isdigit()]
+    return max(versions) if versions else None
+
+
+def build_loggers(configured: Mapping | None, resuming: bool) -> list:
+    """The loggers of the config's ``logger`` section; a resumed run's TensorBoard logger
+    continues its newest version."""
+    loggers = []
+    for logger in (configured or {}).values():
+        extra = {}
+        if resuming and logger.get("_target_", "").endswith("TensorBoardLogger"):
+            extra["version"] = latest_version(logger.save_dir, logger.name)
+        loggers.append(build(logger, **extra))
+    return loggers
+
+
 # the monitor (module docstring)
 def has_classifier(model: Mapping) -> bool:
     """A classifier head that trains (``swwae.model.trains_classifier``)."""

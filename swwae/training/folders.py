@@ -3,8 +3,9 @@
 A read-only checkpoint folder, a file where the run's folder should be, or a launch folder
 Hydra cannot create its output folder in would otherwise surface as a 35-65 line traceback,
 some of them only after an epoch was trained. ``check_writable`` tries each folder at the
-start (create it, write and remove a probe file); ``CheckOutputFolder``, a Hydra callback,
-does it for Hydra's own run or sweep folder, which Hydra creates before the job starts. A
+start (create it, write and remove a probe file; ``check_folders`` every folder of a run);
+``CheckOutputFolder``, a Hydra callback, does it for Hydra's own run or sweep folder, which
+Hydra creates before the job starts. A
 write that fails later (disk full) is a ``DiskError`` naming the path; the job adds which
 checkpoint is kept.
 """
@@ -15,10 +16,14 @@ import contextlib
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from hydra.experimental.callback import Callback
 
 from swwae.errors import DiskError, UserError
+
+if TYPE_CHECKING:
+    from swwae.training.spec import PathsSpec
 
 
 def reason(err: OSError) -> str:
@@ -45,6 +50,15 @@ def check_writable(folder: Path, what: str, setting: str, keep: bool = True) -> 
             for p in created:  # innermost first
                 with contextlib.suppress(OSError):
                     p.rmdir()
+
+
+def check_folders(paths: PathsSpec) -> None:
+    """Every folder a run writes to (the run spec's ``paths``), before any data is read; the
+    folders it had to create for the test are removed again (a file where the run's own
+    checkpoint folder should be is found under the run's lock)."""
+    check_writable(Path(paths.checkpoint_dir), "checkpoints", "paths.checkpoint_dir", keep=False)
+    check_writable(Path(paths.log_dir), "logs", "paths.log_dir", keep=False)
+    check_writable(Path(paths.output_dir), "the run's output", "hydra.run.dir")
 
 
 def write_failed(path, err: OSError) -> DiskError:

@@ -7,15 +7,20 @@
    input stops here and touches nothing (its loggers come after the decision);
 3. own the run's folder (``runs.folder``: the lock; a second run of the name ends here);
 4. decide: continue, start over, refuse, or report a run that already finished (its metrics
-   again, evaluated on the same Trainer when its metrics.json is gone);
+   again, evaluated on the same Trainer, on the run's devices, when its metrics.json is gone);
 5. fit, then test the best checkpoint; every way of stopping early as one line;
 6. report: ``metrics.json``, ``test_outcomes.csv``, the final metrics to every logger, the
    ``done:`` line, the monitored value for sweepers.
 
-Below it, in that order: the steps' helpers, the report, how the Trainer and loggers are built,
-and the process settings. Hydra's own state (the choices, the overrides, the sweep) comes in as
-``Launch`` values, read once at the entry (``composing.launch``); every function below
-``train`` takes the sections or values it uses, never the whole config.
+Below it, in that order: the steps' helpers, the report, and the process settings. Each step
+hands the config to the module that owns it: the checks (``spec``, ``folders``), the
+run's identity (``runs``), the parts built from their config nodes (``composing``), the job's
+callbacks and the trackers (``callbacks``), the Trainer (``checkpoints.build_trainer``, whose
+every checkpoint load is the safe reader); following the config from ``train``, no module is
+entered more than twice (tests/test_job_path.py). Hydra's own state (the choices, the
+overrides, the sweep) comes in as ``Launch`` values, read once at the entry
+(``composing.launch``); every function below ``train`` takes the sections or values it uses,
+never the whole config.
 """
 
 from __future__ import annotations
@@ -29,29 +34,25 @@ import shutil
 import signal
 import sys
 import time
-from collections.abc import Mapping
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 import lightning as L
 import torch
-from hydra.errors import InstantiationException
-from hydra.utils import instantiate
-from lightning.pytorch.plugins.io import CheckpointIO
 from lightning.pytorch.trainer.states import TrainerStatus
 from omegaconf import DictConfig, OmegaConf
 
 from swwae import threads
-from swwae.errors import CheckpointError, ConfigError, DiskError, Interrupted, NonFiniteError, Preempted, UserError
-from swwae.training.callbacks import BatchSeed, LogRunConfig, SaveRunConfig, check_extras, log_summary, run_params
-from swwae.training.checkpoints import AtomicCheckpointIO, check_fits_model
-from swwae.training.composing import Launch, check_monitor, launch
-from swwae.training.folders import check_writable, write_failed
+from swwae.errors import CheckpointError, ConfigError, DiskError, Interrupted, NonFiniteError, Preempted
+from swwae.training.callbacks import job_callbacks, log_final, run_params
+from swwae.training.checkpoints import build_trainer, check_fits_model
+from swwae.training.composing import Launch, build, build_all, build_loggers, check_monitor, launch
+from swwae.training.folders import check_folders, check_writable, write_failed
 from swwae.training.preemption import Preemption, PreemptionSaved
 from swwae.training.runs.decision import Decision
 from swwae.training.runs.folder import RunFolder, batches, describe, identity_of, mid_epoch_position
 from swwae.training.runs.sweep_claim import claim
-from swwae.training.spec import PathsSpec, TrainerSpec, check_config
+from swwae.training.spec import check_config
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +71,6 @@ def train(cfg: DictConfig, hydra: Launch | None = None) -> float:
     # 1. check (train.py parses the spec before Lightning loads; again here for train() called alone)
     spec = check_config(cfg)  # from here on, the job's functions take its sections and values
     set_process_defaults(spec.keep_freed_memory, spec.flush_denormal)
-    check_extras(cfg.get("logger"))  # a tracker whose optional package is missing: one line, before the data
     check_folders(spec.paths)
     stored = OmegaConf.to_container(cfg, resolve=True)  # the run config as checkpoints store it, resolved once
     identity = identity_of(
@@ -98,17 +98,19 @@ def train(cfg: DictConfig, hydra: Launch | None = None) -> float:
         pixel_mean=datamodule.pixel_mean(),
         _convert_="all",
     )  # plain lists: checkpoints load weights_only
+    configured = build_all(cfg.get("callbacks"))
     compile_network(module, spec.compile)  # compile=true: in place, checkpoints unchanged
     check_monitor(spec.optimized_metric, spec.optimized_mode, logged_val_metrics(module))
-    preemption = Preemption(folder.path)
     settings = {k: v for k, v in stored.items() if not isinstance(v, (dict, list))}  # seed, run_name, ...
     params = run_params(
         settings, stored.get("model"), stored.get("data"), stored.get("trainer"), module.net.arch, hydra.choices
     )
-    callbacks = job_callbacks(cfg.get("callbacks"), stored, params, folder, module, datamodule, preemption, spec.seed)
+    identity = {"identity": folder.identity, "digest": folder.digest}
+    own = job_callbacks(configured, stored, params, identity, module, datamodule, spec.seed)
+    preemption = Preemption(folder.path)
     held: list = []  # its lines (devices, tips) are said once the run is known to go on
     with held_lines(held):
-        trainer = build_trainer(spec.trainer, [], callbacks)
+        trainer = build_trainer(spec.trainer, [], [*own, preemption])
     # the process that trains owns the run: rank 0 of a DDP run, or a process alone in its run
     # whatever rank variables its environment holds
     trains = trainer.world_size == 1 or trainer.global_rank == 0
@@ -132,21 +134,26 @@ def train(cfg: DictConfig, hydra: Launch | None = None) -> float:
             wanted = [spec.optimized_metric] + (["test/recon_mse"] if spec.test else [])
             summary, source = folder.own_metrics(checkpoint, wanted)
             if summary is None:  # e.g. killed after its last checkpoint, before it wrote metrics.json
-                trainer = evaluator(trainer, held, spec.trainer)
+                # evaluated again by the job's Trainer as the run was (a DDP run on its devices),
+                # without its callbacks: nothing is saved, shown or logged
+                replay(held)
+                trainer.callbacks = []
                 trainer.validate(module, datamodule=datamodule, ckpt_path=str(path), verbose=False)
                 best = path.with_name("best.ckpt") if path.with_name("best.ckpt").is_file() else path
                 metrics = evaluate_best(trainer, module, datamodule, spec.test, str(best))
                 summary = run_summary(who, module.net.arch, epochs, str(best.absolute()), monitor, metrics)
                 source = f"evaluated again from {best.name}"
                 write_test_outcomes(folder.output_dir, module)
-            else:  # the outcomes the run wrote beside its metrics.json, if any (a sweep reads them per job)
+            elif trains:  # the outcomes the run wrote beside its metrics.json, if any (a sweep reads them per job)
                 copy_test_outcomes(checkpoint, folder.output_dir)
-            folder.write_metrics(summary)
-            print(
-                f"done: {spec.run_name} had already finished: {epochs} of {spec.trainer.max_epochs} epochs trained; "
-                f"{shown(summary['metrics'], spec.optimized_metric)} ({source}); nothing was retrained or logged "
-                f"again (resume=false trains it again, under the loggers now asked for) -> {spec.paths.output_dir}"
-            )
+            if trainer.is_global_zero:
+                folder.write_metrics(summary)
+                print(
+                    f"done: {spec.run_name} had already finished: {epochs} of {spec.trainer.max_epochs} epochs "
+                    f"trained; {shown(summary['metrics'], spec.optimized_metric)} ({source}); nothing was retrained "
+                    f"or logged again (resume=false trains it again, under the loggers now asked for) "
+                    f"-> {spec.paths.output_dir}"
+                )
             return monitored_value(spec.optimized_metric, summary["metrics"])
         continuing = decision.action == "continue"
         loggers = build_loggers(cfg.get("logger"), resuming=continuing)
@@ -177,7 +184,7 @@ def train(cfg: DictConfig, hydra: Launch | None = None) -> float:
         if trainer.is_global_zero:
             folder.write_metrics(summary)
             write_test_outcomes(folder.output_dir, module)
-            log_final(trainer, stored["model"], spec.seed, summary)
+            log_final(trainer.loggers, stored["model"], spec.seed, summary, trainer.global_step)
             print(
                 f"done: {spec.run_name}: {shown(metrics, spec.optimized_metric)} ({metrics['train_time_s']:.0f} s) "
                 f"-> {spec.paths.output_dir}"
@@ -185,47 +192,11 @@ def train(cfg: DictConfig, hydra: Launch | None = None) -> float:
         return monitored_value(spec.optimized_metric, metrics)
 
 
-# 1. check
-
-
-def check_folders(paths: PathsSpec) -> None:
-    """Every folder the run writes to, before any data is read; folders it had to create for
-    the test are removed again (a file where the run's own checkpoint folder should be is found
-    under the run's lock, in ``train``)."""
-    check_writable(Path(paths.checkpoint_dir), "checkpoints", "paths.checkpoint_dir", keep=False)
-    check_writable(Path(paths.log_dir), "logs", "paths.log_dir", keep=False)
-    check_writable(Path(paths.output_dir), "the run's output", "hydra.run.dir")
-
-
 # 2. build
 
 
 def logged_val_metrics(module) -> list[str]:
     return ["val/loss", *(f"val/{name}" for name in module.metrics["val"])]
-
-
-def job_callbacks(
-    configured: Mapping | None,
-    stored: dict,
-    params: dict,
-    folder: RunFolder,
-    module,
-    datamodule,
-    preemption: Preemption,
-    seed: int | None,
-) -> list:
-    """The config's callbacks (its ``callbacks`` section) plus the job's own: the run config as
-    resolved (``stored``) in checkpoints, its tracker ``params`` in the trackers, per-batch seeds,
-    pre-emption."""
-    callbacks = [build(c) for c in (configured or {}).values()]
-    callbacks.append(SaveRunConfig(stored, {"identity": folder.identity, "digest": folder.digest}))
-    # the trackers get the run config (model/lr, data/batch_size, ...), not Lightning's flat
-    # copy of the module's and datamodule's arguments on top of it
-    module._log_hyperparams = datamodule._log_hyperparams = False
-    callbacks.append(LogRunConfig(params))
-    if seed is not None:
-        callbacks.append(BatchSeed(seed))  # a resumed run replays the uninterrupted one
-    return [*callbacks, preemption]
 
 
 @contextmanager
@@ -301,29 +272,6 @@ def warn_about_schedule(path: Path, checkpoint: dict, max_epochs: int | None) ->
                 max_epochs,
                 scheduler["T_max"],
             )
-
-
-def evaluator(trainer: L.Trainer, held: list, settings: TrainerSpec) -> L.Trainer:
-    """The Trainer that evaluates a finished run's checkpoints again: the job's own, without its
-    callbacks (nothing is saved, shown or logged); its held lines are said now. A multi-device
-    run evaluates on one device, in a Trainer of its own: Lightning cannot take a built
-    Trainer's strategy back, and a DDP strategy would launch the script again per device."""
-    if trainer.world_size == 1:
-        replay(held)
-        trainer.callbacks = []
-        return trainer
-    held.clear()
-    return build_trainer(
-        settings,
-        [],
-        [],
-        enable_checkpointing=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-        devices=1,
-        num_nodes=1,
-        strategy="auto",
-    )
 
 
 # 5. fit and test
@@ -458,14 +406,6 @@ def copy_test_outcomes(checkpoint: dict, folder: Path) -> Path | None:
     return target
 
 
-def log_final(trainer: L.Trainer, model: Mapping, seed: int | None, summary: dict) -> None:
-    """The final metrics to every logger (TensorBoard's hparams table, MLflow, W&B, CSV), with
-    the model's resolved settings, the seed, the data and the network as its params."""
-    hparams = dict(model) | {"seed": seed, "data": summary["data"], "arch": summary["arch"]}
-    for logger in trainer.loggers:
-        log_summary(logger, hparams, summary["metrics"], step=trainer.global_step)
-
-
 def shown(metrics: dict, monitor: str) -> str:
     """The done: line's metrics: the test metrics, or the monitored one when the run was not
     tested; never an empty list."""
@@ -478,52 +418,6 @@ def monitored_value(metric: str, metrics: dict) -> float:
     if not math.isfinite(value):
         raise ConfigError(f"{metric} was not computed (is it a metric this run logs?)")
     return value
-
-
-# building: the Trainer, the loggers, anything with a _target_
-
-
-def build(node, **kwargs):
-    """``hydra.utils.instantiate``, but our own errors come out unwrapped (one line)."""
-    try:
-        return instantiate(node, **kwargs)
-    except InstantiationException as err:
-        if isinstance(err.__cause__, UserError):
-            raise err.__cause__ from None
-        raise ConfigError(str(err).replace("\n", " ")) from err
-
-
-def build_trainer(settings: TrainerSpec, loggers: list, callbacks: list, **overrides) -> L.Trainer:
-    """The Trainer of the run spec's ``trainer`` section (the keys the config set; ``overrides``
-    on top), saving and loading checkpoints through ``AtomicCheckpointIO`` (atomic, checksummed,
-    weights only) unless the config names a CheckpointIO plugin of its own. Every Trainer of the
-    job is built here, so that no load of a ``ckpt_path`` bypasses the safe reader."""
-    kwargs = settings.model_dump(by_alias=True, exclude_unset=True)
-    given = kwargs.get("plugins") or []
-    given = list(given) if isinstance(given, (list, tuple)) else [given]
-    plugins = [build(p) if isinstance(p, Mapping) else p for p in given]  # nodes with _target_, or names
-    if not any(isinstance(p, CheckpointIO) for p in plugins):
-        plugins.append(AtomicCheckpointIO())
-    return build(kwargs, logger=loggers or False, callbacks=callbacks, plugins=plugins, **overrides)
-
-
-def latest_version(save_dir: str, name: str) -> int | None:
-    """The newest TensorBoard version folder of this run, so a resumed run continues its curves."""
-    root = Path(save_dir) / name
-    versions = [int(p.name.split("_")[1]) for p in root.glob("version_*") if p.name.split("_")[1].isdigit()]
-    return max(versions) if versions else None
-
-
-def build_loggers(configured: Mapping | None, resuming: bool) -> list:
-    """The loggers of the config's ``logger`` section; a resumed run's TensorBoard logger
-    continues its newest version."""
-    loggers = []
-    for logger in (configured or {}).values():
-        extra = {}
-        if resuming and logger.get("_target_", "").endswith("TensorBoardLogger"):
-            extra["version"] = latest_version(logger.save_dir, logger.name)
-        loggers.append(build(logger, **extra))
-    return loggers
 
 
 # the process: CPU settings, torch's defaults, compiling. The CPU threads are chosen earlier,

@@ -29,6 +29,7 @@ from __future__ import annotations
 import difflib
 import math
 from collections.abc import Mapping, Sequence
+from importlib.util import find_spec
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -593,9 +594,28 @@ def check_config(cfg) -> RunSpec:
     if not isinstance(cfg, Mapping):
         raise ConfigError(f"a run config must be a mapping of settings, got {type(cfg).__name__}")
     try:
-        return RunSpec.model_validate(dict(cfg), context={"source": None})
+        spec = RunSpec.model_validate(dict(cfg), context={"source": None})
     except ValidationError as err:
         raise first_problem(err) from None
+    check_extras(spec.logger)  # the command's trackers only: a stored config's may be gone where it is read
+    return spec
+
+
+# logger class -> (the package it needs, the extra of pyproject.toml that installs it)
+EXTRAS = {"MLFlowLogger": ("mlflow", "mlflow"), "WandbLogger": ("wandb", "wandb")}
+
+
+def check_extras(loggers: Mapping | None) -> None:
+    """ConfigError (one line, before any training) for each logger of the config's ``logger``
+    section whose package is missing: ``logger=mlflow needs mlflow: pip install -e ".[mlflow]"``."""
+    for key, node in (loggers or {}).items():
+        target = str(node.get("_target_", "")) if isinstance(node, Mapping) else ""
+        needs = EXTRAS.get(target.rsplit(".", 1)[-1])
+        if needs is None:
+            continue
+        package, extra = needs
+        if find_spec(package) is None:
+            raise ConfigError(f'logger={key} needs {package}: pip install -e ".[{extra}]"')
 
 
 def parse_stored(config: Mapping, source: str) -> RunSpec:
