@@ -5,7 +5,8 @@ network; ``compile=true`` trains, keeps checkpoint keys, and resumes.
 The per-mode checks use the ``aot_eager`` backend: it traces exactly what inductor would get
 (dynamo's graph, AOTAutograd's forward and backward) without generating C++ code, seconds
 instead of a minute a graph on two cores; the training run compiles with the default,
-inductor."""
+inductor, and resumes through ``aot_eager`` (a compiled run's checkpoints are an eager one's:
+any backend, or none, resumes them)."""
 
 from __future__ import annotations
 
@@ -118,9 +119,9 @@ def test_a_compiled_quick_run_trains_and_resumes_with_plain_checkpoints(tmp_path
     net = swwae.load(last)  # the keys of an eager network: no _orig_mod. prefix
     assert net.config["compile"] is True
 
-    more = train_cli(
+    more = train_cli(  # traced, not code-generated: what resumes is the checkpoint, whichever backend
         tmp_path,
-        "compile=true",
+        "compile=aot_eager",
         "model.widths=[4,8]",
         "test=false",
         "resume=true",
