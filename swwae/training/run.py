@@ -50,7 +50,14 @@ from swwae.training.composing import Launch, build, build_all, build_loggers, ch
 from swwae.training.folders import check_folders, check_writable, write_failed
 from swwae.training.preemption import Preemption, PreemptionSaved
 from swwae.training.runs.decision import Decision
-from swwae.training.runs.folder import RunFolder, batches, describe, identity_of, mid_epoch_position
+from swwae.training.runs.folder import (
+    RunFolder,
+    batches,
+    describe,
+    identity_of,
+    mid_epoch_position,
+    stored_output_dir,
+)
 from swwae.training.runs.sweep_claim import claim
 from swwae.training.spec import check_config
 
@@ -390,12 +397,10 @@ def copy_test_outcomes(checkpoint: dict, folder: Path) -> Path | None:
     """A finished run reported again into another folder (a sweep repeated) brings its
     ``test_outcomes.csv`` along, from the output folder its checkpoint names: a regular file of
     bounded size, copied as bytes, never parsed here."""
-    stored = checkpoint.get("swwae_config")
-    for key in ("paths", "output_dir"):
-        stored = stored.get(key) if isinstance(stored, dict) else None
-    if not isinstance(stored, str):
+    stored = stored_output_dir(checkpoint)
+    if stored is None:
         return None
-    source, target = Path(stored) / "test_outcomes.csv", folder / "test_outcomes.csv"
+    source, target = stored / "test_outcomes.csv", folder / "test_outcomes.csv"
     try:
         if not source.is_file() or source.stat().st_size > MAX_OUTCOMES_BYTES or source.resolve() == target.resolve():
             return None

@@ -237,8 +237,8 @@ class RunFolder:
         holds every metric ``wanted``. Both files are read with bounds (regular files only, the
         record's size and nesting limited): a file that names ``/dev/zero`` or another run's
         weights is not believed, and the run is evaluated again."""
-        folder = (checkpoint["swwae_config"].get("paths") or {}).get("output_dir")
-        path = Path(folder) / "metrics.json" if folder else None
+        folder = stored_output_dir(checkpoint)
+        path = folder / "metrics.json" if folder else None
         if path is None or not (path.exists() or path.is_symlink()):
             return None, ""
         try:
@@ -259,6 +259,15 @@ class RunFolder:
         ):
             return None, ""
         return summary, f"from {path}"
+
+
+def stored_output_dir(checkpoint: Mapping) -> Path | None:
+    """The output folder of the run that wrote ``checkpoint`` (its stored ``paths.output_dir``),
+    where its metrics.json and test_outcomes.csv are; None where the config names none."""
+    stored = checkpoint.get("swwae_config")
+    for key in ("paths", "output_dir"):
+        stored = stored.get(key) if isinstance(stored, Mapping) else None
+    return Path(stored) if isinstance(stored, str) and stored else None
 
 
 # the lock: one run, one owner (module docstring)
