@@ -36,7 +36,7 @@ from pathlib import Path
 
 import torch
 
-from swwae.bench.epoch_clock import limit_batches, run
+from swwae.bench.epoch_clock import clock_epochs, limit_batches
 from swwae.bench.harness import median, paired_ratio, set_threads
 from swwae.training.run import set_torch_defaults
 
@@ -67,7 +67,7 @@ def main(argv=None) -> int:
     if args.train_size:
         overrides.append(f"++trainer.limit_train_batches={limit_batches(args.train_size, args.batch)}")
     with tempfile.TemporaryDirectory(prefix="bench_epoch_") as tmp:
-        clock, wall = run(overrides, Path(tmp))
+        clock, wall = clock_epochs(overrides, Path(tmp))
     skip = min(args.skip, len(clock.lightning) - 1)
     lit, hand = clock.lightning[skip:], clock.hand[skip:]
     train_size = clock.train_size

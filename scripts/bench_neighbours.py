@@ -106,12 +106,14 @@ def child(candidate: str, epochs: int, overrides: list[str]) -> int:
     seen = decide_in_child(candidate)
     import torch
 
-    from swwae.bench.epoch_clock import run
+    from swwae.bench.epoch_clock import clock_epochs
     from swwae.training.run import set_torch_defaults
 
     set_torch_defaults()
     with tempfile.TemporaryDirectory(prefix="bench_neighbours_") as tmp:
-        clock, wall = run([f"trainer.max_epochs={epochs}", "test=false", *overrides], Path(tmp), hand_loop=False)
+        clock, wall = clock_epochs(
+            [f"trainer.max_epochs={epochs}", "test=false", *overrides], Path(tmp), hand_loop=False
+        )
     epochs_s = [r["epoch"] for r in clock.lightning]
     record = {"epoch_s": statistics.median(epochs_s[1:] or epochs_s), "epochs": epochs_s, "wall_s": wall}
     record |= {"threads": torch.get_num_threads(), "wait": os.environ.get("OMP_WAIT_POLICY", "")} | seen

@@ -33,7 +33,7 @@ import functools
 import torch
 from torch import nn
 
-from swwae.bench.harness import interleave, peak_memory, set_threads
+from swwae.bench.harness import peak_memory, set_threads, time_interleaved
 from swwae.pooling import Unpool, WhatWherePool
 from swwae.training.run import keep_freed_memory
 
@@ -126,7 +126,7 @@ def main(argv=None) -> int:
             "soft": swwae_step(**case, mode="soft"),
         }
         calls = {name: functools.partial(backward, step, x) for name, step in steps.items()}
-        times = interleave(calls, args.repeats, warmup=3, device=device)
+        times = time_interleaved(calls, args.repeats, warmup=3, device=device)
         medians = {name: times.median(name) for name in steps}
         ratios = {name: times.paired_ratio(name, "native") for name in steps}
         best = {name: times.best_ratio(name, "native") for name in steps}

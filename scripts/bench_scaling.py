@@ -31,7 +31,7 @@ from pathlib import Path
 
 import torch
 
-from swwae.bench.epoch_clock import limit_batches, run
+from swwae.bench.epoch_clock import clock_epochs, limit_batches
 from swwae.bench.harness import median, set_threads
 from swwae.training.run import set_torch_defaults
 
@@ -62,7 +62,7 @@ def measure(points, args) -> dict:
             if size is not None:
                 overrides.append(f"++trainer.limit_train_batches={limit_batches(size, args.batch)}")
             with tempfile.TemporaryDirectory(prefix="bench_scaling_") as tmp:
-                clock, _ = run(overrides, Path(tmp), hand_loop=False)
+                clock, _ = clock_epochs(overrides, Path(tmp), hand_loop=False)
             kept = clock.lightning[min(1, len(clock.lightning) - 1) :]  # the first epoch warms up
             results[(size, width)]["n"] = clock.train_size
             for key in ("epoch", "train", "images"):

@@ -47,7 +47,7 @@ import itertools
 import torch
 from torch import nn
 
-from swwae.bench.harness import interleave, peak_memory, set_threads, timed
+from swwae.bench.harness import peak_memory, set_threads, time_interleaved, timed
 from swwae.bench.steps import PRECISIONS, training_step
 from swwae.loss import WEIGHTS, swwae_loss
 from swwae.model import SWWAE
@@ -147,7 +147,7 @@ def bench_loss_checks(args, device) -> list[str]:
         name: make_step(make_net("hard", SHAPES["mnist"], args.widths).to(device), x, y, args.precision, check)
         for name, check in checks.items()
     }
-    times = interleave(steps, args.repeats, warmup=args.warmup, device=device)
+    times = time_interleaved(steps, args.repeats, warmup=args.warmup, device=device)
     return [
         f"| {name} | {times.median(name) * 1e3:.2f} | {times.paired_ratio(name, 'watched'):.3f}x |" for name in steps
     ]
@@ -161,7 +161,7 @@ def bench_shape(name: str, args, device) -> tuple[list[str], bool]:
     steps = {
         v: make_step(make_net(v, image_shape, args.widths).to(device), x, y, args.precision) for v in args.variants
     }
-    times = interleave(steps, args.repeats, warmup=args.warmup, device=device)
+    times = time_interleaved(steps, args.repeats, warmup=args.warmup, device=device)
     # ratio of the medians, and the median of the ratios of steps run back to back (robust to drifts)
     paired = {v: times.paired_ratio(v, "native") for v in steps}
     memory = {v: peak_memory(step, device) for v, step in steps.items()}
@@ -198,7 +198,9 @@ def bench_compile(name: str, args, device) -> list[str]:
         net.compile(backend=compile_backend(args.compile), dynamic=False)  # as compile=true does it
         compiled = make_step(net, x, y)
         compile_s, _ = timed(compiled, device)  # forward and backward graphs compile on the first step
-        times = interleave({"eager": eager, "compiled": compiled}, args.repeats, warmup=args.warmup, device=device)
+        times = time_interleaved(
+            {"eager": eager, "compiled": compiled}, args.repeats, warmup=args.warmup, device=device
+        )
         rows.append(
             f"| {label} | {v} | {args.compile} | {compile_s:.1f} | {times.median('eager') * 1e3:.1f} | "
             f"{times.median('compiled') * 1e3:.1f} | {times.ratio_of_medians('compiled', 'eager'):.2f}x | "

@@ -34,7 +34,7 @@ from swwae.model import SWWAE
 from swwae.pretrained import check_shapes, meta_shapes
 from swwae.stored import parse_checkpoint
 
-CHECKSUM_KEY = "swwae_checksum"
+CHECKPOINT_CHECKSUM_KEY = "swwae_checksum"  # in a checkpoint: the checksum of its other entries
 POSITION_KEY = "swwae_preempted"  # in a checkpoint saved mid-epoch: {"epoch": e, "batches_done": k}
 REQUIRED_KEYS = ("state_dict", "hyper_parameters", "swwae_config")
 DEPTH_LIMIT = 32  # containers inside containers: Lightning's checkpoints nest 7 deep
@@ -73,7 +73,7 @@ def _feed(digest, value) -> None:
 def content_checksum(checkpoint: Mapping) -> str:
     """SHA-256 of a checkpoint's contents, its own checksum entry left out."""
     digest = hashlib.sha256()
-    _feed(digest, {k: v for k, v in checkpoint.items() if k != CHECKSUM_KEY})
+    _feed(digest, {k: v for k, v in checkpoint.items() if k != CHECKPOINT_CHECKSUM_KEY})
     return digest.hexdigest()
 
 
@@ -85,7 +85,7 @@ def file_sha256(path) -> str:
 
 def with_checksum(checkpoint: dict) -> dict:
     """``checkpoint`` with its content checksum added (in place, and returned)."""
-    checkpoint[CHECKSUM_KEY] = content_checksum(checkpoint)
+    checkpoint[CHECKPOINT_CHECKSUM_KEY] = content_checksum(checkpoint)
     return checkpoint
 
 
@@ -129,7 +129,7 @@ def verified(checkpoint: object, path="checkpoint") -> dict:
     if not isinstance(checkpoint, dict) or any(k not in checkpoint for k in REQUIRED_KEYS):
         raise CheckpointError(f"checkpoint {path} was not written by swwae's train.py (no state_dict or run config)")
     check_nesting(checkpoint, f"checkpoint {path}", DEPTH_LIMIT, CHECKPOINT_ITEMS_LIMIT)  # before the checksum recurses
-    expected = checkpoint.pop(CHECKSUM_KEY, None)
+    expected = checkpoint.pop(CHECKPOINT_CHECKSUM_KEY, None)
     if expected is not None and content_checksum(checkpoint) != expected:
         raise CheckpointError(f"checkpoint {path} is corrupt: its contents do not match the checksum written with it")
     return parse_checkpoint(checkpoint, f"checkpoint {path}", POSITION_KEY)

@@ -29,7 +29,9 @@ from swwae.pretrained import Pretrained
 from swwae.settings import check_network, network_spec, trains_classifier  # noqa: F401 - trains_classifier: swwae.model's too
 from swwae.stored import plain
 
-NONLINEARITIES = {"relu": nn.ReLU, "leaky_relu": nn.LeakyReLU, "elu": nn.ELU, "gelu": nn.GELU, "tanh": nn.Tanh}
+# the layer of each name of swwae.settings.NONLINEARITIES (the one list of names; tests/test_settings.py
+# holds the two equal)
+NONLINEARITY_LAYERS = {"relu": nn.ReLU, "leaky_relu": nn.LeakyReLU, "elu": nn.ELU, "gelu": nn.GELU, "tanh": nn.Tanh}
 
 # helpers
 
@@ -184,7 +186,7 @@ class SWWAE(nn.Module, Pretrained):
         pool_entry = POOL_MODES.entry(pool_mode)
         check_fits(spec, image_shape, pool_stride, pool_padding, ceil=pool_entry.ceil)
         self.image_shape, self.pool_mode, self.arch = tuple(image_shape), pool_mode, str(spec)
-        layers = dict(activation=NONLINEARITIES[nonlinearity], batch_norm=batch_norm)
+        layers = dict(activation=NONLINEARITY_LAYERS[nonlinearity], batch_norm=batch_norm)
         pooling = dict(stride=pool_stride, padding=pool_padding) | {p: arguments[p] for p in pool_entry.parameters}
         self.encoders, self.pools = nn.ModuleList(), nn.ModuleList()
         self.decoders, self.unpools = nn.ModuleList(), nn.ModuleList()

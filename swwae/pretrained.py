@@ -39,7 +39,7 @@ CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.safetensors"
 FORMAT = "swwae-folder/1"
 META_KEYS = ("swwae", "run_config")  # config.json's entries beside the constructor's arguments
-CHECKSUM_KEY = "swwae_sha256"  # in the safetensors header's metadata
+WEIGHTS_CHECKSUM_KEY = "swwae_sha256"  # in the safetensors header's metadata
 PICKLED_WEIGHTS = ("pytorch_model.bin", "model.pt", "model.pth")
 CONFIG_LIMIT = 1 << 20  # bytes: a config.json is a few kB
 
@@ -103,7 +103,7 @@ def write_folder(
     folder = check_folder_target(folder)
     folder.mkdir(parents=True, exist_ok=True)
     state = {name: t.detach().cpu().contiguous() for name, t in net.state_dict().items()}
-    metadata = {"format": "pt", CHECKSUM_KEY: weights_checksum(state)}
+    metadata = {"format": "pt", WEIGHTS_CHECKSUM_KEY: weights_checksum(state)}
     write_atomically(folder / WEIGHTS_FILE, lambda temp: save_file(state, str(temp), metadata=metadata))
     text = json.dumps(
         folder_config(net.settings, network=getattr(net, "arch", type(net).__name__), run_config=config), indent=2
@@ -187,7 +187,7 @@ def read_weights(folder: Path) -> dict[str, Tensor]:
             state = {name: weights.get_tensor(name) for name in weights.keys()}  # noqa: SIM118 - not a dict
     except Exception as err:  # noqa: BLE001 - safetensors raises its own error types on bad bytes
         raise CheckpointError(f"{path} is unreadable (truncated or corrupt?): {one_line(err, limit=200)}") from None
-    expected = metadata.get(CHECKSUM_KEY)
+    expected = metadata.get(WEIGHTS_CHECKSUM_KEY)
     if expected is not None and weights_checksum(state) != expected:
         raise CheckpointError(f"{path} is corrupt: its tensors do not match the checksum written with them")
     return state

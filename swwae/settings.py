@@ -5,7 +5,7 @@ checks when they are built; the training job calls the same ones before torch is
 
 The name lists are plain tuples, and the pooling modes a plain table (``swwae.pool_modes``),
 so that no torch is needed to read them; the tests hold ``NONLINEARITIES`` equal to the
-registry it names (``swwae.model.NONLINEARITIES``).
+registry it names (``swwae.model.NONLINEARITY_LAYERS``).
 """
 
 from __future__ import annotations

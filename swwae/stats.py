@@ -1,6 +1,7 @@
-"""Comparing arms of a study that share their seeds: a mean with its 95% interval, the paired
-difference by seed with its interval and Wilcoxon's signed-rank test, and McNemar's exact test
-on image-by-image outcomes. Plain Python and scipy; no torch.
+"""Comparing arms of a study that share their seeds: a mean with its 95% interval (or with its
+sample std, ``mean_std``), the paired difference by seed with its interval and Wilcoxon's
+signed-rank test, and McNemar's exact test on image-by-image outcomes. Plain Python and scipy;
+no torch.
 
 Why paired: two arms trained with one seed see the same labelled images, the same
 initial-weight draws where their networks agree, and are tested on the same images, so most of
@@ -12,7 +13,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 # classes
@@ -61,6 +62,16 @@ class McNemar:
 
 
 # functions
+
+
+def mean_std(values: Iterable[float | None]) -> tuple[float, float | None]:
+    """Mean and sample std (n - 1) of the finite values, None, NaN and infinities dropped:
+    ``(nan, None)`` for no value left, a std of None for one. The "mean ± std over seeds" of
+    the sweep table and the study reports."""
+    values = [float(v) for v in values if v is not None and math.isfinite(v)]
+    if not values:
+        return math.nan, None
+    return statistics.fmean(values), statistics.stdev(values) if len(values) > 1 else None
 
 
 def t_interval(values: Sequence[float], level: float = 0.95) -> Interval:

@@ -169,10 +169,10 @@ def test_bench_presets_measured_table_the_one_a_gpu_prints(capsys):
 # the shared harness (swwae/bench/harness.py)
 
 
-def test_interleave_runs_round_robin_after_the_warmup():
+def test_time_interleaved_runs_round_robin_after_the_warmup():
     calls = []
     steps = {"a": lambda: calls.append("a"), "b": lambda: calls.append("b")}
-    timings = harness.interleave(steps, repeats=3, warmup=1)
+    timings = harness.time_interleaved(steps, repeats=3, warmup=1)
     assert calls == ["a", "b"] * 4
     assert [len(timings.seconds[n]) for n in steps] == [3, 3] and [len(timings.faults[n]) for n in steps] == [3, 3]
     assert timings.paired_ratio("a", "a") == timings.best_ratio("b", "b") == 1.0

@@ -22,7 +22,7 @@ from hydra.core.global_hydra import GlobalHydra
 import swwae
 from helpers.cli import last_error_line, run_cli, train_cli
 from helpers.config import compose_config
-from swwae.checkpoint_file import CHECKSUM_KEY, content_checksum, read_checkpoint
+from swwae.checkpoint_file import CHECKPOINT_CHECKSUM_KEY, content_checksum, read_checkpoint
 from swwae.commands.evaluate import main as evaluate_main
 from swwae.errors import CheckpointError, DiskError
 from swwae.training.checkpoints import (
@@ -348,5 +348,5 @@ def test_a_checkpoint_whose_bytes_changed_reads_as_corrupt_and_resume_falls_back
 def test_every_save_carries_a_checksum_that_the_reader_checks(make_config, tmp_path):
     train(make_config("model.widths=[4]"))
     raw = torch.load(tmp_path / "checkpoints" / RUN / "last.ckpt", weights_only=True)
-    assert raw[CHECKSUM_KEY] == content_checksum(raw) and len(raw[CHECKSUM_KEY]) == 64
-    assert CHECKSUM_KEY not in read_checkpoint(tmp_path / "checkpoints" / RUN / "last.ckpt")
+    assert raw[CHECKPOINT_CHECKSUM_KEY] == content_checksum(raw) and len(raw[CHECKPOINT_CHECKSUM_KEY]) == 64
+    assert CHECKPOINT_CHECKSUM_KEY not in read_checkpoint(tmp_path / "checkpoints" / RUN / "last.ckpt")

@@ -9,9 +9,8 @@ import re
 import pytest
 
 from helpers.config import CONFIG_DIR
-from swwae.model import NONLINEARITIES
 from swwae.pooling import MODES
-from swwae.settings import SCHEDULERS
+from swwae.settings import NONLINEARITIES, SCHEDULERS
 from swwae.training.runs.decision import RESUME_MODES
 
 # an option list at the start of a comment: `# a | b | c` (then anything after `:` or `(`)
@@ -20,7 +19,7 @@ GROUP_ENTRY = re.compile(r"^\s*-\s*(?:override\s+)?/?([\w/]+):\s*([\w./-]+)\s*#"
 KEY_ENTRY = re.compile(r"^\s*([\w.]+):\s*([^#\s]+)\s*#")
 # the keys whose values the code checks, with the values it accepts
 KEY_VALUES = {
-    "nonlinearity": tuple(NONLINEARITIES),
+    "nonlinearity": NONLINEARITIES,
     "pool_mode": MODES,
     "scheduler": SCHEDULERS,
     "resume": RESUME_MODES,

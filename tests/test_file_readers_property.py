@@ -21,7 +21,7 @@ from swwae.commands.runs import run_row
 from swwae.errors import UserError
 from swwae.pretrained import read_config
 from swwae.stored import parse_metrics, parse_network_settings, parse_overrides, parse_stored_config
-from swwae.training.runs.folder import IDENTITY_KEYS, describe, identity_of, mid_epoch_position
+from swwae.training.runs.folder import IDENTITY_KEYS, describe_checkpoint, identity_of, mid_epoch_position
 from swwae.training.sweep.jobs import read_job
 
 KEYS = [
@@ -105,7 +105,7 @@ def test_a_checkpoint(value, state_dict, hyper_parameters):
     if checkpoint is not None:  # what resume and `swwae runs` read of it
         identity_of(*(checkpoint["swwae_config"].get(k) for k in IDENTITY_KEYS))
         mid_epoch_position(checkpoint)
-        describe(Path("x.ckpt"), checkpoint)
+        describe_checkpoint(Path("x.ckpt"), checkpoint)
         run_row("r", Path("."), Path("x.ckpt"), checkpoint)
 
 

@@ -12,7 +12,7 @@ import torch.nn.functional as F
 from helpers.cli import run_cli
 from helpers.config import ROOT, SAMPLE_DATA
 from swwae.commands.project import main as project_main
-from swwae.commands.project import parse
+from swwae.commands.project import parse_command_line
 from swwae.errors import ConfigError
 from swwae.images import projection_grid
 from swwae.model import SWWAE
@@ -162,10 +162,10 @@ def test_bad_options_are_one_error_line(tmp_path, capsys, args, message):
 
 
 def test_options_take_key_value_and_dashed_forms():
-    checkpoint, options = parse(["m.ckpt", "stage=2", "--top", "8", "split=test", "--out=p.png", "zoom=2"])
+    checkpoint, options = parse_command_line(["m.ckpt", "stage=2", "--top", "8", "split=test", "--out=p.png", "zoom=2"])
     assert checkpoint == Path("m.ckpt")
     assert options == {"stage": 2, "top": 8, "split": "test", "out": Path("p.png"), "zoom": 2}
-    assert parse(["m.ckpt", "stage=1", "stage=2"])[1] == {"stage": 2}  # key=value: the last one counts
+    assert parse_command_line(["m.ckpt", "stage=1", "stage=2"])[1] == {"stage": 2}  # key=value: the last one counts
 
 
 @pytest.mark.parametrize(

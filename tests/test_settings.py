@@ -13,14 +13,14 @@ import torch
 from swwae import loss_terms, pool_modes, settings
 from swwae.errors import ConfigError
 from swwae.loss import swwae_loss
-from swwae.model import NONLINEARITIES, SWWAE
+from swwae.model import NONLINEARITY_LAYERS, SWWAE
 from swwae.pooling import MODES, POOLS, HardWhere, SoftWhere, make_pool
 from swwae.training.module import SWWAEModule
 
 
 def test_the_plain_name_lists_are_the_registries():
     assert settings.POOL_MODES == tuple(POOLS)
-    assert settings.NONLINEARITIES == tuple(NONLINEARITIES)
+    assert settings.NONLINEARITIES == tuple(NONLINEARITY_LAYERS)
 
 
 def test_the_checks_import_no_torch():

@@ -13,7 +13,7 @@ import pytest
 from helpers.cli import run_cli
 from helpers.config import ROOT
 from swwae.commands.where_report import main
-from swwae.stats import mcnemar, paired_difference, t_interval, verdict, wilcoxon_p
+from swwae.stats import mcnemar, mean_std, paired_difference, t_interval, verdict, wilcoxon_p
 
 LABELS = [i % 10 for i in range(20)]  # 20 test images
 
@@ -62,6 +62,18 @@ def test_t_interval_of_one_to_five():
     assert interval.mean == 3 and interval.n == 5
     assert interval.low == pytest.approx(3 - 1.963243, abs=1e-5) and interval.high == pytest.approx(4.963243, abs=1e-5)
     assert math.isnan(t_interval([2.0]).low)
+
+
+def test_mean_std_of_the_finite_values():
+    """The one mean ± std of the sweep table and the study reports: sample std (n - 1); None,
+    NaN and infinities left out; no std for one value, a NaN mean for none."""
+    mean, std = mean_std([1, 2, 3, 4, 5])
+    assert mean == 3 and std == pytest.approx(1.581139, abs=1e-6)
+    assert mean_std([1.0, None, math.nan, math.inf, 3.0]) == (2.0, pytest.approx(math.sqrt(2)))
+    assert mean_std([2.5]) == (2.5, None)
+    for nothing in ([], [None], [math.nan, -math.inf]):
+        mean, std = mean_std(nothing)
+        assert math.isnan(mean) and std is None
 
 
 def test_wilcoxon_exact_p_values():

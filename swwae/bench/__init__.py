@@ -3,6 +3,15 @@ peak memory (``harness``, pure torch), one training step at a Lightning precisio
 pure torch), and the epoch clock of train.py's own code path
 (``epoch_clock``, which needs Lightning, Hydra and the shipped configs)."""
 
-from swwae.bench.harness import Stopwatch, Timings, interleave, median, paired_ratio, peak_memory, set_threads, timed
+from swwae.bench.harness import (
+    Stopwatch,
+    Timings,
+    median,
+    paired_ratio,
+    peak_memory,
+    set_threads,
+    time_interleaved,
+    timed,
+)
 
-__all__ = ["Stopwatch", "Timings", "interleave", "median", "paired_ratio", "peak_memory", "set_threads", "timed"]
+__all__ = ["Stopwatch", "Timings", "median", "paired_ratio", "peak_memory", "set_threads", "time_interleaved", "timed"]

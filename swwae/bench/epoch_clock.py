@@ -1,6 +1,6 @@
-"""Epoch timing of train.py's own code path: ``run(overrides, folder)`` composes the real
-config as ``python train.py <overrides>`` would, runs ``swwae.training.run.train`` into a temporary
-folder with an ``EpochClock`` among its callbacks, and returns the clock.
+"""Epoch timing of train.py's own code path: ``clock_epochs(overrides, folder)`` composes the
+real config as ``python train.py <overrides>`` would, runs ``swwae.training.run.train`` into a
+temporary folder with an ``EpochClock`` among its callbacks, and returns the clock.
 
 It lives in the package, not in a script, because two benchmarks share it
 (``scripts/bench_epoch.py``: Lightning against a hand-written loop; ``scripts/bench_scaling.py``:
@@ -228,7 +228,7 @@ class EpochClock(L.Callback):
 # the run
 
 
-def run(overrides, folder: Path, hand_loop: bool = True) -> tuple[EpochClock, float]:
+def clock_epochs(overrides, folder: Path, hand_loop: bool = True) -> tuple[EpochClock, float]:
     """``swwae.training.run.train`` on the composed config plus an EpochClock; the clock and the wall time."""
     cfg = compose_config(folder, [*overrides, "resume=false"])  # every measurement trains from scratch
     with open_dict(cfg):

@@ -3,7 +3,7 @@ so that every benchmark measures the same way and reports the same statistics.
 
 Pure Python and torch (no Lightning, no Hydra): it times and measures callables.
 
-Timing: ``interleave`` runs the variants of a benchmark round-robin in one process, so
+Timing: ``time_interleaved`` runs the variants of a benchmark round-robin in one process, so
 machine noise hits them alike, and records the seconds of every call (and the page faults
 it took: memory fetched afresh from the OS). ``Timings`` reads them: medians, quartiles,
 and ratios to a baseline: the ratio of the medians, the paired ratio (the median over
@@ -87,7 +87,7 @@ class Timings:
         return median(self.faults[name])
 
 
-def interleave(steps: Mapping[str, Callable[[], object]], repeats: int, warmup: int = 0, device=None) -> Timings:
+def time_interleaved(steps: Mapping[str, Callable[[], object]], repeats: int, warmup: int = 0, device=None) -> Timings:
     """``warmup`` untimed rounds, then ``repeats`` timed ones; a round calls every step once,
     in order (round-robin), so machine noise hits the variants alike."""
     for _ in range(warmup):

@@ -20,7 +20,6 @@ from swwae.threads import choose_threads
 choose_threads()  # first, before torch loads: OpenMP's threads and wait, from the machine (swwae.threads)
 
 import json
-import statistics
 import warnings
 from pathlib import Path
 
@@ -29,6 +28,7 @@ from swwae.cli import one_line_errors, script_parser
 from swwae.errors import ConfigError
 from swwae.probe import random_like
 from swwae.progress import progress
+from swwae.stats import mean_std
 from swwae.training.probing import check_same_split, encoder_key, load_data, parse_labels, probe_model, subsets_for
 from swwae.training.sweep.figures import save_figure
 from swwae.training.sweep.jobs import collect
@@ -36,14 +36,8 @@ from swwae.training.sweep.jobs import collect
 # helpers
 
 
-def mean_std(values) -> tuple[float, float | None]:
-    values = [v for v in values if v is not None]
-    if not values:
-        return float("nan"), None
-    return statistics.fmean(values), statistics.stdev(values) if len(values) > 1 else None
-
-
-def cell(values, scale: float = 1.0, digits: int = 1) -> str:
+def mean_std_cell(values, scale: float = 1.0, digits: int = 1) -> str:
+    """A table cell: "mean ± std" of ``values`` times ``scale`` (``swwae.stats.mean_std``), "-" for none."""
     mean, std = mean_std([None if v is None else v * scale for v in values])
     if mean != mean:
         return "-"
@@ -127,10 +121,10 @@ def markdown(result: dict, px: int = 2) -> str:
     for name, rows in groups(result).items():
         seeds = len(rows) if rows[0]["seed"] is not None else "-"
         values = [
-            *(cell([r["linear"][n] for r in rows], 100) for n in labels),
-            *(cell([r["knn"][n] for r in rows], 100) for n in labels),
-            cell([top_change(r, px) for r in rows], digits=3),
-            cell([r.get("test/recon_mse") for r in rows], digits=4),
+            *(mean_std_cell([r["linear"][n] for r in rows], 100) for n in labels),
+            *(mean_std_cell([r["knn"][n] for r in rows], 100) for n in labels),
+            mean_std_cell([top_change(r, px) for r in rows], digits=3),
+            mean_std_cell([r.get("test/recon_mse") for r in rows], digits=4),
         ]
         lines.append(f"| {name} | {seeds} | " + " | ".join(values) + " |")
     return "\n".join(lines) + "\n"

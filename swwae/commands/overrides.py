@@ -1,9 +1,9 @@
 """The override grammar's errors for common mistakes, as one line: Hydra reads the command line
 before the job runs, and answers an unknown key, a look-alike character or a ``+`` too many with
 four to seven lines of its own, whose advice (``+trainer.max_epoch=3``) may lead to a second
-error. ``run(main)`` runs a ``@hydra.main`` function and turns those into one ``error:`` line
-naming the key and what to write instead (exit status 2); any other error of Hydra's is printed
-as Hydra prints it (exit status 1), and an error of the job is the job's.
+error. ``run_with_one_line_errors(main)`` runs a ``@hydra.main`` function and turns those into
+one ``error:`` line naming the key and what to write instead (exit status 2); any other error of
+Hydra's is printed as Hydra prints it (exit status 1), and an error of the job is the job's.
 """
 
 from __future__ import annotations
@@ -104,7 +104,7 @@ def line_for(err: Exception, argv: list[str]) -> str:
 # the entry
 
 
-def run(main: Callable[[], object], argv: list[str] | None = None) -> None:
+def run_with_one_line_errors(main: Callable[[], object], argv: list[str] | None = None) -> None:
     """``main()`` (a ``@hydra.main`` function), with the override errors above as one line."""
     argv = sys.argv[1:] if argv is None else argv
     asked = os.environ.get(FULL_ERROR)

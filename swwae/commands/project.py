@@ -59,7 +59,9 @@ def parser() -> argparse.ArgumentParser:
     return parser
 
 
-def parse(argv: list[str]) -> tuple[Path, dict]:
+def parse_command_line(argv: list[str]) -> tuple[Path, dict]:
+    """The checkpoint and the options (``key=value`` or ``--key value``) of ``swwae project``'s
+    command line, each checked and converted."""
     args = parser().parse_intermixed_args(argv)
     key, sep, _ = str(args.checkpoint).partition("=")
     if sep and key in OPTIONS and not args.checkpoint.exists():  # no checkpoint, only options
@@ -131,7 +133,7 @@ def run(
 @one_line_errors
 def main(argv=None) -> int:
     warnings.filterwarnings("ignore")
-    checkpoint, options = parse(sys.argv[1:] if argv is None else argv)
+    checkpoint, options = parse_command_line(sys.argv[1:] if argv is None else argv)
     run(checkpoint, **options)
     return 0
 

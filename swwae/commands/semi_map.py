@@ -20,7 +20,6 @@ from swwae.threads import choose_threads
 
 choose_threads()  # first, before torch loads: OpenMP's threads and wait, from the machine (swwae.threads)
 
-import statistics
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,6 +30,7 @@ from swwae.cli import one_line_errors, script_parser
 from swwae.errors import ConfigError, Unreadable
 from swwae.files import read_yaml
 from swwae.progress import progress
+from swwae.stats import mean_std
 from swwae.training.probing import load_data
 from swwae.training.sweep.figures import save_figure
 from swwae.training.sweep.jobs import collect
@@ -53,10 +53,6 @@ def saved_config(job_folder: Path):
     if not isinstance(value, dict):
         raise Unreadable(f"saved config {path} is unreadable: not a mapping")
     return OmegaConf.create(value)
-
-
-def mean_std(values) -> tuple[float, float | None]:
-    return statistics.fmean(values), statistics.stdev(values) if len(values) > 1 else None
 
 
 def fmt(values, digits: int = 2, sign: bool = False) -> str:
@@ -148,7 +144,7 @@ def figure(table: dict, model: str, out: Path, train_size: int | None) -> Path:
         for row, series in enumerate([[("model", model), ("twin", TWIN)], [("gain", "gain: twin - SWWAE")]]):
             ax = axes[row][col]
             for i, (key, name) in enumerate(series):
-                stats = [mean_std(table[c][key]) if table[c][key] else (float("nan"), None) for c in cells]
+                stats = [mean_std(table[c][key]) for c in cells]  # (nan, None) for an empty cell
                 ax.errorbar(
                     xs,
                     [m for m, _ in stats],

@@ -39,7 +39,7 @@ from pathlib import Path
 import hydra
 from omegaconf import DictConfig
 
-from swwae.commands.overrides import run as with_one_line_override_errors
+from swwae.commands.overrides import run_with_one_line_errors
 from swwae.errors import Interrupted, UserError, one_line
 from swwae.training.composing import CONFIG_NAME, CONFIG_PATH, Launch, check_installed, launch, register_resolvers
 from swwae.training.spec import check_config
@@ -150,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
     saved = sys.argv
     sys.argv = [saved[0] if argv is None else "train", *quote_layer_strings(args)]
     try:
-        with_one_line_override_errors(run)  # the override grammar's errors for common mistakes
+        run_with_one_line_errors(run)  # the override grammar's errors for common mistakes
     finally:
         sys.argv = saved
     return 0

@@ -53,7 +53,7 @@ from swwae.training.runs.decision import Decision
 from swwae.training.runs.folder import (
     RunFolder,
     batches,
-    describe,
+    describe_checkpoint,
     identity_of,
     mid_epoch_position,
     stored_output_dir,
@@ -262,9 +262,9 @@ def start_of(folder: RunFolder, module, resume: str, max_epochs: int | None, max
         check_fits_model(path, checkpoint, module)
         warn_about_schedule(path, checkpoint, max_epochs)
         if decision.warnings:
-            log.warning("resuming from %s instead", describe(path, checkpoint))
+            log.warning("resuming from %s instead", describe_checkpoint(path, checkpoint))
         elif decision.action == "continue":
-            log.info("resume=%s: continuing this run from %s", resume, describe(path, checkpoint))
+            log.info("resume=%s: continuing this run from %s", resume, describe_checkpoint(path, checkpoint))
     return decision
 
 

@@ -104,7 +104,7 @@ def batches(count: int) -> str:
     return f"{count} batch" if count == 1 else f"{count} batches"
 
 
-def describe(path: Path, checkpoint: Mapping) -> str:
+def describe_checkpoint(path: Path, checkpoint: Mapping) -> str:
     """'checkpoints/r/last.ckpt (after epoch 3, step 96)': epochs counted from 1, as every line
     a user reads counts them."""
     position = mid_epoch_position(checkpoint)
@@ -192,7 +192,7 @@ class RunFolder:
         """What a run that stopped on an error leaves to resume from, in words."""
         for path in resume_candidates(self.path) if self.path.is_dir() else []:
             try:
-                return f"{describe(path, self.loaded.get(path) or read_checkpoint(path))} is kept"
+                return f"{describe_checkpoint(path, self.loaded.get(path) or read_checkpoint(path))} is kept"
             except CheckpointError:
                 continue
         return "no checkpoint was saved"

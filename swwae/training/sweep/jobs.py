@@ -13,12 +13,12 @@ from __future__ import annotations
 import json
 import logging
 import math
-import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from swwae.errors import ConfigError, Unreadable
 from swwae.files import is_inside, read_json, read_yaml, sha256_of
+from swwae.stats import mean_std
 from swwae.stored import parse_metrics, parse_overrides
 
 SEED_KEYS = ("seed", "+seed", "++seed")
@@ -61,13 +61,6 @@ def as_number(value: str) -> float | None:
     except (TypeError, ValueError):
         return None
     return number if math.isfinite(number) else None
-
-
-def mean_std(values: list[float]) -> tuple[float, float | None]:
-    values = [v for v in values if v is not None and math.isfinite(v)]
-    if not values:
-        return math.nan, None
-    return statistics.fmean(values), statistics.stdev(values) if len(values) > 1 else None
 
 
 # classes
