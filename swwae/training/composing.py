@@ -35,7 +35,7 @@ from importlib.resources import files
 from importlib.util import find_spec
 from pathlib import Path
 
-from swwae.errors import ConfigError
+from swwae.errors import ConfigError, UserError
 from swwae.loss_terms import trains_reconstruction
 from swwae.settings import trains_classifier
 from swwae.training.runs import identity  # noqa: F401 - registers the run name's ${swwae.arch_tag:}
@@ -133,8 +133,6 @@ def build(node, **kwargs):
     """``hydra.utils.instantiate``, but our own errors come out unwrapped (one line)."""
     from hydra.errors import InstantiationException
     from hydra.utils import instantiate
-
-    from swwae.errors import UserError
 
     try:
         return instantiate(node, **kwargs)

@@ -5,9 +5,8 @@ Hydra cannot create its output folder in would otherwise surface as a 35-65 line
 some of them only after an epoch was trained. ``check_writable`` tries each folder at the
 start (create it, write and remove a probe file; ``check_folders`` every folder of a run);
 ``CheckOutputFolder``, a Hydra callback, does it for Hydra's own run or sweep folder, which
-Hydra creates before the job starts. A
-write that fails later (disk full) is a ``DiskError`` naming the path; the job adds which
-checkpoint is kept.
+Hydra creates before the job starts. A write that fails later (disk full) is a ``DiskError``
+naming the path; the job adds which checkpoint is kept.
 """
 
 from __future__ import annotations
