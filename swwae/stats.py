@@ -74,6 +74,15 @@ def mean_std(values: Iterable[float | None]) -> tuple[float, float | None]:
     return statistics.fmean(values), statistics.stdev(values) if len(values) > 1 else None
 
 
+def mean_std_text(values: Iterable[float | None], digits: int = 2, *, scale: float = 1.0, sign: bool = False) -> str:
+    """A report's table cell: "mean ± std" (``mean_std``) of ``values`` times ``scale``, "-"
+    where no finite value is left; ``sign`` writes "+" before a positive mean (a gain)."""
+    mean, std = mean_std(None if v is None else v * scale for v in values)
+    if math.isnan(mean):
+        return "-"
+    return f"{mean:{'+' if sign else ''}.{digits}f}" + (f" ± {std:.{digits}f}" if std is not None else "")
+
+
 def t_interval(values: Sequence[float], level: float = 0.95) -> Interval:
     """Mean and Student-t interval: the spread of the mean of a few seeds, honestly wide."""
     from scipy import stats

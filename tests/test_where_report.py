@@ -13,7 +13,7 @@ import pytest
 from helpers.cli import run_cli
 from helpers.config import ROOT
 from swwae.commands.where_report import main
-from swwae.stats import mcnemar, mean_std, paired_difference, t_interval, verdict, wilcoxon_p
+from swwae.stats import mcnemar, mean_std, mean_std_text, paired_difference, t_interval, verdict, wilcoxon_p
 
 LABELS = [i % 10 for i in range(20)]  # 20 test images
 
@@ -74,6 +74,13 @@ def test_mean_std_of_the_finite_values():
     for nothing in ([], [None], [math.nan, -math.inf]):
         mean, std = mean_std(nothing)
         assert math.isnan(mean) and std is None
+
+
+def test_a_report_cell_is_mean_and_std_of_the_finite_values_or_a_dash():
+    assert mean_std_text([0.5, 0.7]) == "0.60 ± 0.14"
+    assert mean_std_text([0.0123], 1, scale=100) == "1.2"  # one seed: no std
+    assert mean_std_text([1.5, 2.5], sign=True) == "+2.00 ± 0.71"  # a gain
+    assert mean_std_text([None, math.nan]) == mean_std_text([]) == "-"
 
 
 def test_wilcoxon_exact_p_values():

@@ -28,20 +28,12 @@ from swwae.cli import one_line_errors, script_parser
 from swwae.errors import ConfigError
 from swwae.probe import random_like
 from swwae.progress import progress
-from swwae.stats import mean_std
+from swwae.stats import mean_std, mean_std_text
 from swwae.training.probing import check_same_split, encoder_key, load_data, parse_labels, probe_model, subsets_for
 from swwae.training.sweep.figures import save_figure
 from swwae.training.sweep.jobs import collect
 
 # helpers
-
-
-def mean_std_cell(values, scale: float = 1.0, digits: int = 1) -> str:
-    """A table cell: "mean ± std" of ``values`` times ``scale`` (``swwae.stats.mean_std``), "-" for none."""
-    mean, std = mean_std([None if v is None else v * scale for v in values])
-    if mean != mean:
-        return "-"
-    return f"{mean:.{digits}f}" + (f" ± {std:.{digits}f}" if std is not None else "")
 
 
 def top_change(row: dict, px: int) -> float:
@@ -121,10 +113,10 @@ def markdown(result: dict, px: int = 2) -> str:
     for name, rows in groups(result).items():
         seeds = len(rows) if rows[0]["seed"] is not None else "-"
         values = [
-            *(mean_std_cell([r["linear"][n] for r in rows], 100) for n in labels),
-            *(mean_std_cell([r["knn"][n] for r in rows], 100) for n in labels),
-            mean_std_cell([top_change(r, px) for r in rows], digits=3),
-            mean_std_cell([r.get("test/recon_mse") for r in rows], digits=4),
+            *(mean_std_text([r["linear"][n] for r in rows], 1, scale=100) for n in labels),
+            *(mean_std_text([r["knn"][n] for r in rows], 1, scale=100) for n in labels),
+            mean_std_text([top_change(r, px) for r in rows], 3),
+            mean_std_text([r.get("test/recon_mse") for r in rows], 4),
         ]
         lines.append(f"| {name} | {seeds} | " + " | ".join(values) + " |")
     return "\n".join(lines) + "\n"

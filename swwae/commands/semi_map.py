@@ -30,7 +30,7 @@ from swwae.cli import one_line_errors, script_parser
 from swwae.errors import ConfigError, Unreadable
 from swwae.files import read_yaml
 from swwae.progress import progress
-from swwae.stats import mean_std
+from swwae.stats import mean_std, mean_std_text
 from swwae.training.probing import load_data
 from swwae.training.sweep.figures import save_figure
 from swwae.training.sweep.jobs import collect
@@ -53,13 +53,6 @@ def saved_config(job_folder: Path):
     if not isinstance(value, dict):
         raise Unreadable(f"saved config {path} is unreadable: not a mapping")
     return OmegaConf.create(value)
-
-
-def fmt(values, digits: int = 2, sign: bool = False) -> str:
-    if not values:
-        return "-"
-    mean, std = mean_std(values)
-    return f"{mean:{'+' if sign else ''}.{digits}f}" + (f" ± {std:.{digits}f}" if std is not None else "")
 
 
 def read_runs(sweep_dirs) -> tuple[dict, list[str], int]:
@@ -121,8 +114,8 @@ def markdown(table: dict, model: str, train_size: int | None) -> str:
         per_seed = ", ".join(f"{g:+.1f}" for g in e["gain"]) or "-"
         twin = "same cell" if e["twin_cell"] == cell else f"full pool ({pool_text(e['twin_cell'], train_size)})"
         lines.append(
-            f"| {cell.labels} | {pool_text(cell, train_size)} | {fmt(e['model'])} | {fmt(e['twin'])} | "
-            f"{fmt(e['gain'], sign=True)} | {per_seed} | {twin} |"
+            f"| {cell.labels} | {pool_text(cell, train_size)} | {mean_std_text(e['model'])} | "
+            f"{mean_std_text(e['twin'])} | {mean_std_text(e['gain'], sign=True)} | {per_seed} | {twin} |"
         )
     return "\n".join(lines) + "\n"
 
