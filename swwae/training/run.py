@@ -112,8 +112,8 @@ def train(cfg: DictConfig, hydra: Launch | None = None) -> float:
     params = run_params(
         settings, stored.get("model"), stored.get("data"), stored.get("trainer"), module.net.arch, hydra.choices
     )
-    identity = {"identity": folder.identity, "digest": folder.digest}
-    own = job_callbacks(configured, stored, params, identity, module, datamodule, spec.seed)
+    stamp = {"identity": identity, "digest": folder.digest}  # the checkpoints' record of the run identity
+    own = job_callbacks(configured, stored, params, stamp, module, datamodule, spec.seed)
     preemption = Preemption(folder.path)
     held: list = []  # its lines (devices, tips) are said once the run is known to go on
     with held_lines(held):
@@ -153,7 +153,7 @@ def train(cfg: DictConfig, hydra: Launch | None = None) -> float:
                 write_test_outcomes(folder.output_dir, module)
             elif trains:  # the outcomes the run wrote beside its metrics.json, if any (a sweep reads them per job)
                 copy_test_outcomes(checkpoint, folder.output_dir)
-            if trainer.is_global_zero:
+            if trains:  # the run's owner reports it (one process alone, or rank 0 of a DDP run)
                 folder.write_metrics(summary)
                 print(
                     f"done: {spec.run_name} had already finished: {epochs} of {spec.trainer.max_epochs} epochs "
