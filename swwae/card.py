@@ -19,7 +19,7 @@ from pathlib import Path
 from swwae.datasets import DATA_SETS, DataSet
 from swwae.errors import Unreadable
 from swwae.files import read_json
-from swwae.pool_modes import POOL_MODES
+from swwae.settings import pool_mode_of
 from swwae.stored import parse_metrics
 from swwae.version import __version__
 
@@ -179,7 +179,7 @@ def body(net, name: str, dataset: DataSet | None, metrics: RunMetrics) -> str:
     head = (
         f"a classifier over {classes} classes" if getattr(net, "classifier", None) is not None else "no classifier head"
     )
-    pooling = POOL_MODES.entry(settings.get("pool_mode"), "the network's pool_mode")  # ConfigError if unknown
+    pooling = pool_mode_of(settings.get("pool_mode"), "the network's pool_mode")  # ConfigError if unknown
     decoder = (
         "Each decoder stage unpools with the where of its encoder stage"
         if pooling.keeps_where

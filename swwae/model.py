@@ -23,10 +23,14 @@ from torch import Tensor, nn
 
 from swwae.arch import Stage, check_fits
 from swwae.errors import ConfigError
-from swwae.pool_modes import POOL_MODES
 from swwae.pooling import Pool, Unpool, make_pool
 from swwae.pretrained import Pretrained
-from swwae.settings import check_network, network_spec, trains_classifier  # noqa: F401 - trains_classifier: swwae.model's too
+from swwae.settings import (
+    check_network,
+    network_spec,
+    pool_mode_of,  # noqa: F401 - trains_classifier: swwae.model's too
+    trains_classifier,
+)
 from swwae.stored import plain
 
 # the layer of each name of swwae.settings.NONLINEARITIES (the one list of names; tests/test_settings.py
@@ -145,7 +149,7 @@ def logit(p: float) -> float:
 class SWWAE(nn.Module, Pretrained):
     """Encoder/decoder pairs bound through their pools, plus an optional classifier head.
 
-    ``pool_mode`` is a mode of the mode table (``swwae.pool_modes``): ``hard`` and ``soft``
+    ``pool_mode`` is a mode of the mode table (``swwae.pooling.modes``): ``hard`` and ``soft``
     keep the where, the others are where-free baselines. ``net.settings`` are its
     constructor's arguments; ``net.save_pretrained(folder)`` writes it as a model folder
     (``swwae.pretrained``).
@@ -183,7 +187,7 @@ class SWWAE(nn.Module, Pretrained):
         self.settings = plain({name: arguments[name] for name in (*DATA_ARGS, *NET_ARGS)})
         check_network(kernel_size, pool_mode, beta, nonlinearity, dropout, image_shape)
         spec = network_spec(arch, widths, kernel_size, pool_size, num_classes)
-        pool_entry = POOL_MODES.entry(pool_mode)
+        pool_entry = pool_mode_of(pool_mode)
         check_fits(spec, image_shape, pool_stride, pool_padding, ceil=pool_entry.ceil)
         self.image_shape, self.pool_mode, self.arch = tuple(image_shape), pool_mode, str(spec)
         layers = dict(activation=NONLINEARITY_LAYERS[nonlinearity], batch_norm=batch_norm)

@@ -14,7 +14,7 @@ import math
 import numbers
 from collections.abc import Mapping
 
-import swwae.pool_modes as pool_modes
+import swwae.pooling.modes as pool_modes
 from swwae.arch import Arch, parse, shorthand
 from swwae.errors import ConfigError
 from swwae.loss_terms import loss_weights
@@ -34,6 +34,14 @@ def __getattr__(name: str):
 # the model
 
 
+def pool_mode_of(name: object, setting: str = "model.pool_mode") -> pool_modes.PoolMode:
+    """The mode table's entry of ``name``, or ConfigError (one line) naming the choices."""
+    try:
+        return pool_modes.POOL_MODES.entry(name, setting)
+    except ValueError as err:
+        raise ConfigError(str(err)) from None
+
+
 def trains_classifier(settings: Mapping) -> bool:
     """Whether a flat model config trains a classifier head: ``lambda_nll > 0`` and, when the
     network is written out (``arch``), an ``Nfc`` token in it. The one place this is decided:
@@ -47,7 +55,7 @@ def check_network(kernel_size, pool_mode, beta, nonlinearity, dropout, image_sha
     """The network's scalar settings."""
     if not isinstance(kernel_size, int) or kernel_size < 1 or kernel_size % 2 == 0:
         raise ConfigError(f"model.kernel_size must be a positive odd int (same-size convs), got {kernel_size}")
-    pool_modes.POOL_MODES.entry(pool_mode)  # one of the mode table's, or its one line
+    pool_mode_of(pool_mode)  # one of the mode table's, or its one line
     if isinstance(beta, bool) or not (isinstance(beta, numbers.Real) and math.isfinite(beta) and beta > 0):
         raise ConfigError(f"model.beta must be a finite number > 0 (the soft argmax temperature), got {beta}")
     if nonlinearity not in NONLINEARITIES:

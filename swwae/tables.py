@@ -1,81 +1,16 @@
-"""A table of what users add (pooling modes, data sets): name -> entry, the shipped entries
-first, read live by everything that needs it, and open to entries registered from outside the
-package (a lab's own mode, a test's toy). Plain Python: the tables are read before torch loads.
-
-One class for every table, so that each offers the same verbs:
-
-    POOL_MODES.register(PoolMode("mine", MyPool, "no where: my pooling"))
-    with DATA_SETS.registered(DataSet.of(MyDataModule)):  # in the table for the block only
-        ...
-"""
+"""The project's tables of what users add (data sets, loss terms), on the pooling package's
+generic table (``swwae.pooling.registry``): the same verbs, with a one-line ``ConfigError`` for
+an unknown name."""
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterable, Iterator, Mapping
-from typing import Generic, TypeVar
+from typing import TypeVar
 
 from swwae.errors import ConfigError
+from swwae.pooling.registry import Table as Registry
 
 Entry = TypeVar("Entry")
 
 
-class Table(Mapping[str, Entry], Generic[Entry]):
-    """Entries by their ``name``; ``shipped`` names the package's own, which stay."""
-
-    def __init__(self, kind: str, setting: str, entries: Iterable[Entry]):
-        self.kind, self.setting = kind, setting  # "pooling mode", "model.pool_mode"
-        self._entries: dict[str, Entry] = {}
-        for entry in entries:
-            self.register(entry)
-        self.shipped: tuple[str, ...] = tuple(self._entries)
-
-    def __getitem__(self, name: str) -> Entry:
-        return self._entries[name]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(tuple(self._entries))
-
-    def __len__(self) -> int:
-        return len(self._entries)
-
-    def __repr__(self) -> str:
-        return f"Table({self.kind}: {', '.join(self._entries)})"
-
-    def names(self) -> tuple[str, ...]:
-        """Every entry's name, the shipped ones first."""
-        return tuple(self._entries)
-
-    def entry(self, name: object, setting: str | None = None) -> Entry:
-        """The entry of ``name``, or ConfigError (one line) naming the choices."""
-        if not isinstance(name, str) or name not in self._entries:
-            raise ConfigError(
-                f"{setting or self.setting}={name!r} is unknown; choose one of {', '.join(self._entries)}"
-            )
-        return self._entries[name]
-
-    def clash(self, entry: Entry) -> str | None:
-        """Why ``entry`` cannot join the table (a subclass adds its own reasons), or None."""
-        return f"{self.kind} {entry.name!r} is already registered" if entry.name in self._entries else None
-
-    def register(self, entry: Entry) -> Entry:
-        """Add ``entry`` (ValueError if it clashes with one there)."""
-        if (problem := self.clash(entry)) is not None:
-            raise ValueError(problem)
-        self._entries[entry.name] = entry
-        return entry
-
-    def unregister(self, name: str) -> None:
-        """Take a registered entry out again (the shipped ones stay)."""
-        if name in self.shipped:
-            raise ValueError(f"{self.kind} {name!r} is shipped: it cannot be unregistered")
-        self._entries.pop(name, None)
-
-    @contextlib.contextmanager
-    def registered(self, entry: Entry) -> Iterator[Entry]:
-        """``with table.registered(entry):`` the entry is in the table for the block only."""
-        self.register(entry)
-        try:
-            yield entry
-        finally:
-            self.unregister(entry.name)
+class Table(Registry[Entry]):
+    error = ConfigError

@@ -87,7 +87,7 @@ def test_every_field_of_a_table_entry_is_described_in_the_guide(table):
 
     from swwae.datasets import DataSet
     from swwae.loss_terms import LossTerm
-    from swwae.pool_modes import PoolMode
+    from swwae.pooling.modes import PoolMode
 
     entry = {"PoolMode": PoolMode, "DataSet": DataSet, "LossTerm": LossTerm}[table]
     text = (ROOT / "docs" / "architecture.md").read_text()

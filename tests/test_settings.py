@@ -10,11 +10,12 @@ import sys
 import pytest
 import torch
 
-from swwae import loss_terms, pool_modes, settings
+from swwae import loss_terms, settings
 from swwae.errors import ConfigError
 from swwae.loss import swwae_loss
 from swwae.model import NONLINEARITY_LAYERS, SWWAE
 from swwae.pooling import MODES, POOLS, HardWhere, SoftWhere, make_pool
+from swwae.pooling import modes as pool_modes
 from swwae.training.module import SWWAEModule
 
 

@@ -1,5 +1,5 @@
 """What users add is one entry of one table (docs/architecture.md): a pooling mode
-(``swwae.pool_modes``) and a data set (``swwae.datasets``), each defined here as a toy and
+(``swwae.pooling.modes``) and a data set (``swwae.datasets``), each defined here as a toy and
 registered in one line, train a quick run, become a model folder with its card and load back.
 Each registration is undone after its test."""
 
@@ -18,8 +18,8 @@ import swwae.pooling
 from helpers.config import compose_config
 from swwae.datasets import DATA_SETS, DataSet
 from swwae.errors import ConfigError
-from swwae.pool_modes import POOL_MODES, PoolMode
 from swwae.pooling import POOLS, Pool, make_pool  # MODES: read as swwae.pooling.MODES, the table now
+from swwae.pooling.modes import POOL_MODES, PoolMode
 from swwae.training.data.base import InMemoryDataModule, Splits
 from swwae.training.run import train
 

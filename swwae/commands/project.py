@@ -33,7 +33,7 @@ from pathlib import Path
 from swwae.cli import one_line_errors, script_parser
 from swwae.errors import ConfigError
 from swwae.images import projection_figure, save_png
-from swwae.pool_modes import POOL_MODES
+from swwae.pooling.modes import POOL_MODES
 from swwae.projection import check_stage, project, strongest
 from swwae.training.checkpoints import load_model
 from swwae.training.registry import data_of_run

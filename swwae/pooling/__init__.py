@@ -29,27 +29,41 @@ The package, one module per job, each importing only modules listed above it:
   class), ``MODES``, ``WHERE_MODES``, ``WHERELESS_MODES``: views of the mode table;
 * ``unpooling``: ``Unpool``, bound to its pool.
 
-The mode table is ``swwae.pool_modes`` (torch-free: the config checks read it before torch
+The mode table is ``swwae.pooling.modes`` (torch-free: the config checks read it before torch
 loads). A new mode is a ``Pool`` subclass and one ``PoolMode`` entry there (or
 ``POOL_MODES.register(PoolMode(...))`` from outside the package).
 """
 
-from swwae.pool_modes import POOL_MODES, PoolMode
-from swwae.pooling.base import Pool
-from swwae.pooling.geometry import Geometry, pooled_size
-from swwae.pooling.pools import (
-    POOLS,
-    AvgPool,
-    MaxUpsamplePool,
-    StridedConvPool,
-    WaveletPool,
-    WhatWherePool,
-    make_pool,
-)
-from swwae.pooling.unpooling import Unpool
-from swwae.pooling.upsamplers import NearestUnpool, TransposedConvUnpool, WaveletUnpool, window_owner_upsample
-from swwae.pooling.wheres import HardWhere, SoftWhere, splat
+from importlib import import_module
 
+# name -> the module that defines it, imported on first use (PEP 562): the mode table
+# (``swwae.pooling.modes``) is read without torch, and nothing loads what it does not use
+WHERE = {
+    "POOL_MODES": "modes",
+    "PoolMode": "modes",
+    "Setting": "modes",
+    "Pool": "base",
+    "Geometry": "geometry",
+    "pooled_size": "geometry",
+    "POOLS": "pools",
+    "MODES": "pools",
+    "WHERE_MODES": "pools",
+    "WHERELESS_MODES": "pools",
+    "AvgPool": "pools",
+    "MaxUpsamplePool": "pools",
+    "StridedConvPool": "pools",
+    "WaveletPool": "pools",
+    "WhatWherePool": "pools",
+    "make_pool": "pools",
+    "Unpool": "unpooling",
+    "NearestUnpool": "upsamplers",
+    "TransposedConvUnpool": "upsamplers",
+    "WaveletUnpool": "upsamplers",
+    "window_owner_upsample": "upsamplers",
+    "HardWhere": "wheres",
+    "SoftWhere": "wheres",
+    "splat": "wheres",
+}
 __all__ = [
     "MODES",
     "POOL_MODES",
@@ -63,6 +77,7 @@ __all__ = [
     "NearestUnpool",
     "Pool",
     "PoolMode",
+    "Setting",
     "SoftWhere",
     "StridedConvPool",
     "TransposedConvUnpool",
@@ -78,10 +93,10 @@ __all__ = [
 
 
 def __getattr__(name: str):
-    """``MODES``, ``WHERE_MODES``, ``WHERELESS_MODES``: the mode table's names now (PEP 562), so
-    that a registered mode shows in them."""
-    if name in ("MODES", "WHERE_MODES", "WHERELESS_MODES"):
-        from swwae.pooling import pools
+    if name not in WHERE:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(import_module(f"{__name__}.{WHERE[name]}"), name)
 
-        return getattr(pools, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *WHERE})

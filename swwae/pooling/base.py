@@ -1,5 +1,5 @@
 """``Pool``: what every pooling mode shares (geometry, input checks, the size of the last
-input). A mode is registered in the mode table (``swwae.pool_modes``) and built by
+input). A mode is registered in the mode table (``swwae.pooling.modes``) and built by
 ``swwae.pooling.make_pool`` with the settings its constructor names."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ class Pool(nn.Module):
     set ``keeps_where`` (whether they return a where), may set ``modes`` (the config names
     they answer to, when they take ``mode``) and take, by name, the settings they need
     (``channels``, ``beta``, ``wavelet``, ...: ``make_pool`` passes those their constructor
-    names). Their entry in ``swwae.pool_modes`` says the rest (where, ceil, description)."""
+    names). Their entry in ``swwae.pooling.modes`` says the rest (where, ceil, description)."""
 
     modes: ClassVar[tuple[str, ...]] = ()
     keeps_where: ClassVar[bool] = False

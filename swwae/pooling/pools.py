@@ -1,6 +1,6 @@
 """The pools: ``WhatWherePool`` (hard or soft where) and the where-free baselines, one
 class a family, and ``make_pool``, which builds the class that the mode table
-(``swwae.pool_modes``) names with the settings its constructor takes. ``POOLS`` (mode name ->
+(``swwae.pooling.modes``) names with the settings its constructor takes. ``POOLS`` (mode name ->
 class), ``MODES``, ``WHERE_MODES`` and ``WHERELESS_MODES`` are views of that table: a mode
 registered there shows in them."""
 
@@ -15,9 +15,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from swwae.pool_modes import POOL_MODES, where_modes
 from swwae.pooling.base import Pool
 from swwae.pooling.geometry import pair
+from swwae.pooling.modes import POOL_MODES, where_modes
 from swwae.pooling.precision import in_float32
 from swwae.pooling.soft import soft_pool
 from swwae.pooling.upsamplers import TransposedConvUnpool, WaveletUnpool
@@ -178,7 +178,7 @@ class WaveletPool(Pool):
 
 class PoolClasses(Mapping):
     """Mode name -> the class that pools that way: a live view of the mode table
-    (``swwae.pool_modes.POOL_MODES``), each class imported when it is looked up."""
+    (``swwae.pooling.modes.POOL_MODES``), each class imported when it is looked up."""
 
     def __getitem__(self, mode: str) -> type[Pool]:
         return POOL_MODES[mode].load()

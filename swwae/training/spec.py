@@ -48,8 +48,7 @@ from pydantic import (
 from swwae.arch import check_fits
 from swwae.errors import CheckpointError, ConfigError, UserError
 from swwae.loss_terms import TERMS
-from swwae.pool_modes import POOL_MODES
-from swwae.settings import check_data, check_network, check_training, network_spec, trains_classifier
+from swwae.settings import check_data, check_network, check_training, network_spec, pool_mode_of, trains_classifier
 from swwae.training.composing import check_mode
 from swwae.training.registry import DATA_MODULES, DATASETS, MODEL_MODULES, MODELS, shipped
 from swwae.training.runs.decision import resume_mode
@@ -483,7 +482,7 @@ class RunSpec(Frozen):
         check_network(m.kernel_size, m.pool_mode, m.beta, m.nonlinearity, m.dropout, data.image_shape)
         classes = data.num_classes if trains_classifier(m.model_dump()) else None
         arch = network_spec(m.arch, list(m.widths), m.kernel_size, m.pool_size, classes)
-        check_fits(arch, data.image_shape, m.pool_stride, m.pool_padding, ceil=POOL_MODES.entry(m.pool_mode).ceil)
+        check_fits(arch, data.image_shape, m.pool_stride, m.pool_padding, ceil=pool_mode_of(m.pool_mode).ceil)
         check_training(
             {t.weight: getattr(m, t.weight) for t in TERMS},
             input_noise=m.input_noise,

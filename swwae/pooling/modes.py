@@ -1,27 +1,41 @@
 """The pooling modes: one table, one entry a mode, read by everything that needs to know a mode
-(the config checks, the model, the training job's checks, the model card, the tests). Plain
-Python: the table is read before torch is imported (bad input answers in a second), so an
-entry names its class as ``"module:Class"``, imported when a pool is built, or holds the class
-itself (a mode defined outside the package, a test's toy):
+(the config checks, the model, the model card, the tests). Plain Python, no torch: the table is
+read before torch is imported (bad input answers in a second), so an entry names its class as
+``"module:Class"``, imported when a pool is built, or holds the class itself (a mode defined
+outside the package, a test's toy). A mode's facts are stated here, once:
 
-    from swwae.pool_modes import POOL_MODES, PoolMode
+    from swwae.pooling.modes import POOL_MODES, PoolMode, Setting
 
-    POOL_MODES.register(PoolMode("mine", MyPool, "no where: my pooling, nearest upsampling"))
+    POOL_MODES.register(PoolMode("mine", MyPool, "no where: my pooling (gamma = {gamma:g})",
+                                 settings={"gamma": Setting(0.5, "my pooling's exponent", gt=0)}))
 
-``swwae.pooling.make_pool`` builds a mode's class with the settings its constructor names
-(``inspect.signature``): a new setting is a new constructor parameter (and a model setting,
-``SWWAE``'s signature and the config's section), never a change to the factory.
+A mode's ``settings`` are what it reads besides its geometry: each is a model setting
+(``model.gamma=0.7`` on the command line, typed and checked from its declaration here) and a
+keyword of the class's constructor, which ``swwae.pooling.make_pool`` passes on.
 """
 
 from __future__ import annotations
 
 import importlib
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
-from swwae.tables import Table
+from swwae.pooling.registry import Table
 
 WHERES = ("hard", "soft", "none")  # what a pool records for its unpooling
+
+
+@dataclass(frozen=True)
+class Setting:
+    """A setting a pooling mode reads: its default (whose type is the setting's type: a float
+    setting takes ints too), one line of help, and the bounds or choices it must keep."""
+
+    default: Any
+    help: str
+    gt: float | None = None  # greater than
+    ge: float | None = None  # at least
+    choices: tuple | None = None  # one of these
 
 
 @dataclass(frozen=True)
@@ -33,7 +47,7 @@ class PoolMode:
     description: str  # the model card's words; {setting} fields are filled from the network's settings
     where: str = "none"  # what it records for the decoder: "hard" (switches), "soft" (soft argmax) or "none"
     ceil: bool = False  # pads odd sizes: a stage's output is ceil(size / P), not floor (the arch check's rule)
-    parameters: tuple[str, ...] = ()  # the model settings it reads besides its geometry (its description's fields)
+    settings: Mapping[str, Setting] = field(default_factory=dict)  # what it reads besides its geometry
 
     def __post_init__(self):
         if self.where not in WHERES:
@@ -45,6 +59,11 @@ class PoolMode:
     def keeps_where(self) -> bool:
         return self.where != "none"
 
+    @property
+    def parameters(self) -> tuple[str, ...]:
+        """The names of its settings."""
+        return tuple(self.settings)
+
     def load(self) -> type:
         """The class (imported if the entry names it)."""
         if not isinstance(self.cls, str):
@@ -52,9 +71,13 @@ class PoolMode:
         module, _, name = self.cls.partition(":")
         return getattr(importlib.import_module(module), name)
 
+    def values(self, given: Mapping) -> dict:
+        """Its settings' values: those ``given`` holds, defaults for the rest."""
+        return {name: given.get(name, s.default) for name, s in self.settings.items()}
+
     def describe(self, settings: Mapping) -> str:
         """What the card says of a network's pooling, from its settings."""
-        return self.description.format(**{name: settings.get(name) for name in self.parameters})
+        return self.description.format(**self.values(settings))
 
 
 _POOLS = "swwae.pooling.pools"
@@ -73,7 +96,7 @@ POOL_MODES: Table[PoolMode] = Table(
             f"{_POOLS}:WhatWherePool",
             "soft where (soft argmax, beta = {beta:g})",
             where="soft",
-            parameters=("beta",),
+            settings={"beta": Setting(100.0, "soft argmax temperature (soft only)", gt=0)},
         ),
         PoolMode("upsample", f"{_POOLS}:MaxUpsamplePool", "no where: max pooling, nearest upsampling"),
         PoolMode("avg", f"{_POOLS}:AvgPool", "no where: average pooling, nearest upsampling"),
@@ -87,7 +110,7 @@ POOL_MODES: Table[PoolMode] = Table(
             f"{_POOLS}:WaveletPool",
             "no where: wavelet ({wavelet}) low-pass band down, inverse transform up",
             ceil=True,
-            parameters=("wavelet",),
+            settings={"wavelet": Setting("haar", "PyWavelets wavelet name (wavelet only): haar, db2, sym4, ...")},
         ),
     ),
 )  # the shipped modes in the order the configs list them; registered ones follow
