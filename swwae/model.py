@@ -13,7 +13,6 @@ paper. An optional linear classifier (``Nfc``) reads the top what.
 from __future__ import annotations
 
 import contextlib
-import inspect
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -26,16 +25,22 @@ from swwae.errors import ConfigError
 from swwae.pooling import Pool, Unpool, make_pool
 from swwae.pretrained import Pretrained
 from swwae.settings import (
+    NONLINEARITIES,
+    NetworkSettings,
     check_network,
+    check_pool_settings,
+    network_keys,
     network_spec,
-    pool_mode_of,  # noqa: F401 - trains_classifier: swwae.model's too
-    trains_classifier,
+    pool_mode_of,
+    trains_classifier,  # noqa: F401 - swwae.model.trains_classifier, as before
+)
+from swwae.settings import (
+    pool_settings as declared_pool_settings,
 )
 from swwae.stored import plain
 
-# the layer of each name of swwae.settings.NONLINEARITIES (the one list of names; tests/test_settings.py
-# holds the two equal)
-NONLINEARITY_LAYERS = {"relu": nn.ReLU, "leaky_relu": nn.LeakyReLU, "elu": nn.ELU, "gelu": nn.GELU, "tanh": nn.Tanh}
+NETWORK = NetworkSettings()  # the network's defaults (swwae.settings, the one declaration)
+DATA_ARGS = ("image_shape", "num_classes", "pixel_mean")  # from the data, not from the model config
 
 # helpers
 
@@ -158,40 +163,47 @@ class SWWAE(nn.Module, Pretrained):
     def __init__(
         self,
         image_shape: Sequence[int] = (1, 28, 28),
-        arch: str | None = None,
-        widths: Sequence[int] = (32, 64),
-        kernel_size: int = 3,
-        pool_size: int = 2,
-        pool_mode: str = "hard",
-        pool_stride: int | None = None,
-        pool_padding: int = 0,
-        beta: float = 100.0,
-        wavelet: str = "haar",
-        nonlinearity: str = "relu",
-        batch_norm: bool = False,
-        dropout: float = 0.0,
+        arch: str | None = NETWORK.arch,
+        widths: Sequence[int] = NETWORK.widths,
+        kernel_size: int = NETWORK.kernel_size,
+        pool_size: int = NETWORK.pool_size,
+        pool_mode: str = NETWORK.pool_mode,
+        pool_stride: int | None = NETWORK.pool_stride,
+        pool_padding: int = NETWORK.pool_padding,
+        nonlinearity: str = NETWORK.nonlinearity,
+        batch_norm: bool = NETWORK.batch_norm,
+        dropout: float = NETWORK.dropout,
         num_classes: int | None = 10,
-        classifier_dropout: float = 0.0,
+        classifier_dropout: float = NETWORK.classifier_dropout,
         pixel_mean: float | Sequence[float] | None = None,
+        **pool_settings,
     ):
         """``arch`` is the network in the paper's notation; without it, ``widths``,
         ``kernel_size`` and ``pool_size`` are the shorthand for one conv and one pool per
         width, plus a classifier over ``num_classes`` (None: none). With it, its ``Nfc``
         token decides the classifier, and N must equal ``num_classes`` when that is given.
         ``pool_stride`` / ``pool_padding`` apply to every pool (None / 0: the paper's PxP
-        windows, stride P). ``pixel_mean`` (per channel, in [0, 1]) starts the image
-        decoder's output bias at its logit, so that a pixel no unpooled value reaches starts
-        at the mean colour instead of sigmoid(0) = 0.5 grey."""
+        windows, stride P). ``pool_settings``: the settings pooling modes declare (``beta=``
+        for soft, ``wavelet=``; ``swwae.pooling.modes``), defaults for those not given.
+        ``pixel_mean`` (per channel, in [0, 1]) starts the image decoder's output bias at its
+        logit, so that a pixel no unpooled value reaches starts at the mean colour instead of
+        sigmoid(0) = 0.5 grey. The defaults are the schema's (``swwae.settings``)."""
         arguments = locals()  # first: the constructor's arguments only, for config.json
         super().__init__()
-        self.settings = plain({name: arguments[name] for name in (*DATA_ARGS, *NET_ARGS)})
-        check_network(kernel_size, pool_mode, beta, nonlinearity, dropout, image_shape)
-        spec = network_spec(arch, widths, kernel_size, pool_size, num_classes)
+        unknown = sorted(set(pool_settings) - set(declared_pool_settings()))
+        if unknown:
+            takes = ", ".join(network_keys())
+            raise ConfigError(f"model.{unknown[0]} is not a model setting; the network takes {takes}")
+        check_network(kernel_size, pool_mode, nonlinearity, dropout, image_shape)
         pool_entry = pool_mode_of(pool_mode)
+        pooling = check_pool_settings(pool_entry, pool_settings)
+        given = {name: arguments[name] for name in (*DATA_ARGS, *NetworkSettings.model_fields)}
+        self.settings = plain(given | pool_settings | pooling)
+        spec = network_spec(arch, widths, kernel_size, pool_size, num_classes)
         check_fits(spec, image_shape, pool_stride, pool_padding, ceil=pool_entry.ceil)
         self.image_shape, self.pool_mode, self.arch = tuple(image_shape), pool_mode, str(spec)
-        layers = dict(activation=NONLINEARITY_LAYERS[nonlinearity], batch_norm=batch_norm)
-        pooling = dict(stride=pool_stride, padding=pool_padding) | {p: arguments[p] for p in pool_entry.parameters}
+        layers = dict(activation=getattr(nn, NONLINEARITIES[nonlinearity]), batch_norm=batch_norm)
+        pooling = dict(stride=pool_stride, padding=pool_padding) | pooling
         self.encoders, self.pools = nn.ModuleList(), nn.ModuleList()
         self.decoders, self.unpools = nn.ModuleList(), nn.ModuleList()
         channels = image_shape[0]
@@ -223,7 +235,7 @@ class SWWAE(nn.Module, Pretrained):
         ``hyper_parameters``): its network keys, a classifier over ``num_classes`` only if the
         config trains one (``trains_classifier``); the training keys (loss weights, optimiser)
         are left to the caller."""
-        net = {k: v for k, v in settings.items() if k in NET_ARGS}
+        net = {k: v for k, v in settings.items() if k in network_keys()}
         return cls(
             image_shape=tuple(image_shape),
             num_classes=num_classes if trains_classifier(settings) else None,
@@ -283,7 +295,3 @@ class SWWAE(nn.Module, Pretrained):
         except ValueError as err:
             raise ConfigError(f"model stage {i + 1} of {len(self.pools)} on {self.image_shape} images: {err}") from None
         return tuple(x.shape[1:])
-
-
-DATA_ARGS = ("image_shape", "num_classes", "pixel_mean")  # from the data, not from the model config
-NET_ARGS = tuple(p for p in inspect.signature(SWWAE).parameters if p not in DATA_ARGS)

@@ -1,43 +1,226 @@
-"""The model's and the data's settings, checked in plain Python: each value that cannot work is
-one line saying what to change. ``SWWAE``, ``SWWAEModule`` and the data modules call these
-checks when they are built; the training job calls the same ones before torch is imported
-(``swwae.training.checks``), so that bad input answers in a second, with the same words.
+"""Every model and data setting, declared once: its name, type, default, range and one line of
+help. Plain Python (pydantic): the job checks a run's settings before torch is imported, so bad
+input answers in a second; the classes (``SWWAE``, ``SWWAEModule``, the data modules) take their
+defaults from here, and Hydra's config nodes are filled from here (``swwae.training.composing``),
+so a preset holds only what it changes. ``docs/configs.md``'s tables are generated from it
+(``scripts/settings_table.py``).
 
-The name lists are plain tuples, and the pooling modes a plain table (``swwae.pool_modes``),
-so that no torch is needed to read them; the tests hold ``NONLINEARITIES`` equal to the
-registry it names (``swwae.model.NONLINEARITY_LAYERS``).
+The model's settings are the network's (``NetworkSettings``), the training's
+(``TrainingSettings``), the settings of every pooling mode (declared in its entry of
+``swwae.pooling.modes``) and the weight of every loss term (``swwae.loss_terms``): a mode or a term
+registered from outside adds its settings to ``model_settings()``. A data set's settings are its
+entry's ``settings`` class (``swwae.datasets``), a subclass of ``DataSettings``.
+
+Types are strict (``2.5`` is no int, ``"3"`` no number) and unknown keys are errors, named with
+the nearest setting; what a value means across settings (the network fits the images, the
+labelled share of a batch) is checked by the functions below, the same ones the classes run.
 """
 
 from __future__ import annotations
 
+import difflib
+import functools
 import math
 import numbers
 from collections.abc import Mapping
+from typing import Annotated, Any, Literal
 
-import swwae.pooling.modes as pool_modes
-from swwae.arch import Arch, parse, shorthand
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictStr,
+    ValidationError,
+    create_model,
+)
+
+from swwae.arch import Arch, shorthand
+from swwae.arch import parse as parse_arch
 from swwae.errors import ConfigError
-from swwae.loss_terms import loss_weights
+from swwae.loss_terms import TERMS, loss_weights
+from swwae.pooling.modes import POOL_MODES, PoolMode, Setting
 
-NONLINEARITIES = ("relu", "leaky_relu", "elu", "gelu", "tanh")
-SCHEDULERS = ("none", "cosine")
+# the nonlinearities: config name -> the torch.nn layer (swwae.model builds it)
+NONLINEARITIES = {"relu": "ReLU", "leaky_relu": "LeakyReLU", "elu": "ELU", "gelu": "GELU", "tanh": "Tanh"}
+SCHEDULERS = ("cosine", "none")
 LABELLED_SHARE = 4  # without data.labelled_per_batch: a quarter of every batch is labelled
 
+# types
 
-def __getattr__(name: str):
-    """``POOL_MODES``: the mode table's names now (PEP 562), registered modes too."""
-    if name == "POOL_MODES":
-        return pool_modes.POOL_MODES.names()
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+def finite(value):
+    """A finite number, kept as written (an int stays an int: ``got -1``, as the user typed)."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+        return value
+    raise ValueError("must be a finite number")
+
+
+def finite_number(gt=None, ge=None, lt=None):
+    """The type of a finite number (ints welcome, kept as written) within bounds."""
+    said = " and ".join(f"{word} {bound:g}" for word, bound in ((">", gt), (">=", ge), ("<", lt)) if bound is not None)
+
+    def check(value):
+        value = finite(value)
+        low = (gt is not None and not value > gt) or (ge is not None and not value >= ge)
+        if low or (lt is not None and not value < lt):
+            raise ValueError(f"must be {said}")
+        return value
+
+    return Annotated[Any, AfterValidator(check)]
+
+
+Int = Annotated[int, Field(strict=True)]
+Number = finite_number()
+
+
+def number(default: float, help: str) -> Any:
+    return Field(default, description=help)
+
+
+class Settings(BaseModel):
+    """Typed and frozen: unknown keys are errors."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    @classmethod
+    def help(cls) -> dict[str, str]:
+        return {name: field.description or "" for name, field in cls.model_fields.items()}
+
+
+def bounded(kind: type, **bounds):
+    return Annotated[kind, Field(strict=True, **bounds)]
+
+
+def unknown_key(key: str, known) -> str:
+    """'x.y is not a setting; did you mean x.z?' (difflib), or the settings there are."""
+    section, _, name = key.rpartition(".")
+    prefix = f"{section}." if section else ""
+    near = difflib.get_close_matches(name, [str(k) for k in known], n=1, cutoff=0.6)
+    if near:
+        return f"{key} is not a setting; did you mean {prefix}{near[0]}?"
+    shown = ", ".join(sorted(map(str, known)))
+    return f"{key} is not a setting{f' of {section}' if section else ''}; the settings are: {shown}"
+
+
+def first_problem(err: ValidationError, section: str = "", known=()) -> Exception:
+    """The first problem of a validation, as the one line a user reads (a ``UserError`` that a
+    check raised inside it, as it is: an ArchError keeps its caret)."""
+    from swwae.errors import UserError
+
+    first = err.errors(include_url=False)[0]
+    cause = (first.get("ctx") or {}).get("error")
+    if isinstance(cause, UserError):
+        return cause
+    loc = [str(p) for p in first["loc"] if not str(p).startswith("function-")]
+    key = ".".join([section, *loc] if section else loc)
+    if first["type"] == "extra_forbidden":
+        return ConfigError(unknown_key(key, known))
+    if first["type"] == "missing":
+        return ConfigError(f"{key} is missing: the config must set it")
+    message = first["msg"].replace("Input should be", "must be").replace("Value error, ", "")
+    shown = repr(first["input"])
+    shown = shown if len(shown) <= 120 else shown[:100] + "..."
+    return ConfigError(f"{key}={shown} is not allowed: {message}")
+
+
+def parse(schema: type[Settings], values: Mapping, section: str) -> Settings:
+    """``values`` by ``schema``, or ConfigError: its first problem in one line, keys named as
+    ``<section>.<key>``."""
+    try:
+        return schema.model_validate(dict(values))
+    except ValidationError as err:
+        raise first_problem(err, section, schema.model_fields) from None
 
 
 # the model
 
 
-def pool_mode_of(name: object, setting: str = "model.pool_mode") -> pool_modes.PoolMode:
+class NetworkSettings(Settings):
+    """The network (``swwae.model.SWWAE``): its layers, written out or as the shorthand, and its pooling."""
+
+    arch: StrictStr | None = Field(
+        None, description='the paper\'s notation, e.g. "(64)5c-2p-(64)3c-2p-10fc"; wins over the shorthand below'
+    )
+    widths: tuple[bounded(int, ge=1), ...] = Field((32, 64), description="channels of the encoder stages (shorthand)")
+    kernel_size: bounded(int, ge=1) = Field(3, description="conv kernel, odd: same-size convolutions (shorthand)")
+    pool_size: bounded(int, ge=1) = Field(2, description="PxP pooling closing each stage, stride P (shorthand)")
+    nonlinearity: Literal[tuple(NONLINEARITIES)] = Field("relu", description="after every conv but the image's")
+    batch_norm: StrictBool = Field(False, description="batch norm after every conv but the image's")
+    dropout: finite_number(ge=0, lt=1) = number(0.0, "2-d dropout after every encoder conv")
+    pool_mode: StrictStr = Field("hard", description="the pooling: a mode of swwae.pooling.modes")
+    pool_stride: bounded(int, ge=1) | None = Field(None, description="null: equal to the pool size (every pool)")
+    pool_padding: bounded(int, ge=0) = Field(0, description="zero padding of every pool")
+    classifier_dropout: finite_number(ge=0, lt=1) = number(0.0, "dropout before the classifier head")
+
+
+class TrainingSettings(Settings):
+    """How the network trains (``swwae.training.module.SWWAEModule``), besides the loss weights."""
+
+    input_noise: finite_number(ge=0) = number(0.0, "std of Gaussian noise on training inputs; the targets stay clean")
+    nll_warmup_epochs: finite_number(ge=0) = number(0.0, "ramp lambda_nll up from 0 over this many epochs")
+    clean_middle_targets: StrictBool = Field(
+        False, description="middle reconstructions aim at the clean image's features (no noise, no dropout)"
+    )
+    lr: finite_number(gt=0) = number(2e-3, "Adam's learning rate")
+    weight_decay: finite_number(ge=0) = number(0.0, "Adam's weight decay")
+    scheduler: Literal[SCHEDULERS] = Field("cosine", description="cosine: annealed to 0 over max_epochs; none")
+
+
+def pool_field(setting: Setting) -> tuple[Any, Any]:
+    """A pooling mode's declared setting as a pydantic field: the type of its default."""
+    default = setting.default
+    if setting.choices is not None:
+        kind = Literal[tuple(setting.choices)]
+    elif isinstance(default, bool):
+        kind = StrictBool
+    elif isinstance(default, int):
+        kind = Int
+    elif isinstance(default, float):
+        kind = Number
+    elif isinstance(default, str):
+        kind = StrictStr
+    else:
+        kind = Any
+    if kind is Number:
+        kind = finite_number(gt=setting.gt, ge=setting.ge)
+        return kind, Field(default, description=setting.help)
+    bounds = {k: v for k, v in (("gt", setting.gt), ("ge", setting.ge)) if v is not None}
+    return kind, Field(default, description=setting.help, **bounds)
+
+
+def pool_settings() -> dict[str, Setting]:
+    """Every pooling mode's settings by name (a name two modes share is one setting)."""
+    return {name: s for mode in POOL_MODES.values() for name, s in mode.settings.items()}
+
+
+def weight_field(term) -> tuple[Any, Any]:
+    return finite_number(ge=0), number(term.default, f"weight of the {term.description}")
+
+
+@functools.lru_cache(maxsize=8)
+def _model_settings(tables: tuple) -> type[Settings]:
+    fields = {name: pool_field(s) for name, s in pool_settings().items()}
+    fields |= {t.weight: weight_field(t) for t in TERMS.values()}
+    return create_model("ModelSettings", __base__=(TrainingSettings, NetworkSettings), **fields)
+
+
+def model_settings() -> type[Settings]:
+    """The model section's schema: the network, the training, every registered pooling mode's
+    settings and every loss term's weight (rebuilt when a mode or a term is registered)."""
+    return _model_settings(tuple((name, id(entry)) for table in (POOL_MODES, TERMS) for name, entry in table.items()))
+
+
+def network_keys() -> tuple[str, ...]:
+    """The model settings that make the network (``SWWAE``'s keywords)."""
+    return (*NetworkSettings.model_fields, *pool_settings())
+
+
+def pool_mode_of(name: object, setting: str = "model.pool_mode") -> PoolMode:
     """The mode table's entry of ``name``, or ConfigError (one line) naming the choices."""
     try:
-        return pool_modes.POOL_MODES.entry(name, setting)
+        return POOL_MODES.entry(name, setting)
     except ValueError as err:
         raise ConfigError(str(err)) from None
 
@@ -48,22 +231,33 @@ def trains_classifier(settings: Mapping) -> bool:
     the network gets a head by it, the checkpoint monitor picks ``val/acc`` by it."""
     if not float(settings.get("lambda_nll", 0) or 0) > 0:
         return False
-    return settings.get("arch") is None or parse(settings["arch"]).classes is not None
+    return settings.get("arch") is None or parse_arch(settings["arch"]).classes is not None
 
 
-def check_network(kernel_size, pool_mode, beta, nonlinearity, dropout, image_shape) -> None:
-    """The network's scalar settings."""
+def check_network(kernel_size, pool_mode, nonlinearity, dropout, image_shape) -> None:
+    """The network's settings that the schema's types do not say (a class built directly)."""
     if not isinstance(kernel_size, int) or kernel_size < 1 or kernel_size % 2 == 0:
         raise ConfigError(f"model.kernel_size must be a positive odd int (same-size convs), got {kernel_size}")
-    pool_mode_of(pool_mode)  # one of the mode table's, or its one line
-    if isinstance(beta, bool) or not (isinstance(beta, numbers.Real) and math.isfinite(beta) and beta > 0):
-        raise ConfigError(f"model.beta must be a finite number > 0 (the soft argmax temperature), got {beta}")
+    pool_mode_of(pool_mode)
     if nonlinearity not in NONLINEARITIES:
         raise ConfigError(f"model.nonlinearity={nonlinearity!r} is unknown; choose one of {', '.join(NONLINEARITIES)}")
     if not 0 <= dropout < 1:
         raise ConfigError(f"model.dropout must be in [0, 1), got {dropout}")
     if len(image_shape) != 3:
         raise ConfigError(f"image_shape must be (channels, height, width), got {image_shape}")
+
+
+def check_pool_settings(mode: PoolMode, values: Mapping) -> dict:
+    """A mode's settings (given ones, defaults for the rest), each of its declared type and bounds."""
+    schema = create_model(
+        f"{mode.name}_settings", __base__=Settings, **{n: pool_field(s) for n, s in mode.settings.items()}
+    )
+    try:
+        return schema.model_validate(mode.values(values)).model_dump()
+    except ValidationError as err:
+        first = err.errors(include_url=False)[0]
+        message = first["msg"].replace("Input should be", "must be").replace("Value error, ", "")
+        raise ConfigError(f"model.{first['loc'][0]}={first['input']!r} is not allowed: {message}") from None
 
 
 def network_spec(arch, widths, kernel_size, pool_size, num_classes) -> Arch:
@@ -74,8 +268,8 @@ def network_spec(arch, widths, kernel_size, pool_size, num_classes) -> Arch:
             raise ConfigError(f"model.widths must be a non-empty list of positive ints, got {widths}")
         if not isinstance(pool_size, int) or isinstance(pool_size, bool) or pool_size < 1:
             raise ConfigError(f"model.pool_size must be a positive int (PxP pools), got {pool_size}")
-        return parse(shorthand(widths, kernel_size, pool_size, num_classes))
-    spec = parse(arch)
+        return parse_arch(shorthand(widths, kernel_size, pool_size, num_classes))
+    spec = parse_arch(arch)
     if spec.classes and num_classes and spec.classes != num_classes:
         raise ConfigError(
             f'model.arch="{arch}" ends with a classifier over {spec.classes} classes, but the '
@@ -84,23 +278,14 @@ def network_spec(arch, widths, kernel_size, pool_size, num_classes) -> Arch:
     return spec
 
 
-def check_training(weights: Mapping, *, input_noise, nll_warmup_epochs, lr, scheduler, arch) -> None:
-    """The loss weights (by name: every weight of ``swwae.loss_terms``, defaults where
-    ``weights`` has none) and the optimiser's settings."""
+def check_training(weights: Mapping, *, arch) -> None:
+    """The loss weights together (by name: every weight of ``swwae.loss_terms``, defaults where
+    ``weights`` has none): not all 0, and a classifier written out is one that trains."""
     weights = loss_weights(weights)
     if min(weights.values()) < 0 or sum(weights.values()) == 0:
         *first, last = weights
         raise ConfigError(f"model.{', '.join(first)} and {last} must be >= 0 and not all 0")
-    lambda_nll = weights["lambda_nll"]
-    if not nll_warmup_epochs >= 0:
-        raise ConfigError(f"model.nll_warmup_epochs must be >= 0, got {nll_warmup_epochs}")
-    if not input_noise >= 0:
-        raise ConfigError(f"model.input_noise must be >= 0, got {input_noise}")
-    if not lr > 0:
-        raise ConfigError(f"model.lr must be > 0, got {lr}")
-    if scheduler not in SCHEDULERS:
-        raise ConfigError(f"model.scheduler={scheduler!r} is unknown; choose one of {', '.join(SCHEDULERS)}")
-    if arch is not None and parse(arch).classes and lambda_nll == 0:
+    if arch is not None and parse_arch(arch).classes and weights.get("lambda_nll", 0) == 0:
         raise ConfigError(
             f'model.arch="{arch}" ends with a classifier that model.lambda_nll=0 never trains: '
             f"drop its fc token, or set model.lambda_nll > 0"
@@ -108,6 +293,29 @@ def check_training(weights: Mapping, *, input_noise, nll_warmup_epochs, lr, sche
 
 
 # the data
+
+
+class DataSettings(Settings):
+    """What every data set takes (``swwae.training.data.base.InMemoryDataModule``)."""
+
+    batch_size: bounded(int, ge=1) = Field(128, description="images a training step")
+    num_labels: bounded(int, ge=1) | None = Field(
+        None, description="a class-balanced labelled subset, e.g. 100, 600, 1000, 3000; null: all labelled"
+    )
+    labelled_per_batch: bounded(int, ge=1) | None = Field(
+        None, description="with hidden labels: labelled samples in every batch (null: a quarter of it)"
+    )
+    num_unlabelled: bounded(int, ge=1) | None = Field(
+        None, description="with hidden labels: keep this many label-hidden training images (null: all)"
+    )
+    seed: bounded(int, ge=0) = Field(0, description="label subset, shuffling and augmentation (the run's seed)")
+    split_seed: bounded(int, ge=0) = Field(
+        0, description="train/val/test split: fixed, so every seed tests on the same images"
+    )
+    num_workers: bounded(int, ge=0) = Field(0, description="loader processes: tensors live in memory, rarely needed")
+    augment: StrictBool = Field(
+        False, description="random crops (and flips where the classes allow) of training batches"
+    )
 
 
 def check_int(name: str, value, minimum: int) -> int:
@@ -131,36 +339,32 @@ def choose_labelled_per_batch(k: int | None, batch_size: int, labels: int, what:
     return k
 
 
-def check_data(
-    name: str,
-    num_classes: int,
-    batch_size=128,
-    num_labels=None,
-    seed=0,
-    num_workers=0,
-    split_seed=0,
-    labelled_per_batch=None,
-    num_unlabelled=None,
-) -> dict:
-    """The settings every data set shares, checked and normalised (``labelled_per_batch`` is
-    decided here when some labels are hidden), in the order the data module reads them."""
-    values = {
-        "split_seed": check_int("split_seed", split_seed, 0),
-        "batch_size": check_int("batch_size", batch_size, 1),
-    }
-    values["num_labels"] = None if num_labels is None else check_int("num_labels", num_labels, 1)
-    if values["num_labels"] is not None and values["num_labels"] < num_classes:
+def check_data(name: str, num_classes: int | None, settings: DataSettings) -> dict:
+    """The shared data settings together: labels for every class, and ``labelled_per_batch``
+    decided when some labels are hidden. Returns the settings with it filled in."""
+    values = settings.model_dump()
+    labels = values["num_labels"]
+    if labels is not None and num_classes and labels < num_classes:
         raise ConfigError(
-            f"data.num_labels={values['num_labels']} is fewer than the {num_classes} classes of "
+            f"data.num_labels={labels} is fewer than the {num_classes} classes of "
             f"{name}: every class needs at least one labelled sample"
         )
-    k = None if labelled_per_batch is None else check_int("labelled_per_batch", labelled_per_batch, 1)
-    if values["num_labels"] is not None:
-        k = choose_labelled_per_batch(
-            k, values["batch_size"], values["num_labels"], f"data.num_labels={values['num_labels']} labelled samples"
-        )
-    values["labelled_per_batch"] = k
-    values["seed"] = check_int("seed", seed, 0)
-    values["num_workers"] = check_int("num_workers", num_workers, 0)
-    values["num_unlabelled"] = None if num_unlabelled is None else check_int("num_unlabelled", num_unlabelled, 1)
-    return values
+    k = values["labelled_per_batch"]
+    if labels is not None:
+        k = choose_labelled_per_batch(k, values["batch_size"], labels, f"data.num_labels={labels} labelled samples")
+    return values | {"labelled_per_batch": k}
+
+
+# the tables of docs/configs.md
+
+
+def markdown_table(schema: type[Settings], section: str) -> str:
+    """A schema's settings as a markdown table: key, default, help."""
+    rows = ["| key | default | what it does |", "|---|---|---|"]
+    for name, field in schema.model_fields.items():
+        default = field.default
+        shown = "null" if default is None else str(list(default) if isinstance(default, tuple) else default).lower()
+        if isinstance(default, str) and default:
+            shown = default
+        rows.append(f"| `{section}.{name}` | `{shown}` | {field.description or ''} |")
+    return "\n".join(rows)

@@ -5,7 +5,6 @@ way, its classes only ones swwae ships."""
 
 from __future__ import annotations
 
-import inspect
 import subprocess
 import sys
 
@@ -14,67 +13,42 @@ import torch
 from omegaconf import OmegaConf
 
 from helpers.config import CONFIG_DIR, ROOT, compose_config
+from swwae.datasets import DATA_SETS
 from swwae.errors import CheckpointError, ConfigError
-from swwae.training.registry import DATASETS, MODELS, constructor_parameters
-from swwae.training.runs.folder import DERIVED_MODEL_KEYS
-from swwae.training.spec import (
-    AS_WRITTEN,
-    DATA_SPECS,
-    ModelSpec,
-    OwnClass,
-    TrainerSpec,
-    check_config,
-    names_of,
-    parse_stored,
-)
+from swwae.training.spec import AS_WRITTEN, OwnClass, TrainerSpec, check_config, data_spec, model_spec, parse_stored
 
 EXPERIMENTS = sorted(
     str(p.relative_to(CONFIG_DIR / "experiment").with_suffix("")) for p in (CONFIG_DIR / "experiment").rglob("*.yaml")
 )
 
 
-def fields(spec) -> dict:
-    return {name: field.default for name, field in spec.model_fields.items() if name != "target"}
+def test_a_setting_set_on_the_command_line_reaches_the_class_that_uses_it(tmp_path):
+    """Each setting is declared once (swwae.settings); the config, the spec and the classes all
+    read it from there, so a value set on the command line is what the network is built with."""
+    from swwae.training.data import MNISTSampleDataModule
+    from swwae.training.module import SWWAEModule
 
-
-def arguments(*classes) -> dict:
-    found = {}
-    for cls in classes:
-        for name, p in constructor_parameters(cls)[0].items():
-            found.setdefault(name, p.default)
-    return {k: (tuple(v) if isinstance(v, list) else v) for k, v in found.items() if k not in DERIVED_MODEL_KEYS}
-
-
-def test_the_model_section_holds_the_arguments_of_the_model_and_its_network_with_their_defaults():
-    from swwae.model import SWWAE
-
-    assert fields(ModelSpec) == arguments(MODELS["SWWAEModule"].load(), SWWAE)
-
-
-@pytest.mark.parametrize("name", sorted(DATASETS))
-def test_each_data_section_holds_the_arguments_of_its_data_set_with_their_defaults(name):
-    assert fields(DATA_SPECS[name]) == arguments(DATASETS[name].load())
-
-
-def test_the_trainer_section_holds_every_argument_of_lightnings_trainer():
-    import lightning
-
-    wanted = [p for p in inspect.signature(lightning.pytorch.Trainer.__init__).parameters if p != "self"]
-    assert sorted(names_of(TrainerSpec)) == sorted(["_target_", *wanted])
+    cfg = compose_config(tmp_path, ["model=swwae_soft", "model.beta=7", "data.val_size=300"])
+    spec = check_config(cfg)
+    assert spec.model.beta == 7 and spec.data.val_size == 300 and spec.model.wavelet == "haar"
+    module = SWWAEModule(**{k: v for k, v in OmegaConf.to_container(cfg.model).items() if k != "_target_"})
+    assert module.net.pools[0].beta == 7.0
+    data = {k: v for k, v in OmegaConf.to_container(cfg.data, resolve=True).items() if k != "_target_"}
+    assert MNISTSampleDataModule(**data).val_size == 300
 
 
 @pytest.mark.parametrize("experiment", [None, *EXPERIMENTS])
 def test_every_shipped_config_parses(tmp_path, experiment):
     overrides = [] if experiment is None else [f"experiment={experiment}"]
     spec = check_config(compose_config(tmp_path, overrides, quick=False))
-    assert isinstance(spec.model, ModelSpec) and spec.data.target.endswith("DataModule")
+    assert isinstance(spec.model, model_spec()) and spec.data.target.endswith("DataModule")
 
 
 @pytest.mark.parametrize("model", sorted(p.stem for p in (CONFIG_DIR / "model").glob("*.yaml")))
 @pytest.mark.parametrize("data", sorted(p.stem for p in (CONFIG_DIR / "data").glob("*.yaml")))
 def test_every_model_parses_on_every_data_set(tmp_path, model, data):
     spec = check_config(compose_config(tmp_path, [f"model={model}", f"data={data}"]))
-    assert type(spec.data) is DATA_SPECS[spec.data.target.rpartition(".")[2]]
+    assert type(spec.data) is data_spec(DATA_SETS[data])
 
 
 def resolved(cfg) -> dict:

@@ -57,11 +57,33 @@ def check_installed() -> None:
 
 
 def register_resolvers() -> None:
-    """OmegaConf's resolvers of the shipped configs: ``swwae.default_monitor``,
-    ``swwae.monitor_mode`` (the monitor, below) and ``swwae.arch_tag`` (the run name's), all
-    registered when this module is imported; again here, should they have been cleared."""
+    """What Hydra needs before it composes: OmegaConf's resolvers of the shipped configs
+    (``swwae.default_monitor``, ``swwae.monitor_mode``: the monitor, below; ``swwae.arch_tag``:
+    the run name's), and every setting's default from the schema (``store_settings``). Called
+    by every module that composes, again should they have been cleared."""
     register_monitor_resolvers()
     identity.register_resolver()
+    store_settings()
+
+
+def store_settings() -> None:
+    """Every setting at its default, from the schema (``swwae.settings``), in Hydra's
+    ConfigStore: ``settings/model`` (the model section, with every registered pooling mode's
+    settings and loss term's weight) and ``settings/data/<name>`` (each data set of the table:
+    its class, its settings, its seed the run's). A config of the ``model`` or ``data`` group
+    starts from one of them (``- /settings@_here_: model``) and holds only what it changes, and
+    every key can be overridden on the command line (``model.beta=10``)."""
+    from hydra.core.config_store import ConfigStore
+
+    from swwae.datasets import DATA_SETS
+    from swwae.settings import model_settings
+    from swwae.stored import plain
+
+    store = ConfigStore.instance()
+    store.store(group="settings", name="model", node=plain(model_settings()().model_dump()))
+    for entry in DATA_SETS.values():
+        node = {"_target_": entry.target, **plain(entry.settings().model_dump()), "seed": "${seed}"}
+        store.store(group="settings/data", name=entry.name, node=node)
 
 
 @dataclass(frozen=True)

@@ -12,51 +12,27 @@ from torch import nn
 from torchmetrics import MeanSquaredError
 from torchmetrics.classification import MulticlassAccuracy
 
-from swwae.errors import ConfigError, NonFiniteError
-from swwae.loss import WEIGHTS, loss_weights, swwae_loss
-from swwae.model import NET_ARGS, SWWAE, SWWAEOutput, without_dropout
-from swwae.settings import check_training
+from swwae.errors import NonFiniteError
+from swwae.loss import loss_weights, swwae_loss
+from swwae.model import SWWAE, SWWAEOutput, without_dropout
+from swwae.settings import check_training, model_settings, parse
+from swwae.stored import plain
 from swwae.training.nonfinite import LossWatch
 
 
 class SWWAEModule(L.LightningModule):
-    """Trains an :class:`swwae.model.SWWAE`. Its own arguments are the training ones (loss
-    weights, input noise, optimiser); ``**net`` are the network's, passed through to
-    ``SWWAE`` (widths, pool_mode, beta, ...: ``SWWAE``'s signature holds their defaults),
-    so that the config stays flat (``model.beta=10``) and each default lives in one place.
-    """
+    """Trains an :class:`swwae.model.SWWAE`. ``image_shape``, ``num_classes`` and
+    ``pixel_mean`` come from the data; ``settings`` are the model section's, flat
+    (``model.beta=10``): the network's, the training's and the loss weights, by the schema of
+    ``swwae.settings`` (which holds their defaults and checks them)."""
 
-    def __init__(
-        self,
-        image_shape=(1, 28, 28),
-        num_classes: int = 10,
-        pixel_mean=None,
-        lambda_rec: float = WEIGHTS["lambda_rec"],
-        lambda_m: float = WEIGHTS["lambda_m"],
-        lambda_nll: float = WEIGHTS["lambda_nll"],
-        input_noise: float = 0.0,
-        nll_warmup_epochs: float = 0.0,
-        clean_middle_targets: bool = False,
-        lr: float = 2e-3,
-        weight_decay: float = 0.0,
-        scheduler: str = "cosine",
-        **net,
-    ):
+    def __init__(self, image_shape=(1, 28, 28), num_classes: int = 10, pixel_mean=None, **settings):
         super().__init__()
-        self.save_hyperparameters()
-        unknown = sorted(set(net) - set(NET_ARGS))
-        if unknown:
-            raise ConfigError(f"model.{unknown[0]} is not a model setting; the network takes {', '.join(NET_ARGS)}")
-        weights = dict(lambda_rec=lambda_rec, lambda_m=lambda_m, lambda_nll=lambda_nll)  # swwae.loss_terms's
-        check_training(
-            weights,
-            input_noise=input_noise,
-            nll_warmup_epochs=nll_warmup_epochs,
-            lr=lr,
-            scheduler=scheduler,
-            arch=net.get("arch"),
-        )
-        self.net = SWWAE.from_settings(dict(net, lambda_nll=lambda_nll), image_shape, num_classes, pixel_mean)
+        values = plain(parse(model_settings(), settings, "model").model_dump())  # the schema's defaults for the rest
+        check_training(loss_weights(values), arch=values["arch"])
+        data = {"image_shape": plain(image_shape), "num_classes": num_classes, "pixel_mean": plain(pixel_mean)}
+        self.save_hyperparameters(data | values)  # every setting, in checkpoints: the network is rebuilt from them
+        self.net = SWWAE.from_settings(values, image_shape, num_classes, pixel_mean)
         self.num_stages = len(self.net.encoders)
         self.metrics = nn.ModuleDict({stage: self._metrics() for stage in ("val", "test")})
         self.loss_watch = LossWatch()

@@ -18,7 +18,6 @@ says the module paths its class may be named by.
 from __future__ import annotations
 
 import importlib
-import inspect
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -90,34 +89,6 @@ def plain_settings(settings: Mapping, section: str, source: str) -> dict:
     return values
 
 
-def constructor_parameters(cls: type) -> tuple[dict[str, inspect.Parameter], bool]:
-    """The keyword parameters ``cls(...)`` takes, through the ``**common`` of its base classes
-    (a subclass's own first), and whether it takes any keyword on top."""
-    params: dict[str, inspect.Parameter] = {}
-    for klass in cls.__mro__:
-        init = klass.__dict__.get("__init__")
-        if init is None:
-            continue
-        own = inspect.signature(init).parameters.values()
-        for p in own:
-            if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and p.name != "self":
-                params.setdefault(p.name, p)
-        if not any(p.kind == p.VAR_KEYWORD for p in own):
-            return params, False
-    return params, True
-
-
-def accepted_keywords(cls: type) -> set[str] | None:
-    """The keywords ``cls(...)`` takes; None if it takes any."""
-    params, takes_any = constructor_parameters(cls)
-    return None if takes_any else set(params)
-
-
-def constructor_defaults(cls: type) -> dict:
-    """The default of every keyword ``cls(...)`` takes that has one."""
-    return {name: p.default for name, p in constructor_parameters(cls)[0].items() if p.default is not p.empty}
-
-
 def build_data(data: Mapping, source: str, **changes):
     """The data module that a stored ``data`` config describes, built only as a shipped class
     from plain values (``changes`` on top, e.g. ``root=``). The one way every script rebuilds
@@ -127,8 +98,7 @@ def build_data(data: Mapping, source: str, **changes):
     spec = data_spec(data.get("_target_"), source)
     settings = plain_settings(data, "data", source) | changes
     cls = spec.load()
-    accepted = accepted_keywords(cls)
-    unknown = sorted(set(settings) - accepted) if accepted is not None else []
+    unknown = sorted(set(settings) - set(spec.settings.model_fields))
     if unknown:
         raise CheckpointError(f"{source} holds data.{unknown[0]}, which {spec.name} does not take: it is not built")
     return cls(**settings)
@@ -155,9 +125,9 @@ def data_of_run(
         raise CheckpointError(f"{source} holds no run config with a data section: its data cannot be rebuilt")
     if not isinstance(data, Mapping):
         raise CheckpointError(f"{source} holds no data config (a mapping with _target_), but {type(data).__name__}")
-    accepted = accepted_keywords(data_spec(data.get("_target_"), source).load())
+    accepted = data_spec(data.get("_target_"), source).settings.model_fields
     user = {"root": data_root, "download": bool(download)}
-    user = {k: v for k, v in user.items() if v is not None and (accepted is None or k in accepted)}
+    user = {k: v for k, v in user.items() if v is not None and k in accepted}
     datamodule = build_data({k: v for k, v in data.items() if k not in USER_KEYS}, source, **(user | changes))
     datamodule.fetch_hint = fetch_hint
     return datamodule

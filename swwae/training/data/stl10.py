@@ -17,8 +17,6 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from swwae.errors import ConfigError
-from swwae.settings import check_int
 from swwae.training.data.base import Splits
 from swwae.training.data.batching import UNLABELLED
 from swwae.training.data.torchvision_sets import TorchvisionDataModule
@@ -47,16 +45,6 @@ class STL10DataModule(TorchvisionDataModule):
     images of that predefined fold (the paper's protocol; null: all 5,000); ``val_size`` of
     them are held out, stratified, for validation. ``unlabelled`` adds the 100,000 unlabelled
     images to training."""
-
-    name = "stl10"
-    image_shape = (3, 96, 96)
-    flips = True
-
-    def __init__(self, fold: int | None = None, unlabelled: bool = True, val_size: int = 500, **common) -> None:
-        super().__init__(val_size=val_size, **common)
-        if fold is not None and (check_int("fold", fold, 0) > 9):
-            raise ConfigError(f"data.fold={fold} must be one of the 10 predefined folds 0..9 (or null: all 5,000)")
-        self.fold, self.unlabelled = fold, bool(unlabelled)
 
     def _open(self, part: str):
         from torchvision.datasets import STL10

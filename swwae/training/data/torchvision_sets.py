@@ -35,10 +35,6 @@ class TorchvisionDataModule(InMemoryDataModule):
 
     parts: tuple[str, ...] = ("train", "test")  # what prepare_data downloads
 
-    def __init__(self, root: str = "./data", download: bool = False, val_size: int = 5000, **common) -> None:
-        super().__init__(**common)
-        self.root, self.download, self.val_size = str(root), bool(download), val_size
-
     # subclass hooks
 
     def _open(self, part: str):
@@ -116,9 +112,6 @@ class MNISTDataModule(TorchvisionDataModule):
     """Full MNIST (60,000 train, 10,000 test) from torchvision's raw IDX files under
     ``<root>/MNIST/raw``."""
 
-    name = "mnist"
-    image_shape = (1, 28, 28)
-
     def _open(self, part: str):
         from torchvision.datasets import MNIST
 
@@ -139,10 +132,6 @@ class MNISTDataModule(TorchvisionDataModule):
 class CIFAR10DataModule(TorchvisionDataModule):
     """CIFAR-10 (50,000 train, 10,000 test) from torchvision's pickled batches under
     ``<root>/cifar-10-batches-py``; the (N, 32, 32, 3) arrays become (N, 3, 32, 32)."""
-
-    name = "cifar10"
-    image_shape = (3, 32, 32)
-    flips = True
 
     def _dataset_class(self):
         from torchvision.datasets import CIFAR10
@@ -166,9 +155,6 @@ class CIFAR10DataModule(TorchvisionDataModule):
 class CIFAR100DataModule(CIFAR10DataModule):
     """CIFAR-100 (50,000 train, 10,000 test, 100 classes) under ``<root>/cifar-100-python``."""
 
-    name = "cifar100"
-    num_classes = 100
-
     def _dataset_class(self):
         from torchvision.datasets import CIFAR100
 
@@ -179,13 +165,9 @@ class SVHNDataModule(TorchvisionDataModule):
     """SVHN street-view digits (73,257 train, 26,032 test; ``extra=true`` adds the 531,131
     easier extra images to training) from torchvision's ``.mat`` files under ``<root>``."""
 
-    name = "svhn"
-    image_shape = (3, 32, 32)
-
-    def __init__(self, extra: bool = False, **common) -> None:
-        super().__init__(**common)
-        self.extra = bool(extra)
-        self.parts = ("train", "test", "extra") if self.extra else ("train", "test")
+    @property
+    def parts(self) -> tuple[str, ...]:
+        return ("train", "test", "extra") if self.extra else ("train", "test")
 
     def _open(self, part: str):
         from torchvision.datasets import SVHN

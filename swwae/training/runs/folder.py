@@ -45,16 +45,16 @@ from filelock import FileLock, Timeout
 from swwae.checkpoint_file import file_sha256, mid_epoch_position, read_checkpoint
 from swwae.errors import CheckpointError, ConfigError, DiskError, RunInUseError, Unreadable
 from swwae.files import is_inside, read_json, sha256_of
+from swwae.settings import model_settings
 from swwae.stored import parse_metrics
 from swwae.training.checkpoints import remove_stale_temp_files
 from swwae.training.folders import reason, write_failed
-from swwae.training.registry import DATA_MODULES, DATASETS, MODEL_MODULES, MODELS, constructor_defaults, shipped
+from swwae.training.registry import DATA_MODULES, DATASETS, MODEL_MODULES, MODELS, shipped
 from swwae.training.runs.decision import Decision, FolderState, Found, Request, decide
 from swwae.training.runs.identity import aside_name, aside_stamp, check_run_name, digest, run_identity
 
 log = logging.getLogger(__name__)
 
-DERIVED_MODEL_KEYS = ("image_shape", "num_classes", "pixel_mean")  # from the data, not the model config
 IDENTITY_KEYS = ("model", "data", "trainer", "seed", "optimized_metric", "optimized_mode")  # identity_of's
 
 # helpers
@@ -74,13 +74,10 @@ def section_defaults(data_target: str | None) -> dict[str, dict]:
     """The default of every model setting and of every setting of the data class
     ``data_target`` names, so that a checkpoint written before a setting existed counts it as its
     default."""
-    from swwae.model import SWWAE
-
-    model = constructor_defaults(MODELS["SWWAEModule"].load()) | constructor_defaults(SWWAE)
-    defaults = {"model": {k: v for k, v in model.items() if k not in DERIVED_MODEL_KEYS}, "data": {}}
-    spec = DATASETS.get(str(data_target or "").rpartition(".")[2])
-    if spec is not None:
-        defaults["data"] = constructor_defaults(spec.load())
+    defaults = {"model": model_settings()().model_dump(), "data": {}}
+    entry = DATASETS.get(str(data_target or "").rpartition(".")[2])
+    if entry is not None:
+        defaults["data"] = entry.settings().model_dump()
     return defaults
 
 
