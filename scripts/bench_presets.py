@@ -42,7 +42,6 @@ import textwrap
 from pathlib import Path
 
 import torch
-from hydra.utils import get_class
 from omegaconf import OmegaConf
 from torch.utils.flop_counter import FlopCounterMode
 
@@ -67,7 +66,7 @@ def measure(preset: str, batch: int | None, steps: int, device: torch.device, pr
     """One preset's step, measured on ``device``: at ``batch`` images, or the preset's own."""
     cfg, data_name = preset_config(preset)
     batch = batch or cfg.data.batch_size
-    data_cls = get_class(cfg.data._target_)
+    data_cls = DATA_SETS[data_name]  # the data set's facts: image shape, classes
     model_cfg = OmegaConf.to_container(cfg.model, resolve=True)
     model_cfg.pop("_target_")
     net = SWWAE.from_settings(model_cfg, data_cls.image_shape, data_cls.num_classes).to(device).train()

@@ -224,6 +224,10 @@ class SWWAE(nn.Module, Pretrained):
             )
 
     @classmethod
+    def setting_names(cls) -> set[str]:
+        return {*DATA_ARGS, *network_keys()}
+
+    @classmethod
     def from_settings(
         cls,
         settings: Mapping,

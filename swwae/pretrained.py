@@ -214,13 +214,18 @@ class Pretrained:
         return write_folder(self, folder, config=self.config if config is None else config, metrics=metrics)
 
     @classmethod
+    def setting_names(cls) -> set[str]:
+        """The settings ``cls(**settings)`` takes, as ``config.json`` stores them."""
+        return set(inspect.signature(cls.__init__).parameters) - {"self"}
+
+    @classmethod
     def from_folder(cls, folder: str | Path, device: str | torch.device = "cpu"):
         """The network of a model folder, in eval mode on ``device``, its run config as
         ``net.config`` ({} if none was saved). A missing, foreign, unreadable or corrupt
         folder raises ``CheckpointError`` (one line)."""
         folder = Path(folder)
         config = read_config(folder)
-        known = set(inspect.signature(cls.__init__).parameters) - {"self"}
+        known = cls.setting_names()
         unknown = sorted(set(config) - known - set(META_KEYS))
         if unknown:
             raise CheckpointError(

@@ -40,7 +40,7 @@ def row_keys(x):
 
 
 def test_sample_shapes_dtypes_range(sample):
-    assert MNISTSampleDataModule.image_shape == (1, 28, 28)
+    assert sample.image_shape == (1, 28, 28)
     assert sample.num_classes == 10 and sample.name == "mnist_sample"
     for x, y, n in [
         (sample.train_x, sample.train_y, 4000),
@@ -323,7 +323,7 @@ def test_mnist_reads_idx_files(mnist_root, monkeypatch):
 def test_cifar10_reads_pickled_batches(cifar_root):
     dm = CIFAR10DataModule(root=str(cifar_root), val_size=10, batch_size=8)
     dm.setup()
-    assert CIFAR10DataModule.image_shape == (3, 32, 32)
+    assert dm.image_shape == (3, 32, 32)
     assert (len(dm.train_x), len(dm.val_x), len(dm.test_x)) == (90, 10, 30)
     assert dm.train_x.shape[1:] == (3, 32, 32) and dm.train_x.dtype == torch.uint8
     assert torch.equal(torch.bincount(dm.val_y), torch.ones(10, dtype=torch.long))

@@ -6,11 +6,10 @@ from __future__ import annotations
 import pytest
 import torch
 from hydra.utils import instantiate
-from omegaconf import OmegaConf
 
-from helpers.config import CONFIG_DIR
+from helpers.config import CONFIG_DIR, compose_config
 from helpers.datasets import write_cifar, write_stl10, write_svhn
-from swwae.datasets import DATA_SETS, DataSet
+from swwae.datasets import DATA_SETS
 from swwae.errors import ConfigError, DataError
 from swwae.training import data
 from swwae.training.data.augment import random_crop_flip
@@ -154,8 +153,8 @@ def test_flips_mirror_about_half_of_the_images_and_digits_are_never_flipped():
     mirrored = [torch.equal(o, i.flip(-1)) for o, i in zip(out, x)]
     kept = [torch.equal(o, i) for o, i in zip(out, x)]
     assert all(m or k for m, k in zip(mirrored, kept)) and 150 < sum(mirrored) < 250
-    assert not data.MNISTSampleDataModule.flips and not data.SVHNDataModule.flips
-    assert data.CIFAR10DataModule.flips and data.STL10DataModule.flips
+    assert not DATA_SETS["mnist_sample"].flips and not DATA_SETS["svhn"].flips
+    assert DATA_SETS["cifar10"].flips and DATA_SETS["stl10"].flips
 
 
 @pytest.mark.slow
@@ -211,16 +210,6 @@ def test_pixel_mean_per_channel(tmp_path, monkeypatch):
 CLASSES = {name: DATA_SETS[name].load() for name in DATA_SETS.shipped}  # the data-set table's (swwae.datasets)
 
 
-@pytest.mark.parametrize("name", DATA_SETS.shipped)
-def test_each_entry_of_the_table_is_its_class(name):
-    """The table's plain facts (read before torch loads) are the class's own."""
-    entry, cls = DATA_SETS[name], CLASSES[name]
-    assert cls.name == entry.name and tuple(cls.image_shape) == entry.image_shape
-    assert cls.num_classes == entry.num_classes and entry.target == f"swwae.training.data.{cls.__name__}"
-    made = DataSet.of(cls)  # how a data set outside the package registers: from its class
-    assert (made.name, made.image_shape, made.num_classes) == (entry.name, entry.image_shape, entry.num_classes)
-
-
 def test_an_epoch_of_the_sample_is_the_tables_epoch_images():
     dm = data.MNISTSampleDataModule()
     dm.setup()
@@ -232,8 +221,12 @@ def test_every_data_config_is_tested_here():
 
 
 @pytest.mark.parametrize("name", sorted(CLASSES))
-def test_configs_instantiate(name):
-    cfg = OmegaConf.create({"seed": 7, "data": OmegaConf.load(CONFIGS / f"{name}.yaml")})
+def test_configs_instantiate(name, tmp_path):
+    """Each data config builds its class with the table's facts, the run's seed and the
+    schema's defaults."""
+    cfg = compose_config(tmp_path, [f"data={name}", "seed=7"], quick=False)
     dm = instantiate(cfg.data)
+    entry = DATA_SETS[name]
     assert type(dm) is CLASSES[name] and dm.name == name and dm.seed == 7
+    assert (dm.image_shape, dm.num_classes) == (entry.image_shape, entry.num_classes)
     assert dm.batch_size == 128 and dm.num_labels is None and not dm.augment

@@ -1,7 +1,7 @@
-"""What users add is one entry of one table (docs/architecture.md): a pooling mode
-(``swwae.pooling.modes``) and a data set (``swwae.datasets``), each defined here as a toy and
-registered in one line, train a quick run, become a model folder with its card and load back.
-Each registration is undone after its test."""
+"""What users add is a class, the one line that registers it, and a config (docs/architecture.md
+"How to add"): a pooling mode with a setting of its own (``swwae.pooling.modes``), a data set
+(``swwae.datasets``) and a loss term (``swwae.loss_terms``), each made here, in this file alone,
+then trained, saved and loaded. Each registration is undone after its test."""
 
 from __future__ import annotations
 
@@ -12,36 +12,51 @@ import torch
 import torch.nn.functional as F
 import yaml
 from hydra.core.global_hydra import GlobalHydra
+from omegaconf import OmegaConf
+from pydantic import Field
 
 import swwae
 import swwae.pooling
 from helpers.config import compose_config
 from swwae.datasets import DATA_SETS, DataSet
 from swwae.errors import ConfigError
-from swwae.pooling import POOLS, Pool, make_pool  # MODES: read as swwae.pooling.MODES, the table now
-from swwae.pooling.modes import POOL_MODES, PoolMode
+from swwae.loss_terms import TERMS, LossTerm
+from swwae.pooling import POOLS, Pool, make_pool
+from swwae.pooling.modes import POOL_MODES, PoolMode, Setting
+from swwae.settings import DataSettings, model_settings
 from swwae.training.data.base import InMemoryDataModule, Splits
 from swwae.training.run import train
+from swwae.training.spec import check_config
+
+# a pooling mode with a setting of its own
 
 
 class ToyPool(Pool):
-    """A mode the package does not ship: the mean of each window, doubled."""
+    """A mode the package does not ship: the mean of each window, times ``gain``."""
+
+    def __init__(self, kernel_size=2, stride=None, padding=0, gain: float = 2.0):
+        super().__init__(kernel_size, stride, padding)
+        self.gain = gain
 
     def pool(self, x: torch.Tensor):
         g = self.geometry
-        return 2 * F.avg_pool2d(x, g.kernel, g.stride, g.padding), None
+        return self.gain * F.avg_pool2d(x, g.kernel, g.stride, g.padding), None
+
+
+TOY_MODE = PoolMode(
+    "toy", ToyPool, "no where: the tests' toy pooling (gain {gain:g})", settings={"gain": Setting(2.0, "gain", gt=0)}
+)
+
+# a data set
+
+
+class ToySettings(DataSettings):
+    val_size: int = Field(16, description="validation images")
+    test_size: int = Field(16, description="test images")
 
 
 class ToyDataModule(InMemoryDataModule):
     """A data set the package does not ship: 96 random 8x8 images of two classes, in memory."""
-
-    name = "toy"
-    image_shape = (1, 8, 8)
-    num_classes = 2
-
-    def __init__(self, val_size: int = 16, test_size: int = 16, **common):
-        super().__init__(**common)
-        self.val_size, self.test_size = val_size, test_size
 
     def load(self) -> Splits:
         seeded = torch.Generator().manual_seed(self.split_seed)
@@ -51,16 +66,19 @@ class ToyDataModule(InMemoryDataModule):
         return Splits(*train_, *val, *test)
 
 
-@pytest.fixture
-def toy_mode():
-    with POOL_MODES.registered(PoolMode("toy", ToyPool, "no where: the tests' toy pooling, nearest upsampling")):
-        yield
+TOY_DATA = DataSet("toy", ToyDataModule, (1, 8, 8), 2, settings=ToySettings, title="the tests' toy images")
+
+# a loss term
 
 
-@pytest.fixture
-def toy_data():
-    with DATA_SETS.registered(DataSet.of(ToyDataModule, title="the tests' toy images")):
-        yield
+def total_variation(out, x, y, middle_targets=None) -> dict[str, torch.Tensor]:
+    image = out.recon
+    return {
+        "tv": (image[..., 1:, :] - image[..., :-1, :]).abs().mean() + (image[..., 1:] - image[..., :-1]).abs().mean()
+    }
+
+
+TOY_TERM = LossTerm("lambda_tv", 0.0, "tv", "reconstruction", "total variation of the image", total_variation)
 
 
 def trained(tmp_path: Path, overrides: list[str]) -> Path:
@@ -86,52 +104,86 @@ def saved_and_loaded(best: Path, folder: Path):
 # a registration is one line, and undone
 
 
-def test_a_registered_mode_shows_everywhere_and_goes_again():
-    with POOL_MODES.registered(PoolMode("toy", ToyPool, "no where: toy")):
-        assert "toy" in swwae.pooling.MODES and POOLS["toy"] is ToyPool and "toy" in swwae.settings.POOL_MODES
-        pool = make_pool("toy", channels=3, kernel_size=2, beta=1.0, wavelet="db2")  # takes what it names
-        assert type(pool) is ToyPool and pool.mode == "toy"
+def test_a_registered_mode_and_its_setting_show_everywhere_and_go_again():
+    with POOL_MODES.registered(TOY_MODE):
+        assert "toy" in swwae.pooling.MODES and POOLS["toy"] is ToyPool and "gain" in model_settings().model_fields
+        pool = make_pool("toy", channels=3, kernel_size=2, gain=3.0, beta=1.0)  # takes what it names
+        assert type(pool) is ToyPool and pool.gain == 3.0
         with pytest.raises(ValueError, match="already registered"):
             POOL_MODES.register(PoolMode("toy", ToyPool, "again"))
-    assert "toy" not in swwae.pooling.MODES and "toy" not in POOLS
-    with pytest.raises(ConfigError, match="^model.pool_mode='toy' is unknown"):
-        swwae.settings.check_network(3, "toy", 100.0, "relu", 0.0, (1, 28, 28))
+    assert "toy" not in swwae.pooling.MODES and "toy" not in POOLS and "gain" not in model_settings().model_fields
 
 
 def test_a_registered_data_set_shows_in_the_registry_and_goes_again():
     from swwae.training.registry import DATASETS, data_spec
 
-    with DATA_SETS.registered(DataSet.of(ToyDataModule)) as entry:
-        assert entry.image_shape == (1, 8, 8) and entry.target == f"{__name__}.ToyDataModule"
+    with DATA_SETS.registered(TOY_DATA) as entry:
+        assert entry.target == f"{__name__}.ToyDataModule"
         assert data_spec(entry.target) is entry and DATASETS["ToyDataModule"].load() is ToyDataModule
     assert "ToyDataModule" not in DATASETS and "toy" not in DATA_SETS
 
 
-# a toy of each, trained, saved and loaded
+# each, set from the command line, checked before the run, trained, saved and loaded
+
+
+def test_a_modes_own_setting_is_set_and_checked_on_the_command_line(tmp_path):
+    with POOL_MODES.registered(TOY_MODE):
+        spec = check_config(compose_config(tmp_path, ["model.pool_mode=toy", "model.gain=3"]))
+        assert spec.model.gain == 3
+        with pytest.raises(ConfigError, match="^model.gain=-1 is not allowed: must be > 0$"):
+            check_config(compose_config(tmp_path, ["model.pool_mode=toy", "model.gain=-1"]))
 
 
 @pytest.mark.slow
-def test_a_pooling_mode_added_in_one_line_trains_saves_and_loads(toy_mode, tmp_path):
-    best = trained(tmp_path, ["model.pool_mode=toy"])
-    net, metadata, body = saved_and_loaded(best, tmp_path / "m")
-    assert all(type(pool) is ToyPool for pool in net.pools) and net.pool_mode == "toy"
-    assert "Pooling: no where: the tests' toy pooling, nearest upsampling." in body
-    assert "without a where" in body and metadata["datasets"] == ["mnist"]
+def test_a_pooling_mode_with_its_own_setting_trains_saves_and_loads(tmp_path):
+    with POOL_MODES.registered(TOY_MODE):
+        best = trained(tmp_path, ["model.pool_mode=toy", "model.gain=3"])
+        net, metadata, body = saved_and_loaded(best, tmp_path / "m")
+        assert all(type(pool) is ToyPool and pool.gain == 3 for pool in net.pools) and net.pool_mode == "toy"
+        assert "Pooling: no where: the tests' toy pooling (gain 3)." in body
+        assert "without a where" in body and metadata["datasets"] == ["mnist"]
+
+
+def config_dir(tmp_path: Path) -> Path:
+    """A lab's own config folder holding the toy data set's config."""
+    folder = tmp_path / "my_configs"
+    (folder / "data").mkdir(parents=True)
+    (folder / "data" / "toy.yaml").write_text("defaults:\n  - /settings/data@_here_: toy\n")
+    return folder
 
 
 @pytest.mark.slow
-def test_a_data_set_added_in_one_line_trains_saves_and_loads(toy_data, tmp_path):
-    best = trained(tmp_path, [f"data._target_={__name__}.ToyDataModule", "data.val_size=16", "data.test_size=16"])
-    net, metadata, body = saved_and_loaded(best, tmp_path / "m")
-    assert net.image_shape == (1, 8, 8) and net.classifier[-1].out_features == 2
-    assert "## Training data\n\nthe tests' toy images." in body and "datasets" not in metadata  # not on the Hub
+def test_a_data_set_trains_saves_and_loads(tmp_path):
+    with DATA_SETS.registered(TOY_DATA):
+        best = trained(tmp_path, [f"hydra.searchpath=[file://{config_dir(tmp_path)}]", "data=toy", "data.val_size=20"])
+        net, metadata, body = saved_and_loaded(best, tmp_path / "m")
+        assert net.image_shape == (1, 8, 8) and net.classifier[-1].out_features == 2
+        assert net.config["data"]["val_size"] == 20
+        assert "## Training data\n\nthe tests' toy images." in body and "datasets" not in metadata  # not on the Hub
 
 
-def test_a_registered_data_set_is_checked_against_the_network_before_the_run(toy_data, tmp_path):
+def test_a_registered_data_set_is_checked_against_the_network_before_the_run(tmp_path):
     """Its table entry's image shape meets the network in the run's checks (as a shipped
     data set's does): four 2x2 pools leave 1x1 maps of 8x8 images."""
-    from swwae.training.spec import check_config
+    with DATA_SETS.registered(TOY_DATA):
+        overrides = [f"hydra.searchpath=[file://{config_dir(tmp_path)}]", "data=toy", "model.widths=[4,4,4,4]"]
+        with pytest.raises(ConfigError, match="^model stage 4 of 4: its 3x3 conv kernel is larger than the 1x1 maps"):
+            check_config(compose_config(tmp_path, overrides))
 
-    target = f"data._target_={__name__}.ToyDataModule"
-    with pytest.raises(ConfigError, match="^model stage 4 of 4: its 3x3 conv kernel is larger than the 1x1 maps"):
-        check_config(compose_config(tmp_path, [target, "model.widths=[4,4,4,4]", "data.val_size=16"]))
+
+@pytest.mark.slow
+def test_a_loss_term_is_weighed_from_the_command_line_and_trains(tmp_path):
+    from swwae.training.module import SWWAEModule
+
+    with TERMS.registered(TOY_TERM):
+        cfg = compose_config(tmp_path, ["model.widths=[4]", "model.lambda_tv=0.5"])
+        settings = {k: v for k, v in OmegaConf.to_container(cfg.model).items() if k != "_target_"}
+        module = SWWAEModule(**settings)
+        x, y = torch.rand(4, 1, 28, 28), torch.zeros(4, dtype=torch.long)
+        terms = module.losses(module(x), x, y)
+        assert "tv" in terms and torch.allclose(
+            terms["loss"] - 0.5 * terms["tv"],
+            SWWAEModule(**settings | {"lambda_tv": 0.0}).losses(module(x), x, y)["loss"],
+        )
+        best = trained(tmp_path, ["model.lambda_tv=0.5"])
+        assert torch.load(best, weights_only=True)["hyper_parameters"]["lambda_tv"] == 0.5
