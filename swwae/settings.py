@@ -355,16 +355,43 @@ def check_data(name: str, num_classes: int | None, settings: DataSettings) -> di
     return values | {"labelled_per_batch": k}
 
 
-# the tables of docs/configs.md
+# the tables of docs/configs.md (scripts/settings_table.py writes them there)
 
 
-def markdown_table(schema: type[Settings], section: str) -> str:
-    """A schema's settings as a markdown table: key, default, help."""
+def shown(value) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(shown(v) for v in value) + "]"
+    return str(value)
+
+
+def markdown_table(fields: Mapping, section: str) -> str:
+    """Settings (name -> pydantic field) as a markdown table: key, default, what it does."""
     rows = ["| key | default | what it does |", "|---|---|---|"]
-    for name, field in schema.model_fields.items():
-        default = field.default
-        shown = "null" if default is None else str(list(default) if isinstance(default, tuple) else default).lower()
-        if isinstance(default, str) and default:
-            shown = default
-        rows.append(f"| `{section}.{name}` | `{shown}` | {field.description or ''} |")
+    rows += [f"| `{section}.{n}` | `{shown(f.default)}` | {f.description or ''} |" for n, f in fields.items()]
     return "\n".join(rows)
+
+
+def settings_tables() -> str:
+    """Every model and data setting, with its default and help: the model's by kind (network,
+    pooling modes' own, training, loss weights), the data's shared ones, then each data set's own."""
+    from swwae.datasets import DATA_SETS
+
+    model = model_settings().model_fields
+    pooling = {n: model[n] for n in pool_settings()}
+    weights = {t.weight: model[t.weight] for t in TERMS.values()}
+    parts = [
+        "### Model: the network\n\n" + markdown_table(NetworkSettings.model_fields, "model"),
+        "### Model: the pooling modes' own settings\n\n" + markdown_table(pooling, "model"),
+        "### Model: training\n\n" + markdown_table(TrainingSettings.model_fields, "model"),
+        "### Model: the loss terms' weights\n\n" + markdown_table(weights, "model"),
+        "### Data: every data set\n\n" + markdown_table(DataSettings.model_fields, "data"),
+    ]
+    for entry in DATA_SETS.values():
+        own = {n: f for n, f in entry.settings.model_fields.items() if n not in DataSettings.model_fields}
+        if own:
+            parts.append(f"### Data: `{entry.name}`\n\n" + markdown_table(own, "data"))
+    return "\n\n".join(parts) + "\n"

@@ -78,3 +78,10 @@ def test_every_setting_has_help():
     for schema in (settings.model_settings(), *(entry.settings for entry in DATA_SETS.values())):
         missing = [name for name, text in schema.help().items() if not text]
         assert not missing, f"{schema.__name__}: {missing}"
+
+
+def test_the_settings_tables_of_the_docs_are_the_schemas():
+    """docs/configs.md's tables are written from the schema (python scripts/settings_table.py)."""
+    from scripts.settings_table import PAGE, written
+
+    assert written(PAGE.read_text()) == PAGE.read_text(), "run python scripts/settings_table.py"
