@@ -38,7 +38,7 @@ import torch
 
 from swwae.bench.epoch_clock import clock_epochs, limit_batches
 from swwae.bench.harness import median, paired_ratio, set_threads
-from swwae.training.run import set_torch_defaults
+from swwae.training.process import set_torch_defaults
 
 TARGET = 1.10
 

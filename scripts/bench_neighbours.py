@@ -107,7 +107,7 @@ def child(candidate: str, epochs: int, overrides: list[str]) -> int:
     import torch
 
     from swwae.bench.epoch_clock import clock_epochs
-    from swwae.training.run import set_torch_defaults
+    from swwae.training.process import set_torch_defaults
 
     set_torch_defaults()
     with tempfile.TemporaryDirectory(prefix="bench_neighbours_") as tmp:

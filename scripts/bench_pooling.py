@@ -12,7 +12,7 @@ thread the OS takes away: compare with --threads 1. Targets, docs/architecture.m
 hard <= 1.0x, soft <= 2.0x, hard peak memory <= 1.1x. Native is
 nn.MaxPool2d(return_indices=True) + nn.MaxUnpool2d: the usual way, which overwrites where
 windows overlap. As in ``train.py`` (``keep_freed_memory: true``), glibc keeps freed memory
-for the next step (``swwae.training.run.keep_freed_memory``); ``--no-keep-freed-memory`` leaves glibc's default,
+for the next step (``swwae.training.process.keep_freed_memory``); ``--no-keep-freed-memory`` leaves glibc's default,
 which hands large blocks back to the OS and faults them in again at every step: that costs
 the soft path, with its many temporaries, the most. Peak memory is the most memory allocated
 at once during one step, beyond the input (on CPU, the high-water mark of torch's
@@ -35,7 +35,7 @@ from torch import nn
 
 from swwae.bench.harness import peak_memory, set_threads, time_interleaved
 from swwae.pooling import Unpool, WhatWherePool
-from swwae.training.run import keep_freed_memory
+from swwae.training.process import keep_freed_memory
 
 CASES = ["2x2s2", "3x3s2"]  # kernel x kernel, stride
 TARGETS = {"hard": 1.0, "soft": 2.0}

@@ -51,7 +51,7 @@ from swwae.datasets import DATA_SETS
 from swwae.loss import loss_weights, swwae_loss
 from swwae.model import SWWAE
 from swwae.training.composing import compose_train, presets
-from swwae.training.run import keep_freed_memory
+from swwae.training.process import keep_freed_memory
 
 PRESETS = presets("experiment/paper")
 

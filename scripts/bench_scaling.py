@@ -33,7 +33,7 @@ import torch
 
 from swwae.bench.epoch_clock import clock_epochs, limit_batches
 from swwae.bench.harness import median, set_threads
-from swwae.training.run import set_torch_defaults
+from swwae.training.process import set_torch_defaults
 
 
 def fit_line(xs, ys) -> tuple[float, float, float]:

@@ -52,7 +52,7 @@ from swwae.bench.steps import PRECISIONS, training_step
 from swwae.loss import WEIGHTS, swwae_loss
 from swwae.model import SWWAE
 from swwae.training.nonfinite import LossWatch
-from swwae.training.run import compile_backend, keep_freed_memory
+from swwae.training.process import compile_backend, keep_freed_memory
 
 SHAPES = {"mnist": (1, 28, 28), "cifar10": (3, 32, 32)}
 LR = 2e-3  # configs/model/swwae_hard.yaml

@@ -21,7 +21,7 @@ from swwae.errors import ConfigError
 from swwae.loss import swwae_loss
 from swwae.model import SWWAE
 from swwae.pooling import MODES, Unpool, make_pool
-from swwae.training.run import compile_backend
+from swwae.training.process import compile_backend
 
 BACKEND = "aot_eager"
 GEOMETRIES = {  # (kernel, stride): windows apart, and overlapping

@@ -14,7 +14,7 @@ from swwae.training.run import train
 # prints the pages faulted in afresh by each of 12 steps
 STEPS = """
 import resource, sys, torch
-from swwae.training.run import keep_freed_memory
+from swwae.training.process import keep_freed_memory
 applied = keep_freed_memory() if sys.argv[1] == "keep" else False
 faults = []
 for _ in range(12):

@@ -74,7 +74,8 @@ def grammar_line(argv: list[str]) -> str:
 def unknown_key_line(key: str, argv: list[str]) -> str:
     """'trainer.max_epoch is not a setting; did you mean trainer.max_epochs?', or how to add a
     setting that the schema knows but the config does not list (a Lightning Trainer argument)."""
-    from swwae.training.spec import setting_names, unknown_key
+    from swwae.settings import unknown_key
+    from swwae.training.spec import setting_names
 
     section, _, name = key.rpartition(".")
     known = setting_names(section)

@@ -1,11 +1,11 @@
 """Train a Stacked What-Where Auto-encoder: ``swwae train model=swwae_hard`` (from a clone,
 ``python train.py model=swwae_hard`` is the same command).
 
-The Hydra entry point: it reads Hydra's own state once (``composing.launch``: the choices, the
-overrides, the output and sweep folders) and hands it to the job, ``swwae.training.run.train``, as
-values; the configs the shipped
-``swwae.configs`` (``swwae.training.composing``). Bad input answers before torch loads: this
-module and the config's checks import neither torch nor Lightning.
+The Hydra entry point, over the shipped configs (``swwae.configs``: ``swwae.training.composing``).
+It reads Hydra's own state once (``composing.launch``: the choices, the overrides, the output and
+sweep folders), parses the config once (``swwae.training.spec.check_config``), and hands both to
+the job, ``swwae.training.run.train``. Bad input answers before torch loads: this module and the
+config's checks import neither torch nor Lightning.
 
 * A single run: bad input (a wrong config value, a missing dataset, a non-finite loss) ends
   with one ``error:`` line and exit status 2; anything else raises as usual.
@@ -87,11 +87,12 @@ def run(cfg: DictConfig) -> float:
     multirun = job.sweep is not None
     rejected = False
     try:
-        check_config(cfg)  # plain Python: bad input answers before torch and Lightning load
-        from swwae.training.run import set_torch_defaults, train
+        spec = check_config(cfg)  # plain Python: bad input answers before torch and Lightning load
+        from swwae.training.process import set_torch_defaults
+        from swwae.training.run import train
 
-        set_torch_defaults()
-        return train(cfg, job)
+        set_torch_defaults(verbose=spec.verbose)
+        return train(cfg, job, spec)
     except KeyboardInterrupt as err:  # Ctrl-C: where it stopped, what is kept, how to continue
         print(
             err if isinstance(err, Interrupted) else "interrupted before training started: nothing was saved",

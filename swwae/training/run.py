@@ -1,10 +1,10 @@
 """The training job behind ``train.py``: config in, trained model, logs, checkpoints and
-``metrics.json`` out. ``train`` reads top to bottom, in the order a run lives:
+``metrics.json`` out. ``train`` tells the story of a run, one named step a line:
 
-1. check: the settings (the typed run spec), the trackers' packages, every folder it writes;
-   the process settings (freed memory, denormals) from the spec;
+1. check: the settings (the typed run spec, parsed once: ``swwae train`` parses it before torch
+   loads and hands it over), the process settings, every folder it writes;
 2. build: the data, the model, the callbacks and the one Trainer, before the lock, so that bad
-   input stops here and touches nothing (its loggers come after the decision);
+   input stops here and touches nothing (its loggers come once the run is known to go on);
 3. own the run's folder (``runs.folder``: the lock; a second run of the name ends here);
 4. decide: continue, start over, refuse, or report a run that already finished (its metrics
    again, evaluated on the same Trainer, on the run's devices, when its metrics.json is gone);
@@ -12,29 +12,23 @@
 6. report: ``metrics.json``, ``test_outcomes.csv``, the final metrics to every logger, the
    ``done:`` line, the monitored value for sweepers.
 
-Below it, in that order: the steps' helpers, the report, and the process settings. Each step
-hands the config to the module that owns it: the checks (``spec``, ``folders``), the
-run's identity (``runs``), the parts built from their config nodes (``composing``), the job's
-callbacks and the trackers (``callbacks``), the Trainer (``checkpoints.build_trainer``, whose
-every checkpoint load is the safe reader); following the config from ``train``, no module is
-entered more than twice (tests/test_job_path.py). Hydra's own state (the choices, the
-overrides, the sweep) comes in as ``Launch`` values, read once at the entry
-(``composing.launch``); every function below ``train`` takes the sections or values it uses,
-never the whole config.
+The job reads its settings from the spec; the Hydra config's nodes are only instantiated
+(``composing.build``: the data, the model, the callbacks, the loggers), and its resolved form is
+what checkpoints store. Hydra's own state (the choices, the overrides, the sweep) comes in as
+``Launch`` values, read once at the entry (``composing.launch``). The process settings (CPU speed,
+compiling, a quiet console) are ``swwae.training.process``'s.
 """
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import logging
 import math
 import shlex
 import shutil
 import signal
-import sys
 import time
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack
+from dataclasses import dataclass
 from pathlib import Path
 
 import lightning as L
@@ -42,13 +36,13 @@ import torch
 from lightning.pytorch.trainer.states import TrainerStatus
 from omegaconf import DictConfig, OmegaConf
 
-from swwae import threads
 from swwae.errors import CheckpointError, ConfigError, DiskError, Interrupted, NonFiniteError, Preempted
 from swwae.training.callbacks import job_callbacks, log_final, run_params
 from swwae.training.checkpoints import build_trainer, check_fits_model
 from swwae.training.composing import Launch, build, build_all, build_loggers, check_monitor, launch
 from swwae.training.folders import check_folders, check_writable, write_failed
 from swwae.training.preemption import Preemption, PreemptionSaved
+from swwae.training.process import compile_network, set_process_defaults
 from swwae.training.runs.decision import Decision
 from swwae.training.runs.folder import (
     RunFolder,
@@ -59,195 +53,117 @@ from swwae.training.runs.folder import (
     stored_output_dir,
 )
 from swwae.training.runs.sweep_claim import claim
-from swwae.training.spec import check_config
+from swwae.training.spec import RunSpec, check_config
 
 log = logging.getLogger(__name__)
 
 SHOWN = ("test/recon_mse", "test/acc")  # the done: line's metrics, or the monitor's when not tested
 MAX_OUTCOMES_BYTES = 16 * 2**20  # test_outcomes.csv of a test split of ~300,000 images
 
+
+@dataclass
+class Job:
+    """What the job built: the run's parts, and what its reports say of it."""
+
+    datamodule: L.LightningDataModule
+    module: L.LightningModule
+    trainer: L.Trainer
+    preemption: Preemption
+    owns_run: bool  # the process that trains owns the run: rank 0 of a DDP run, or a process alone
+    run_info: dict  # what tells runs apart in tables: run name, model, data, seed
+    monitor: dict  # the metric that picks best.ckpt, and its mode
+
+
 # the job
 
 
-def train(cfg: DictConfig, hydra: Launch | None = None) -> float:
+def train(cfg: DictConfig, hydra: Launch | None = None, spec: RunSpec | None = None) -> float:
     """Train, test, write ``metrics.json``; return ``cfg.optimized_metric`` for sweepers.
-    ``hydra``: what Hydra knows of the job (``composing.launch()``, read here when not given)."""
+    ``hydra``: what Hydra knows of the job (``composing.launch()``, read here when not given);
+    ``spec``: the parsed config (parsed here when not given)."""
     started = time.perf_counter()
     hydra = hydra if hydra is not None else launch()
-
-    # 1. check (train.py parses the spec before Lightning loads; again here for train() called alone)
-    spec = check_config(cfg)  # from here on, the job's functions take its sections and values
+    spec = spec if spec is not None else check_config(cfg)
     set_process_defaults(spec.keep_freed_memory, spec.flush_denormal)
     check_folders(spec.paths)
-    stored = OmegaConf.to_container(cfg, resolve=True)  # the run config as checkpoints store it, resolved once
-    identity = identity_of(
-        stored.get("model"),
-        stored.get("data"),
-        stored.get("trainer"),
-        spec.seed,
-        spec.optimized_metric,
-        spec.optimized_mode,
-    )
-    folder = RunFolder(spec.paths.checkpoint_dir, spec.run_name, identity, spec.paths.output_dir)
-    if hydra.sweep is not None:  # a multirun's jobs never write into one run folder (runs.sweep_claim)
-        claim(folder.path, *hydra.sweep)
+    run_config = OmegaConf.to_container(cfg, resolve=True)  # the run config as checkpoints store it
+    folder = run_folder(spec, run_config, hydra)
+    job = build_job(cfg, spec, run_config, folder, hydra)
+    with folder.own(job.owns_run):  # a second run of this name ends here, before it reads or moves a file
+        check_writable(folder.path, f"the checkpoints of {spec.run_name}", "run_name")
+        decision = resume_decision(folder, job.module, spec)
+        if decision.action == "finished":  # a repeated or re-queued command: its metrics, nothing trained
+            return report_finished_run(folder, job, decision, spec)
+        resume_from = start_training(folder, job, decision, cfg.get("logger"))
+        with ExitStack() as stack:
+            stack.callback(job.preemption.install().restore)
+            metrics, best = fit_and_test(folder, job, resume_from, spec.test, hydra.overrides)
+        metrics["train_time_s"] = time.perf_counter() - started
+        return report(folder, job, spec, run_config, metrics, best)
 
-    # 2. build: the data (loaded now: data errors stop the run before any training), the model, the Trainer
+
+# 1. check and 2. build
+
+
+def run_folder(spec: RunSpec, run_config: dict, hydra: Launch) -> RunFolder:
+    """The run's folder, named and identified (the settings that made its weights); in a
+    multirun, claimed for this job alone (``runs.sweep_claim``)."""
+    sections = (run_config.get(key) for key in ("model", "data", "trainer"))
+    identity = identity_of(*sections, spec.seed, spec.optimized_metric, spec.optimized_mode)
+    folder = RunFolder(spec.paths.checkpoint_dir, spec.run_name, identity, spec.paths.output_dir)
+    if hydra.sweep is not None:
+        claim(folder.path, *hydra.sweep)
+    return folder
+
+
+def build_job(cfg: DictConfig, spec: RunSpec, run_config: dict, folder: RunFolder, hydra: Launch) -> Job:
+    """The data (loaded now: data errors stop the run before any training), the model, the
+    callbacks and the one Trainer (its loggers come later: ``start_training``)."""
     if spec.seed is not None:
         L.seed_everything(spec.seed, workers=True, verbose=False)
     datamodule = build(cfg.data, _convert_="all")
     datamodule.prepare_data()
     datamodule.setup("fit")
-    module = build(
-        cfg.model,
-        image_shape=datamodule.image_shape,
-        num_classes=datamodule.num_classes,
-        pixel_mean=datamodule.pixel_mean(),
-        _convert_="all",
-    )  # plain lists: checkpoints load weights_only
+    data = {"image_shape": datamodule.image_shape, "num_classes": datamodule.num_classes}
+    module = build(cfg.model, **data, pixel_mean=datamodule.pixel_mean(), _convert_="all")  # plain lists
     configured = build_all(cfg.get("callbacks"))
     compile_network(module, spec.compile)  # compile=true: in place, checkpoints unchanged
     check_monitor(spec.optimized_metric, spec.optimized_mode, logged_val_metrics(module))
-    settings = {k: v for k, v in stored.items() if not isinstance(v, (dict, list))}  # seed, run_name, ...
-    params = run_params(
-        settings, stored.get("model"), stored.get("data"), stored.get("trainer"), module.net.arch, hydra.choices
-    )
-    stamp = {"identity": identity, "digest": folder.digest}  # the checkpoints' record of the run identity
-    own = job_callbacks(configured, stored, params, stamp, module, datamodule, spec.seed)
+    settings = {k: v for k, v in run_config.items() if not isinstance(v, (dict, list))}  # seed, run_name, ...
+    sections = (run_config.get(key) for key in ("model", "data", "trainer"))
+    params = run_params(settings, *sections, module.net.arch, hydra.choices)
+    identity_record = {"identity": folder.identity, "digest": folder.digest}  # in every checkpoint
+    callbacks = job_callbacks(configured, run_config, params, identity_record, module, datamodule, spec.seed)
     preemption = Preemption(folder.path)
-    held: list = []  # its lines (devices, tips) are said once the run is known to go on
-    with held_lines(held):
-        trainer = build_trainer(spec.trainer, [], [*own, preemption])
-    # the process that trains owns the run: rank 0 of a DDP run, or a process alone in its run
-    # whatever rank variables its environment holds
-    trains = trainer.world_size == 1 or trainer.global_rank == 0
-    who = {
-        "run_name": spec.run_name,
-        "model": hydra.choices.get("model"),
-        "data": hydra.choices.get("data"),
-        "seed": spec.seed,
-    }
-    monitor = {"metric": spec.optimized_metric, "mode": spec.optimized_mode}
-
-    # 3. own the folder: a second run of this name ends here, before it reads or moves a file
-    with folder.own(trains):
-        check_writable(folder.path, f"the checkpoints of {spec.run_name}", "run_name")
-
-        # 4. decide
-        decision = start_of(folder, module, spec.resume, spec.trainer.max_epochs, spec.trainer.max_steps)
-        path, checkpoint = folder.checkpoint(decision.checkpoint) if decision.checkpoint else (None, None)
-        if decision.action == "finished":  # a repeated or re-queued command: its metrics, nothing trained
-            epochs = checkpoint.get("epoch", -1) + 1
-            wanted = [spec.optimized_metric] + (["test/recon_mse"] if spec.test else [])
-            summary, source = folder.own_metrics(checkpoint, wanted)
-            if summary is None:  # e.g. killed after its last checkpoint, before it wrote metrics.json
-                # evaluated again by the job's Trainer as the run was (a DDP run on its devices),
-                # without its callbacks: nothing is saved, shown or logged
-                replay(held)
-                trainer.callbacks = []
-                trainer.validate(module, datamodule=datamodule, ckpt_path=str(path), verbose=False)
-                best = path.with_name("best.ckpt") if path.with_name("best.ckpt").is_file() else path
-                metrics = evaluate_best(trainer, module, datamodule, spec.test, str(best))
-                summary = run_summary(who, module.net.arch, epochs, str(best.absolute()), monitor, metrics)
-                source = f"evaluated again from {best.name}"
-                write_test_outcomes(folder.output_dir, module)
-            elif trains:  # the outcomes the run wrote beside its metrics.json, if any (a sweep reads them per job)
-                copy_test_outcomes(checkpoint, folder.output_dir)
-            if trains:  # the run's owner reports it (one process alone, or rank 0 of a DDP run)
-                folder.write_metrics(summary)
-                print(
-                    f"done: {spec.run_name} had already finished: {epochs} of {spec.trainer.max_epochs} epochs "
-                    f"trained; {shown(summary['metrics'], spec.optimized_metric)} ({source}); nothing was retrained "
-                    f"or logged again (resume=false trains it again, under the loggers now asked for) "
-                    f"-> {spec.paths.output_dir}"
-                )
-            return monitored_value(spec.optimized_metric, summary["metrics"])
-        continuing = decision.action == "continue"
-        loggers = build_loggers(cfg.get("logger"), resuming=continuing)
-        replay(held)
-        trainer.loggers = loggers  # the Trainer's loggers, now that the run goes on (Lightning reads them from fit on)
-        if decision.action == "start_over" and trains:  # every check passed: only now touch what is on disk
-            folder.move_aside()
-        if continuing and (position := mid_epoch_position(checkpoint)) is not None:
-            datamodule.resume_at(*position, world_size=trainer.world_size)
-
-        # 5. fit and test
-        with ExitStack() as stack:
-            stack.callback(preemption.install().restore)
-            metrics, best = fit_and_test(
-                folder,
-                trainer,
-                module,
-                datamodule,
-                path if continuing else None,
-                preemption,
-                spec.test,
-                hydra.overrides,
-            )
-
-        # 6. report
-        metrics["train_time_s"] = time.perf_counter() - started
-        summary = run_summary(who, module.net.arch, trainer.current_epoch, best, monitor, metrics)
-        if trainer.is_global_zero:
-            folder.write_metrics(summary)
-            write_test_outcomes(folder.output_dir, module)
-            log_final(trainer.loggers, stored["model"], spec.seed, summary, trainer.global_step)
-            print(
-                f"done: {spec.run_name}: {shown(metrics, spec.optimized_metric)} ({metrics['train_time_s']:.0f} s) "
-                f"-> {spec.paths.output_dir}"
-            )
-        return monitored_value(spec.optimized_metric, metrics)
-
-
-# 2. build
+    trainer = build_trainer(spec.trainer, [], [*callbacks, preemption])
+    return Job(
+        datamodule,
+        module,
+        trainer,
+        preemption,
+        owns_run=trainer.world_size == 1 or trainer.global_rank == 0,
+        run_info={
+            "run_name": spec.run_name,
+            "model": hydra.choices.get("model"),
+            "data": hydra.choices.get("data"),
+            "seed": spec.seed,
+        },
+        monitor={"metric": spec.optimized_metric, "mode": spec.optimized_mode},
+    )
 
 
 def logged_val_metrics(module) -> list[str]:
     return ["val/loss", *(f"val/{name}" for name in module.metrics["val"])]
 
 
-@contextmanager
-def held_lines(held: list):
-    """Log records at INFO or below (Lightning's device lines and tips, as the Trainer is built)
-    are held in ``held`` instead of written, each with the handler that would write it; warnings
-    pass. ``replay(held)`` writes them later: a run refused at its lock prints none of them."""
-
-    class Hold(logging.Filter):
-        def __init__(self, handler: logging.Handler):
-            super().__init__()
-            self.handler = handler
-
-        def filter(self, record: logging.LogRecord) -> bool:
-            if record.levelno > logging.INFO:
-                return True
-            held.append((self.handler, record))
-            return False
-
-    loggers = [logging.root, *(lg for lg in logging.root.manager.loggerDict.values() if isinstance(lg, logging.Logger))]
-    holds = [(handler, Hold(handler)) for handler in {h for lg in loggers for h in lg.handlers}]
-    for handler, hold in holds:
-        handler.addFilter(hold)
-    try:
-        yield held
-    finally:
-        for handler, hold in holds:
-            handler.removeFilter(hold)
-
-
-def replay(held: list) -> None:
-    """Write the records ``held_lines`` held, in order, through the handlers that would have."""
-    for handler, record in held:
-        handler.handle(record)
-    held.clear()
-
-
 # 4. decide
 
 
-def start_of(folder: RunFolder, module, resume: str, max_epochs: int | None, max_steps: int | None) -> Decision:
-    """The resume decision, said in one line where it continues or passes files over; a
+def resume_decision(folder: RunFolder, module, spec: RunSpec) -> Decision:
+    """Where the run starts, said in one line where it continues or passes files over; a
     refusal as one error line naming the folder, what it holds and the ways out."""
-    decision = folder.decide(resume, max_epochs, max_steps)
+    max_epochs = spec.trainer.max_epochs
+    decision = folder.decide(spec.resume, max_epochs, spec.trainer.max_steps)
     for warning in decision.warnings:
         log.warning("%s %s", folder.path, warning)
     if decision.action == "refuse":  # (a folder locked by another run was refused by folder.own already)
@@ -264,8 +180,54 @@ def start_of(folder: RunFolder, module, resume: str, max_epochs: int | None, max
         if decision.warnings:
             log.warning("resuming from %s instead", describe_checkpoint(path, checkpoint))
         elif decision.action == "continue":
-            log.info("resume=%s: continuing this run from %s", resume, describe_checkpoint(path, checkpoint))
+            log.info("resume=%s: continuing this run from %s", spec.resume, describe_checkpoint(path, checkpoint))
     return decision
+
+
+def report_finished_run(folder: RunFolder, job: Job, decision: Decision, spec: RunSpec) -> float:
+    """A run that already finished: its metrics again (from its metrics.json, or evaluated again
+    from its checkpoints when that is gone), nothing trained or logged."""
+    path, checkpoint = folder.checkpoint(decision.checkpoint)
+    epochs = checkpoint.get("epoch", -1) + 1
+    wanted = [spec.optimized_metric] + (["test/recon_mse"] if spec.test else [])
+    summary, source = folder.own_metrics(checkpoint, wanted)
+    if summary is None:  # e.g. killed after its last checkpoint, before it wrote metrics.json
+        # evaluated again by the job's Trainer as the run was (a DDP run on its devices), without
+        # its callbacks: nothing is saved, shown or logged
+        trainer = job.trainer
+        trainer.callbacks = []
+        trainer.validate(job.module, datamodule=job.datamodule, ckpt_path=str(path), verbose=False)
+        best = path.with_name("best.ckpt") if path.with_name("best.ckpt").is_file() else path
+        metrics = evaluate_best(trainer, job.module, job.datamodule, spec.test, str(best))
+        summary = run_summary(job, epochs, str(best.absolute()), metrics)
+        source = f"evaluated again from {best.name}"
+        write_test_outcomes(folder.output_dir, job.module)
+    elif job.owns_run:  # the outcomes the run wrote beside its metrics.json, if any (a sweep reads them per job)
+        copy_test_outcomes(checkpoint, folder.output_dir)
+    if job.owns_run:
+        folder.write_metrics(summary)
+        print(
+            f"done: {spec.run_name} had already finished: {epochs} of {spec.trainer.max_epochs} epochs "
+            f"trained; {metrics_line(summary['metrics'], spec.optimized_metric)} ({source}); nothing was "
+            f"retrained or logged again (resume=false trains it again, under the loggers now asked for) "
+            f"-> {spec.paths.output_dir}"
+        )
+    return monitored_value(spec.optimized_metric, summary["metrics"])
+
+
+def start_training(folder: RunFolder, job: Job, decision: Decision, logger_nodes) -> Path | None:
+    """Every check passed and the run goes on: its loggers, the old run moved aside (a fresh
+    start over it), a pre-empted epoch's position; the checkpoint it continues from, if any."""
+    continuing = decision.action == "continue"
+    job.trainer.loggers = build_loggers(logger_nodes, resuming=continuing)  # Lightning reads them from fit on
+    if decision.action == "start_over" and job.owns_run:  # only now touch what is on disk
+        folder.move_aside()
+    if not continuing:
+        return None
+    path, checkpoint = folder.checkpoint(decision.checkpoint)
+    if (position := mid_epoch_position(checkpoint)) is not None:
+        job.datamodule.resume_at(*position, world_size=job.trainer.world_size)
+    return path
 
 
 def warn_about_schedule(path: Path, checkpoint: dict, max_epochs: int | None) -> None:
@@ -285,17 +247,12 @@ def warn_about_schedule(path: Path, checkpoint: dict, max_epochs: int | None) ->
 
 
 def fit_and_test(
-    folder: RunFolder,
-    trainer: L.Trainer,
-    module,
-    datamodule,
-    ckpt_path: Path | None,
-    preemption: Preemption,
-    test: bool,
-    overrides: tuple[str, ...],
+    folder: RunFolder, job: Job, ckpt_path: Path | None, test: bool, overrides: tuple[str, ...]
 ) -> tuple[dict, str | None]:
-    """Fit, then (``test``) test the best checkpoint; every way of stopping early as one line
-    naming what is kept and how to go on (the command's ``overrides`` plus resume=true)."""
+    """Fit (from ``ckpt_path`` when continuing), then (``test``) test the best checkpoint; every
+    way of stopping early as one line naming what is kept and how to go on (the command's
+    ``overrides`` plus resume=true)."""
+    trainer, module, datamodule, preemption = job.trainer, job.module, job.datamodule, job.preemption
     try:
         trainer.fit(module, datamodule=datamodule, ckpt_path=None if ckpt_path is None else str(ckpt_path))
         best = trainer.checkpoint_callback.best_model_path if trainer.checkpoint_callback else ""
@@ -361,16 +318,32 @@ def preempted_line(folder: RunFolder, preemption: Preemption) -> str:
 # done: line, the value returned to sweepers; a finished run's report is built by the same code
 
 
-def run_summary(who: dict, arch: str, epochs: int, checkpoint: str | None, monitor: dict, metrics: dict) -> dict:
-    """The contents of ``metrics.json``: what tells runs apart in tables (``who``: the run name,
-    model, data and seed; the network in the paper's notation), how it ended, and its metrics."""
+def report(folder: RunFolder, job: Job, spec: RunSpec, run_config: dict, metrics: dict, best: str | None) -> float:
+    """The trained run's report, by the process that owns it: metrics.json, test_outcomes.csv,
+    the final metrics to every logger, the done: line; the monitored value for sweepers."""
+    trainer = job.trainer
+    summary = run_summary(job, trainer.current_epoch, best, metrics)
+    if trainer.is_global_zero:
+        folder.write_metrics(summary)
+        write_test_outcomes(folder.output_dir, job.module)
+        log_final(trainer.loggers, run_config["model"], spec.seed, summary, trainer.global_step)
+        print(
+            f"done: {spec.run_name}: {metrics_line(metrics, spec.optimized_metric)} "
+            f"({metrics['train_time_s']:.0f} s) -> {spec.paths.output_dir}"
+        )
+    return monitored_value(spec.optimized_metric, metrics)
+
+
+def run_summary(job: Job, epochs: int, checkpoint: str | None, metrics: dict) -> dict:
+    """The contents of ``metrics.json``: what tells runs apart in tables (the run name, model,
+    data and seed; the network in the paper's notation), how it ended, and its metrics."""
     return {
-        **who,
-        "arch": arch,
+        **job.run_info,
+        "arch": job.module.net.arch,
         "status": "ok",
         "epochs": epochs,
         "checkpoint": checkpoint,
-        "monitor": monitor,
+        "monitor": job.monitor,
         "metrics": metrics,
     }
 
@@ -411,7 +384,7 @@ def copy_test_outcomes(checkpoint: dict, folder: Path) -> Path | None:
     return target
 
 
-def shown(metrics: dict, monitor: str) -> str:
+def metrics_line(metrics: dict, monitor: str) -> str:
     """The done: line's metrics: the test metrics, or the monitored one when the run was not
     tested; never an empty list."""
     keys = [k for k in SHOWN if k in metrics] or [k for k in (monitor,) if k in metrics]
@@ -423,107 +396,3 @@ def monitored_value(metric: str, metrics: dict) -> float:
     if not math.isfinite(value):
         raise ConfigError(f"{metric} was not computed (is it a metric this run logs?)")
     return value
-
-
-# the process: CPU settings, torch's defaults, compiling. The CPU threads are chosen earlier,
-# before torch loads (swwae.threads, the first line of train.py's entry); logged here
-
-
-def set_process_defaults(keep_freed: bool, flush_denormal: bool) -> None:
-    """Process-wide CPU speed settings: the job's call, not the library's (README "Performance")."""
-    if keep_freed and keep_freed_memory():
-        log.debug("glibc keeps freed memory for reuse (keep_freed_memory=true)")
-    if flush_denormal and torch.set_flush_denormal(True):  # False where the CPU cannot
-        log.debug("denormal floats flush to zero (flush_denormal=true)")
-    log.debug(threads.describe(torch.get_num_threads()))  # chosen before torch loaded (swwae.threads)
-
-
-# keep freed host memory for reuse, instead of handing it back to the OS after every step.
-#
-# glibc returns large freed blocks to the OS: mmap-ed ones at once, and the top of the heap once
-# more than a trim threshold of it is free. A training step on CPU frees its activations at the
-# end and allocates them again in the next, so every step then faults them back in, page by page,
-# each page zeroed by the kernel: for a cheap element-wise op that costs more than its arithmetic
-# (soft pooling runs many of them: its training step went from 1.54x to 1.24x native with this,
-# scripts/bench_training.py). jemalloc and tcmalloc keep freed memory by default; this asks glibc
-# to do the same. It is process-wide, so it is the application's call, never the library's: the
-# training job makes it (keep_freed_memory: true in configs/train.yaml), swwae.pooling does not.
-
-_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # mallopt parameters, <malloc.h>
-TRIM_THRESHOLD = 1 << 30  # free memory kept at the top of the heap before glibc trims it
-MMAP_THRESHOLD = 1 << 25  # 32 MiB, glibc's maximum: smaller blocks come from the heap
-
-
-def keep_freed_memory() -> bool:
-    """Ask glibc (``mallopt``) to keep up to 1 GiB of freed memory and to serve blocks up to
-    32 MiB from its heap. True if applied; False elsewhere (macOS, Windows, musl), where
-    nothing changes."""
-    if not sys.platform.startswith("linux"):
-        return False
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        mallopt = libc.mallopt
-    except (OSError, AttributeError):
-        return False
-    mallopt.argtypes, mallopt.restype = (ctypes.c_int, ctypes.c_int), ctypes.c_int
-    return bool(mallopt(_M_TRIM_THRESHOLD, TRIM_THRESHOLD) and mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD))
-
-
-# compile=true: the network trains through torch.compile. nn.Module.compile compiles the network
-# in place: its state-dict keys stay as they are (no _orig_mod. prefix), so the checkpoints of a
-# compiled run are those of an eager one, and either kind resumes the other. Every pooling mode
-# compiles without a graph break (tests/test_compile.py). Compiling costs time once per graph
-# (training, evaluation, a smaller last batch); whether it pays depends on the machine
-# (docs/performance.md).
-
-DEFAULT_BACKEND = "inductor"
-
-
-def compile_backend(setting) -> str | None:
-    """The torch.compile backend that ``compile`` asks for: ``false`` none, ``true`` the
-    default (inductor), or a backend's name (``aot_eager``: traced, not code-generated)."""
-    if setting is None or setting is False:
-        return None
-    if setting is True:
-        return DEFAULT_BACKEND
-    backends = torch._dynamo.list_backends(exclude_tags=())
-    if not isinstance(setting, str) or setting not in backends:
-        raise ConfigError(
-            f"compile={setting!r}: write true, false, or a torch.compile backend "
-            f"({', '.join(b for b in backends if 'TESTING' not in b)})"
-        )
-    return setting
-
-
-def compile_network(module: torch.nn.Module, setting) -> bool:
-    """Compile ``module.net`` in place when ``setting`` (the config's ``compile``) asks for it;
-    whether it did."""
-    backend = compile_backend(setting)
-    if backend is None:
-        return False
-    module.net.compile(backend=backend, dynamic=False)
-    log.info("torch.compile: the network compiles (backend %s) on its first batches", backend)
-    return True
-
-
-def set_torch_defaults() -> None:
-    """Quieter, faster defaults for in-memory tensors on CPU."""
-    import warnings
-
-    warnings.filterwarnings("ignore", ".*does not have many workers.*")
-    warnings.filterwarnings("ignore", ".*LeafSpec.*")
-    # a pre-empted epoch resumes exactly (the batch samplers skip what was trained: swwae.training.preemption)
-    warnings.filterwarnings("ignore", ".*resuming from a checkpoint that ended before the epoch ended.*")
-    # on Ctrl-C train.py says what is kept and how to continue, instead of Lightning's line
-    logging.getLogger("lightning.pytorch.utilities.rank_zero").addFilter(
-        lambda record: "Detected KeyboardInterrupt" not in record.getMessage()
-    )
-    # Lightning's device lines and tips on stderr, plain, as when it is imported before Hydra sets
-    # up logging (train.py imports it after its checks: it would log them through Hydra's handler)
-    for name in ("lightning.pytorch", "lightning.fabric"):
-        logger = logging.getLogger(name)
-        if logger.propagate and not logger.handlers:
-            logger.addHandler(logging.StreamHandler())
-            logger.setLevel(logging.INFO)
-            logger.propagate = False
-    torch.set_float32_matmul_precision("high")
