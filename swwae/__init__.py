@@ -55,7 +55,10 @@ def load(path: str | Path, device: str = "cpu"):
     ``swwae.errors.CheckpointError`` (one line saying what is wrong), as ``scripts/evaluate.py``
     reports it.
     """
+    from swwae.plugins import load_plugins
     from swwae.pretrained import CONFIG_FILE, WEIGHTS_FILE
+
+    load_plugins()  # a network may use a lab's own pooling mode (swwae.plugins)
 
     path = Path(path)
     if path.is_dir() or (path.name in (CONFIG_FILE, WEIGHTS_FILE) and path.parent.is_dir()):

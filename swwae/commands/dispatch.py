@@ -15,6 +15,7 @@ import sys
 from dataclasses import dataclass
 
 from swwae.errors import UserError
+from swwae.plugins import load_plugins
 from swwae.version import __version__
 
 PROG = "swwae"
@@ -99,6 +100,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {unknown(name)}", file=sys.stderr)
         return 2
     try:
+        load_plugins()  # a lab's own parts, in every subcommand (swwae.plugins)
         return SUBCOMMANDS[name].run(name, rest)
     except SystemExit as done:  # sys.exit in the job (argparse's --help, train's errors)
         return exit_status(done.code)

@@ -41,6 +41,7 @@ from omegaconf import DictConfig
 
 from swwae.commands.overrides import run_with_one_line_errors
 from swwae.errors import Interrupted, UserError, one_line
+from swwae.plugins import load_plugins
 from swwae.training.composing import CONFIG_NAME, CONFIG_PATH, Launch, check_installed, launch, register_resolvers
 from swwae.training.spec import check_config
 
@@ -144,6 +145,7 @@ def main(argv: list[str] | None = None) -> int:
     ``--config-dir``); the exit status as ``run`` leaves it (0, or its ``sys.exit``)."""
     try:
         check_installed()
+        load_plugins()  # a lab's own parts (swwae.plugins): before Hydra composes
     except UserError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

@@ -72,7 +72,8 @@ def store_settings() -> None:
     settings and loss term's weight) and ``settings/data/<name>`` (each data set of the table:
     its class, its settings, its seed the run's). A config of the ``model`` or ``data`` group
     starts from one of them (``- /settings@_here_: model``) and holds only what it changes, and
-    every key can be overridden on the command line (``model.beta=10``)."""
+    every key can be overridden on the command line (``model.beta=10``). A registered data set
+    that ships no config file is an option of the ``data`` group as it is."""
     from hydra.core.config_store import ConfigStore
 
     from swwae.datasets import DATA_SETS
@@ -84,6 +85,8 @@ def store_settings() -> None:
     for entry in DATA_SETS.values():
         node = {"_target_": entry.target, **plain(entry.settings().model_dump()), "seed": "${seed}"}
         store.store(group="settings/data", name=entry.name, node=node)
+        if entry.name not in DATA_SETS.shipped:  # a lab's own: data=<name> needs no config file
+            store.store(group="data", name=entry.name, node=node)
 
 
 @dataclass(frozen=True)
