@@ -4,15 +4,13 @@
 The folders are the layers: this package's own modules are pure torch (pooling, the paper's
 notation, the model, its loss, projections, pictures, checkpoint files); ``swwae.training``
 holds the Lightning/Hydra job around them, ``swwae.bench`` the benchmark harness and
-``swwae.commands`` the ``swwae`` command. ``import swwae`` imports no torch until a name
-that needs it is used.
+``swwae.commands`` the ``swwae`` command. ``import swwae`` imports nothing (no torch, no other
+swwae module) until a name that needs it is used: ``import swwae.pooling`` loads the pooling alone.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-
-from swwae.version import __version__  # noqa: F401 - swwae.__version__
 
 __all__ = ["MODES", "Unpool", "WhatWherePool", "load", "make_pool", "save_pretrained"]
 POOLING_NAMES = ("MODES", "Unpool", "WhatWherePool", "make_pool")
@@ -22,7 +20,13 @@ def __getattr__(name: str):
     """``swwae.WhatWherePool`` and the other pooling names (and ``swwae.pooling``) import the
     pooling, and so torch, when first used (PEP 562): ``import swwae``, and the ``swwae``
     command's start, stay cheap, and ``swwae.threads`` can set OpenMP's settings before torch
-    loads (they are read once, when its OpenMP runtime starts)."""
+    loads (they are read once, when its OpenMP runtime starts). ``swwae.__version__`` reads
+    ``swwae.version`` when asked: a parent package imports before any of its modules, and
+    ``swwae.pooling`` is lifted into other code alone."""
+    if name == "__version__":
+        from swwae.version import __version__
+
+        return __version__
     if name in POOLING_NAMES or name == "pooling":
         import swwae.pooling
 
@@ -31,7 +35,7 @@ def __getattr__(name: str):
 
 
 def __dir__() -> list[str]:
-    return sorted({*globals(), *POOLING_NAMES, "pooling"})
+    return sorted({*globals(), *POOLING_NAMES, "pooling", "__version__"})
 
 
 def load(path: str | Path, device: str = "cpu"):

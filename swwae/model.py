@@ -134,7 +134,7 @@ def stage_pool(mode: str, stage: Stage, stride: int | None, padding: int, **sett
     settings that mode reads (its ``parameters`` in the mode table: ``beta``, ``wavelet``)."""
     try:
         return make_pool(mode, stage.channels, stage.pool, stride, padding, **settings)
-    except ValueError as err:
+    except (ValueError, TypeError) as err:
         raise ConfigError(f"model pooling: {err}") from None
 
 

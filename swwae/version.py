@@ -1,4 +1,5 @@
-"""The project's version, in a module of its own: written into every model folder
-(``swwae.pretrained``), which ``swwae/__init__.py`` itself imports."""
+"""The project's version, in a module of its own: pyproject.toml reads it, every model folder
+records it (``swwae.pretrained``), and ``swwae.__version__`` imports it only when asked (so
+``import swwae.pooling`` loads nothing of swwae beside the pooling)."""
 
 __version__ = "0.3.0"

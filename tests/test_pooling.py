@@ -1,7 +1,11 @@
-"""The pooling contract (docs/architecture.md 4.1): what, where, and unpooling bound to its pool."""
+"""The pooling contract (docs/architecture.md 4.1): what, where, and unpooling bound to its pool;
+its functional form; the package standing alone; a mode's facts in its table entry."""
 
 import itertools
+import json
 import math
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -9,8 +13,23 @@ import torch.nn.functional as F
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from helpers.config import ROOT
 from helpers.pooling import geometries, soft_reference, windows
-from swwae.pooling import MODES, WHERELESS_MODES, Unpool, WhatWherePool, make_pool, splat
+from swwae.pooling import (
+    MODES,
+    POOL_MODES,
+    WHERE_MODES,
+    WHERELESS_MODES,
+    Pool,
+    PoolMode,
+    Setting,
+    Unpool,
+    WhatWherePool,
+    make_pool,
+    splat,
+    unpool2d,
+    what_where_pool2d,
+)
 from swwae.pooling.soft import add_at
 
 SEED_X = torch.tensor([[1.0, 2, 3], [13, 3, 1], [4, 2, 9]]).view(1, 1, 3, 3)
@@ -131,7 +150,7 @@ def test_deterministic_algorithms_and_bit_identical_runs():
         for _ in range(2):
             x = torch.randn(3, 4, 11, 11, generator=torch.Generator().manual_seed(1), requires_grad=True)
             outs = []
-            for mode in ("hard", "soft"):
+            for mode in WHERE_MODES:
                 pool = WhatWherePool(kernel_size=3, stride=2, padding=1, mode=mode)
                 what, where = pool(x)
                 x_hat = Unpool(pool)(what, where)
@@ -566,3 +585,140 @@ def test_soft_unpooling_backward_survives_nan_positions(kernel):
     what, where = pool(x)
     Unpool(pool)(what, where).sum().backward()
     assert x.grad.shape == x.shape
+
+
+# the functional form
+
+
+@settings(max_examples=40, deadline=None)
+@given(gaussian_inputs(), st.sampled_from(WHERE_MODES), st.sampled_from([None, 0.5, 100.0]))
+def test_the_functional_form_is_the_module_bit_for_bit(case, mode, beta):
+    geometry, x = case
+    x.requires_grad_(True)
+    pool = WhatWherePool(**geometry, mode=mode, beta=beta)
+    forms = [
+        (pool, lambda v, where: Unpool(pool)(v, where)),
+        (lambda x: what_where_pool2d(x, **geometry, mode=mode, beta=beta), unpool2d),
+    ]
+    v = torch.randn(pool(x)[0].shape, dtype=x.dtype, generator=torch.Generator().manual_seed(0))
+    results = []
+    for pooling, unpooling in forms:
+        what, where = pooling(x)
+        back = unpooling(v, where)
+        (grad,) = torch.autograd.grad(what.square().sum() + (back * x).sum(), x)
+        results.append((what, where.mask, back, grad))
+    assert all(torch.equal(a, b) for a, b in zip(*results, strict=True))
+
+
+def test_the_functional_form_keeps_the_contract_example_and_is_the_adjoint():
+    what, where = what_where_pool2d(SEED_X, kernel_size=2, stride=1)
+    assert what.squeeze().tolist() == [[13, 3], [13, 9]]
+    assert where.mask.squeeze().tolist() == [[0, 0, 1], [2, 0, 0], [0, 0, 1]]
+    v = torch.randn_like(what)
+    assert torch.allclose((unpool2d(v, where) * SEED_X).sum(), (v * what).sum())  # <unpool(v), x> == <v, pool(x)>
+    assert torch.equal(unpool2d(torch.ones_like(what), where), where.mask)
+
+
+@pytest.mark.parametrize("mode", WHERELESS_MODES)
+def test_the_functional_form_takes_only_the_modes_that_keep_a_where(mode):
+    with pytest.raises(ValueError, match=f"^what-where pooling takes a mode that keeps a where .*, got {mode!r}$"):
+        what_where_pool2d(SEED_X, 2, mode=mode)
+    with pytest.raises(TypeError, match="^unpool2d takes the where that what_where_pool2d returned, got NoneType"):
+        unpool2d(SEED_X, None)
+
+
+# a mode's facts are its table entry; the classes pool
+
+
+class ScaledAvgPool(Pool):
+    """A mode of the tests' own, with a setting of its own: the mean of each window, scaled."""
+
+    def __init__(self, kernel_size=2, stride=None, padding=0, gain=1.0):
+        super().__init__(kernel_size, stride, padding)
+        self.gain = gain
+
+    def pool(self, x: torch.Tensor):
+        g = self.geometry
+        return self.gain * F.avg_pool2d(x, g.kernel, g.stride, g.padding), None
+
+
+def test_make_pool_gives_a_class_the_settings_its_entry_declares_checked():
+    gain = Setting(2.0, "the scale", gt=0)
+    x = torch.rand(1, 1, 4, 4)
+    with POOL_MODES.registered(PoolMode("scaled", ScaledAvgPool, "no where: scaled means", settings={"gain": gain})):
+        assert torch.equal(make_pool("scaled")(x)[0], 2 * F.avg_pool2d(x, 2))  # the declared default
+        assert torch.equal(make_pool("scaled", gain=3, beta=1.0)(x)[0], 3 * F.avg_pool2d(x, 2))  # beta: soft's
+        with pytest.raises(ValueError, match="^gain must be > 0, got -1$"):
+            make_pool("scaled", gain=-1)
+        with pytest.raises(TypeError, match="^gain must be a number, got 'x'$"):
+            make_pool("scaled", gain="x")
+    with pytest.raises(TypeError, match="^make_pool got 'gain', a setting of no pooling mode; the modes' settings: "):
+        make_pool(MODES[0], gain=3)
+
+
+def test_a_where_pool_reads_its_settings_and_their_defaults_from_the_table():
+    for mode in WHERE_MODES:
+        entry = POOL_MODES[mode]
+        x = torch.randn(1, 2, 6, 6)
+        expected = what_where_pool2d(x, 2, mode=mode, **entry.values({}))[0]
+        assert torch.equal(WhatWherePool(2, mode=mode)(x)[0], expected)
+        assert torch.equal(make_pool(mode)(x)[0], expected)
+
+
+@pytest.mark.parametrize("name", ["Hard", "", "a b/c", "hard"])
+def test_a_mode_name_is_a_new_lower_case_identifier(name):
+    before = POOL_MODES.names()
+    with pytest.raises(ValueError) as refused:
+        POOL_MODES.register(PoolMode(name, ScaledAvgPool, "no where: refused"))
+    assert str(refused.value).startswith(f"pooling mode {name!r}") and "\n" not in str(refused.value)
+    assert POOL_MODES.names() == before
+
+
+# the package stands alone
+
+HEAVY = ("pywt", "ptwt", "lightning", "pytorch_lightning", "hydra", "omegaconf")
+
+
+@pytest.mark.slow
+def test_the_package_stands_alone_and_loads_pywavelets_for_wavelet_pools_only():
+    """One fresh interpreter: importing swwae.pooling loads nothing of swwae beside it (nor
+    torch), building and running each mode loads no framework, and PyWavelets only for a
+    wavelet pool; at the end every module of the package is loaded, still nothing else of swwae."""
+    code = f"""
+import importlib, json, pkgutil, sys
+
+WATCHED = {HEAVY!r}
+
+def loaded():  # what the pooling must not bring: the rest of swwae, the frameworks, PyWavelets
+    return {{m if m.startswith("swwae.") else m.split(".")[0] for m in sys.modules
+            if m.split(".")[0] in WATCHED or m.startswith("swwae.") and not m.startswith("swwae.pooling")}}
+
+import swwae.pooling
+steps = {{"import swwae.pooling": sorted(loaded() | {{"torch"}} & set(sys.modules))}}
+seen = loaded()
+import torch
+from swwae.pooling import POOL_MODES, Unpool, make_pool, unpool2d, what_where_pool2d
+
+def step(name):
+    global seen
+    steps[name], seen = sorted(loaded() - seen), loaded()
+
+x = torch.rand(1, 2, 8, 8)
+what, where = what_where_pool2d(x, 2)
+unpool2d(what, where)
+step("functional")
+for mode in POOL_MODES:
+    pool = make_pool(mode, channels=2)
+    what, where = pool(x)
+    Unpool(pool)(what, where)
+    step(mode)
+for module in pkgutil.iter_modules(swwae.pooling.__path__):
+    importlib.import_module("swwae.pooling." + module.name)
+step("every module")
+print(json.dumps(steps))
+"""
+    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    expected = {"import swwae.pooling": [], "functional": [], "every module": []}
+    expected |= {mode: ["pywt"] if mode == "wavelet" else [] for mode in POOL_MODES}
+    assert json.loads(result.stdout) == expected

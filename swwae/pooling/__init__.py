@@ -7,6 +7,11 @@ positions won). ``Unpool(pool)`` sends values back through the same windows:
     what, where = pool(x)          # where.mask is shaped like x
     x_hat = Unpool(pool)(what, where)
 
+or, as functions (``torch.nn.functional``'s way; the where carries what unpooling needs):
+
+    what, where = what_where_pool2d(x, kernel_size=2, mode="hard")
+    x_hat = unpool2d(what, where)
+
 * ``hard``: ``what`` is ``F.max_pool2d``; the mask is d sum(what) / dx (the gradient-of-sum
   trick), and unpooling is the exact adjoint of max pooling at the recorded input (the
   deconvnet's "switches"): values of overlapping windows add up, unlike ``nn.MaxUnpool2d``,
@@ -24,14 +29,19 @@ The package, one module per job, each importing only modules listed above it:
   in-window splat as autograd Functions);
 * ``wheres``: what a pool records, ``HardWhere`` and ``SoftWhere``, and the generic ``splat``;
 * ``upsamplers``: the where-free ways back up (nearest, transposed conv, inverse wavelet);
+* ``functional``: ``what_where_pool2d`` and ``unpool2d``, the hard and soft pooling as
+  functions;
 * ``base``: ``Pool``, what every mode shares;
 * ``pools``: ``WhatWherePool``, the baselines, ``make_pool`` and ``POOLS`` (mode name ->
   class), ``MODES``, ``WHERE_MODES``, ``WHERELESS_MODES``: views of the mode table;
 * ``unpooling``: ``Unpool``, bound to its pool.
 
-The mode table is ``swwae.pooling.modes`` (torch-free: the config checks read it before torch
-loads). A new mode is a ``Pool`` subclass and one ``PoolMode`` entry there (or
-``POOL_MODES.register(PoolMode(...))`` from outside the package).
+The mode table is ``swwae.pooling.modes`` (on ``swwae.pooling.registry``; plain Python: the
+config checks read it before torch loads): each mode's facts (its class, what it records, its
+settings) are stated there once, and the classes hold only how they pool. A new mode is a
+``Pool`` subclass and one ``PoolMode`` entry there (or ``POOL_MODES.register(PoolMode(...))``
+from outside the package). The package imports nothing of swwae outside itself, and nothing
+until a name is used: PyWavelets only when a wavelet pool is built.
 """
 
 from importlib import import_module
@@ -45,6 +55,8 @@ WHERE = {
     "Pool": "base",
     "Geometry": "geometry",
     "pooled_size": "geometry",
+    "unpool2d": "functional",
+    "what_where_pool2d": "functional",
     "POOLS": "pools",
     "MODES": "pools",
     "WHERE_MODES": "pools",
@@ -88,6 +100,8 @@ __all__ = [
     "make_pool",
     "pooled_size",
     "splat",
+    "unpool2d",
+    "what_where_pool2d",
     "window_owner_upsample",
 ]
 

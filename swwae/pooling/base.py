@@ -1,10 +1,9 @@
 """``Pool``: what every pooling mode shares (geometry, input checks, the size of the last
-input). A mode is registered in the mode table (``swwae.pooling.modes``) and built by
-``swwae.pooling.make_pool`` with the settings its constructor names."""
+input). A class holds how a mode pools; its entry in the mode table (``swwae.pooling.modes``)
+holds what the mode is (its name, what it records, its settings), and
+``swwae.pooling.make_pool`` builds the class with the settings the entry declares."""
 
 from __future__ import annotations
-
-from typing import ClassVar
 
 from torch import Tensor, nn
 
@@ -13,15 +12,10 @@ from swwae.pooling.upsamplers import NearestUnpool
 
 
 class Pool(nn.Module):
-    """A pooling mode. Subclasses implement ``pool`` (returning what and a where, or None),
-    set ``keeps_where`` (whether they return a where), may set ``modes`` (the config names
-    they answer to, when they take ``mode``) and take, by name, the settings they need
-    (``channels``, ``beta``, ``wavelet``, ...: ``make_pool`` passes those their constructor
-    names). Their entry in ``swwae.pooling.modes`` says the rest (where, ceil, description)."""
-
-    modes: ClassVar[tuple[str, ...]] = ()
-    keeps_where: ClassVar[bool] = False
-    mode: str
+    """How a mode pools. Subclasses implement ``pool`` (returning what and a where, or None, as
+    their entry's ``where`` says) and take, by name, the settings their entry declares (``beta``,
+    ``wavelet``, ...) and those of ``mode``, ``channels`` and the geometry they need:
+    ``make_pool`` passes what their constructor names."""
 
     def __init__(
         self,
@@ -46,4 +40,4 @@ class Pool(nn.Module):
         return NearestUnpool(self.geometry)
 
     def extra_repr(self) -> str:
-        return f"mode={self.mode!r}, {self.geometry}"
+        return str(self.geometry)

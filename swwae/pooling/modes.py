@@ -17,6 +17,8 @@ keyword of the class's constructor, which ``swwae.pooling.make_pool`` passes on.
 from __future__ import annotations
 
 import importlib
+import math
+import numbers
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -36,6 +38,37 @@ class Setting:
     gt: float | None = None  # greater than
     ge: float | None = None  # at least
     choices: tuple | None = None  # one of these
+
+    def check(self, name: str, value: Any) -> Any:
+        """``value``, or TypeError (a wrong type) or ValueError, one line naming ``name`` and what
+        it must be: of the default's type (a float setting takes ints too, and must be finite; no
+        bool passes for a number; a None default takes anything), within the bounds, one of the
+        choices."""
+        kind, what = self.value_type()
+        if kind is not None and (not isinstance(value, kind) or isinstance(value, bool) != (kind is bool)):
+            raise TypeError(f"{name} must be {what}, got {value!r}")
+        if kind is numbers.Real and not math.isfinite(value):
+            raise ValueError(f"{name} must be a finite number, got {value!r}")
+        if self.gt is not None and not value > self.gt:
+            raise ValueError(f"{name} must be > {self.gt:g}, got {value!r}")
+        if self.ge is not None and not value >= self.ge:
+            raise ValueError(f"{name} must be >= {self.ge:g}, got {value!r}")
+        if self.choices is not None and value not in self.choices:
+            raise ValueError(f"{name} must be one of {', '.join(map(str, self.choices))}, got {value!r}")
+        return value
+
+    def value_type(self) -> tuple[type | None, str]:
+        """The type its values must have (None: any), in words."""
+        default = self.default
+        if default is None:
+            return None, "anything"
+        if isinstance(default, bool):
+            return bool, "true or false"
+        if isinstance(default, numbers.Integral):
+            return numbers.Integral, "an integer"
+        if isinstance(default, numbers.Real):
+            return numbers.Real, "a number"
+        return type(default), f"a {type(default).__name__}"
 
 
 @dataclass(frozen=True)
@@ -74,6 +107,11 @@ class PoolMode:
     def values(self, given: Mapping) -> dict:
         """Its settings' values: those ``given`` holds, defaults for the rest."""
         return {name: given.get(name, s.default) for name, s in self.settings.items()}
+
+    def checked(self, given: Mapping) -> dict:
+        """``values(given)``, each checked against its declaration (``Setting.check``: TypeError
+        or ValueError, one line)."""
+        return {name: self.settings[name].check(name, value) for name, value in self.values(given).items()}
 
     def describe(self, settings: Mapping) -> str:
         """What the card says of a network's pooling, from its settings."""

@@ -10,25 +10,23 @@ import inspect
 import math
 from collections.abc import Iterator, Mapping
 
-import pywt
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
 from swwae.pooling.base import Pool
+from swwae.pooling.functional import pool_with_where, where_of
 from swwae.pooling.geometry import pair
 from swwae.pooling.modes import POOL_MODES, where_modes
 from swwae.pooling.precision import in_float32
-from swwae.pooling.soft import soft_pool
 from swwae.pooling.upsamplers import TransposedConvUnpool, WaveletUnpool
 from swwae.pooling.wheres import HardWhere, SoftWhere
 
 
 class WhatWherePool(Pool):
-    """Max pooling that also says where: ``mode="hard"`` (switches) or ``"soft"`` (soft argmax)."""
-
-    modes = ("hard", "soft")
-    keeps_where = True
+    """Max pooling that also says where, in a mode that keeps one: ``hard`` (switches) or
+    ``soft`` (soft argmax, temperature ``beta``; None: the default the mode declares), as the
+    mode's entry in the table says. It runs ``swwae.pooling.functional`` with its own windows."""
 
     def __init__(
         self,
@@ -36,33 +34,22 @@ class WhatWherePool(Pool):
         stride: int | tuple[int, int] | None = None,
         padding: int | tuple[int, int] = 0,
         mode: str = "hard",
-        beta: float = 100.0,
+        beta: float | None = None,
     ):
         super().__init__(kernel_size, stride, padding)
-        if mode not in self.modes:
-            raise ValueError(f"WhatWherePool mode must be one of {self.modes}, got {mode!r}")
-        if not (math.isfinite(beta) and beta > 0):
-            raise ValueError(f"beta must be a finite number > 0, got {beta}")
-        self.mode, self.beta = mode, float(beta)
+        self.where_kind = where_of(mode)  # "hard" or "soft"
+        self.mode, self.beta = mode, POOL_MODES[mode].checked({} if beta is None else {"beta": beta}).get("beta")
 
     def pool(self, x: Tensor) -> tuple[Tensor, HardWhere | SoftWhere]:
-        return self._hard(x) if self.mode == "hard" else self._soft(x)
+        return pool_with_where(x, self.geometry, self.where_kind, self.beta)
 
-    def _hard(self, x: Tensor):
-        g = self.geometry
-        what, indices = F.max_pool2d(x, g.kernel, g.stride, g.padding, return_indices=True)
-        return what, HardWhere(indices, x, g)
-
-    def _soft(self, x: Tensor):
-        what, in_window_row, in_window_col = soft_pool(x, self.geometry, self.beta)
-        return what, SoftWhere(in_window_row, in_window_col, x.shape, self.geometry)
+    def extra_repr(self) -> str:
+        settings = "".join(f", {name}={getattr(self, name)!r}" for name in POOL_MODES[self.mode].settings)
+        return f"mode={self.mode!r}{settings}, {self.geometry}"
 
 
 class MaxUpsamplePool(Pool):
     """Baseline ``upsample``: max pooling whose where is thrown away; nearest upsampling back."""
-
-    mode = "upsample"
-    modes = (mode,)
 
     def pool(self, x: Tensor):
         g = self.geometry
@@ -72,9 +59,6 @@ class MaxUpsamplePool(Pool):
 class AvgPool(Pool):
     """Baseline ``avg``: average pooling (padded cells not counted); nearest upsampling back."""
 
-    mode = "avg"
-    modes = (mode,)
-
     def pool(self, x: Tensor):
         g = self.geometry
         return F.avg_pool2d(x, g.kernel, g.stride, g.padding, count_include_pad=False), None
@@ -83,9 +67,6 @@ class AvgPool(Pool):
 class StridedConvPool(Pool):
     """Baseline ``strided`` (the all-convolutional net): a learned stride-k conv down,
     a learned transposed conv up."""
-
-    mode = "strided"
-    modes = (mode,)
 
     def __init__(
         self,
@@ -140,9 +121,6 @@ class WaveletPool(Pool):
     average pooling; for Haar on even sizes it *is* average pooling).
     """
 
-    mode = "wavelet"
-    modes = (mode,)
-
     def __init__(
         self,
         kernel_size: int | tuple[int, int] = 2,
@@ -162,6 +140,8 @@ class WaveletPool(Pool):
         # flipped, as conv2d correlates; float64, cast to the input's dtype as ptwt does. A buffer,
         # moved with the model: no copy to the GPU (a host sync) at every call; not persistent:
         # no new key in state dicts
+        import pywt  # here: only a wavelet pool needs PyWavelets
+
         low_pass = torch.tensor(pywt.Wavelet(wavelet).dec_lo[::-1], dtype=torch.float64)
         self.register_buffer("low_pass", low_pass, persistent=False)
 
@@ -194,7 +174,7 @@ class PoolClasses(Mapping):
 
 
 POOLS: Mapping[str, type[Pool]] = PoolClasses()
-GEOMETRY = ("stride", "padding")  # a class that takes none of these must be given none (a default)
+PLACES = ("mode", "channels", "kernel_size", "stride", "padding")  # what make_pool passes besides a mode's settings
 
 
 def __getattr__(name: str):
@@ -216,32 +196,36 @@ def make_pool(
     padding: int | tuple[int, int] = 0,
     **settings,
 ) -> Pool:
-    """One pool: ``mode`` picks the class (the mode table), which is given those of ``mode``,
-    ``channels``, the geometry and ``settings`` (``beta=``, ``wavelet=``, ...) that its
-    constructor names (the others are not its own: a model passes every pooling setting to
-    every mode). ValueError (one line) for an unknown mode, a setting the class needs and is
-    not given, or a stride or padding that a class without them is given."""
-    if not isinstance(mode, str) or mode not in POOL_MODES:
-        raise ValueError(f"unknown pooling mode {mode!r}; choose one of {POOL_MODES.names()}")
-    cls = POOL_MODES[mode].load()
-    given = dict(settings, mode=mode, channels=channels, kernel_size=kernel_size, stride=stride, padding=padding)
+    """One pool of ``mode``, the class its entry in the mode table names, built with the mode's
+    settings (``entry.values(settings)``: those given, the declared defaults for the rest, each
+    checked against its declaration) and those of ``mode``, ``channels``, ``kernel_size``,
+    ``stride`` and ``padding`` that its constructor names. A setting of another mode is not this
+    one's and is left out (a model passes every pooling setting to every mode).
+
+    ValueError (one line) for an unknown mode, a bad setting, a number of channels the class
+    needs and is not given, or a stride or padding that a class without them is given; TypeError
+    for a setting that no mode of the table declares."""
+    entry = POOL_MODES.entry(mode, "mode")
+    declared = {name for other in POOL_MODES.values() for name in other.settings}
+    if unknown := sorted(set(settings) - declared):
+        raise TypeError(
+            f"make_pool got {unknown[0]!r}, a setting of no pooling mode; the modes' settings: "
+            + (", ".join(sorted(declared)) or "none")
+        )
+    cls = entry.load()
     parameters = inspect.signature(cls).parameters
     takes_any = any(p.kind == p.VAR_KEYWORD for p in parameters.values())
-    for name in GEOMETRY:
-        if name not in parameters and not takes_any and given[name] not in (None, 0):
-            raise ValueError(f"{mode} pooling has no {name} of its own: leave it unset")
-    chosen = {}
-    for name, p in parameters.items():
-        if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
-            continue
-        value = given.get(name)
-        if value is None and p.default is p.empty:
-            raise ValueError(f"{mode} pooling needs {'the number of channels' if name == 'channels' else name}")
-        if name in given and not (value is None and p.default is not p.empty and p.default is not None):
+    chosen = entry.checked(settings)
+    if not takes_any and (missing := [name for name in chosen if name not in parameters]):
+        raise TypeError(f"{mode} pooling: {cls.__name__} takes no {missing[0]!r}, which the mode's entry declares")
+    given = dict(mode=mode, channels=channels, kernel_size=kernel_size, stride=stride, padding=padding)
+    for name in PLACES:
+        value, parameter = given[name], parameters.get(name)
+        if parameter is None and not takes_any:
+            if name in ("stride", "padding") and value not in (None, 0):
+                raise ValueError(f"{mode} pooling has no {name} of its own: leave it unset")
+        elif value is not None:
             chosen[name] = value
-    if takes_any:
-        chosen |= {k: v for k, v in given.items() if k not in parameters}
-    pool = cls(**chosen)
-    if getattr(pool, "mode", None) != mode:
-        pool.mode = mode
-    return pool
+        elif parameter is not None and parameter.default is parameter.empty:
+            raise ValueError(f"{mode} pooling needs {'the number of channels' if name == 'channels' else name}")
+    return cls(**chosen)

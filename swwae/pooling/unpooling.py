@@ -1,11 +1,13 @@
-"""``Unpool``: unpooling bound to one pool, sending values back through its recorded where,
-or through its where-free upsampler when there is none."""
+"""``Unpool``: unpooling bound to one pool, sending values back through its recorded where
+(``swwae.pooling.functional.unpool2d``), or through its where-free upsampler when there is
+none."""
 
 from __future__ import annotations
 
 from torch import Tensor, nn
 
 from swwae.pooling.base import Pool
+from swwae.pooling.functional import unpool2d
 from swwae.pooling.wheres import HardWhere, SoftWhere
 
 
@@ -31,7 +33,7 @@ class Unpool(nn.Module):
         self, v: Tensor, where: HardWhere | SoftWhere | None = None, output_size: tuple[int, ...] | None = None
     ) -> Tensor:
         if where is not None:
-            return where.unpool(v)
+            return unpool2d(v, where)
         size = output_size if output_size is not None else self.pool.input_size
         if size is None:
             raise ValueError("unpooling without a where needs output_size (the pool has not run yet)")

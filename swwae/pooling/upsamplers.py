@@ -4,7 +4,6 @@ where (the baselines, or a where deliberately dropped)."""
 
 from __future__ import annotations
 
-import pywt
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
@@ -73,6 +72,8 @@ class WaveletUnpool(nn.Module):
         self.wavelet, self.levels = wavelet, levels
         # a buffer, moved with the model: no copy to the GPU (a host sync) at every call; not
         # persistent: no new key in state dicts; float64, cast to the input's dtype as ptwt does
+        import pywt  # here: only a wavelet pool needs PyWavelets
+
         rec_lo = torch.tensor(pywt.Wavelet(wavelet).rec_lo, dtype=torch.float64)
         self.register_buffer("low_pass", rec_lo, persistent=False)
 
