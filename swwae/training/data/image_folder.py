@@ -348,11 +348,11 @@ def image_folder_splits(
 def check_split_sizes(count: int, classes: int, val_size: int, test_size: int, where: str) -> None:
     """One ConfigError line unless ``val_size`` and ``test_size`` (each >= 1) leave every one
     of ``classes`` room for a training image among the ``count`` images of ``where``."""
-    sizes = {"val_size": val_size, "test_size": test_size}
-    for key, size in sizes.items():
-        check_int(key, size, 1)
+    check_int("val_size", val_size, 1)
+    check_int("test_size", test_size, 1)
     if val_size + test_size > count - classes:
+        one_per_class = f" (one per class: {classes})" if classes > 1 else ""
         raise ConfigError(
             f"data.val_size={val_size} + data.test_size={test_size} leave too few of the {count} images "
-            f"of {where} for training (at least {classes} needed): lower them, or add images"
+            f"of {where} for training{one_per_class}: lower them, or add images"
         )
