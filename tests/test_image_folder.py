@@ -1,0 +1,284 @@
+"""A folder of images as a data set: both layouts, every common format and mode, one line per
+bad folder, a fingerprint that follows the folder's contents, and seeded stratified splits."""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+from torchvision import transforms
+
+from helpers.image_folders import picture, save, write_image_folder
+from swwae.errors import ConfigError, DataError
+from swwae.training.data.image_folder import folder_fingerprint, image_folder_splits, read_image_folder
+
+
+def read(root, size=8, channels=3, **kwargs):
+    return read_image_folder(root, size, channels, progress=False, **kwargs)
+
+
+# the layouts
+
+
+def test_labelled_folder_of_mixed_formats_modes_and_sizes(tmp_path, caplog):
+    root = write_image_folder(tmp_path / "pets", classes=("cat", "dog", "emu"), per_class=10, mixed=True)
+    (root / "dog" / "notes.txt").write_text("not an image")  # skipped silently, as ImageFolder does
+    save(picture(0, (6, 6)), root / "cat" / ".hidden" / "thumb.png")  # hidden folders too
+    (root / "cat" / "._img000.png").write_bytes(b"macOS metadata")  # and hidden files
+    with caplog.at_level(logging.WARNING):
+        contents = read(root, size=9, channels=3)
+    assert contents.images.shape == (30, 3, 9, 9) and contents.images.dtype == torch.uint8
+    assert contents.labels.dtype == torch.int64
+    assert contents.labels.tolist() == [0] * 10 + [1] * 10 + [2] * 10
+    assert contents.classes == ("cat", "dog", "emu")
+    assert contents.files[:2] == ("cat/img000.png", "cat/img001.png") and len(contents.files) == 30
+    assert {os.path.splitext(f)[1] for f in contents.files} == {
+        ".png",
+        ".jpg",
+        ".jpeg",
+        ".gif",
+        ".tif",
+        ".webp",
+        ".bmp",
+    }
+    assert len(torch.unique(contents.images.flatten(1), dim=0)) == 30  # every image its own
+    (line,) = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]  # said once
+    assert "converted 15 of 30 images to RGB" in line
+    assert "6 P" in line and "3 I;16" in line and "3 L" in line and "3 RGBA" in line
+
+
+def test_flat_folder_is_unlabelled_and_grey_on_request(tmp_path, caplog):
+    root = write_image_folder(tmp_path / "flat", classes=(), per_class=7, mixed=True)
+    os.mkdir(root / "empty")  # a sub-folder without images makes no class
+    with caplog.at_level(logging.WARNING):
+        contents = read(root, size=5, channels=1)
+    assert contents.images.shape == (7, 1, 5, 5)
+    assert contents.labels is None and contents.classes == ()
+    assert contents.files == tuple(sorted(contents.files)) and "/" not in "".join(contents.files)
+    (line,) = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert "converted 6 of 7 images to L" in line
+
+
+def test_progress_is_shown_on_stderr(tmp_path, capsys):
+    root = write_image_folder(tmp_path / "pets", per_class=2)
+    read_image_folder(root, 4, 3, progress=True)
+    captured = capsys.readouterr()
+    assert captured.out == "" and f"reading {root}" in captured.err
+
+
+# what each image becomes
+
+
+def test_an_image_of_the_size_asked_is_read_pixel_for_pixel(tmp_path):
+    pixels = np.random.default_rng(0).integers(0, 256, (6, 6, 3), dtype=np.uint8)
+    save(Image.fromarray(pixels), tmp_path / "flat" / "a.png")
+    contents = read(tmp_path / "flat", size=6)
+    assert torch.equal(contents.images[0], torch.from_numpy(pixels).permute(2, 0, 1))
+
+
+def test_the_centre_is_cropped_without_stretching(tmp_path):
+    """Three bands of 8 columns, 8 rows high (and its transpose): at size 8 nothing is resized,
+    and the centre 8 x 8 is the middle band."""
+    bands = np.repeat(np.array([0, 100, 200], dtype=np.uint8), 8)[None].repeat(8, axis=0)
+    save(Image.fromarray(bands), tmp_path / "flat" / "wide.png")
+    save(Image.fromarray(np.ascontiguousarray(bands.T)), tmp_path / "flat" / "tall.png")
+    images = read(tmp_path / "flat", size=8, channels=1).images
+    assert images.unique().tolist() == [100]
+
+
+def test_a_large_image_is_read_as_torchvisions_resize_and_centre_crop(tmp_path):
+    pixels = np.random.default_rng(1).integers(0, 256, (30, 45, 3), dtype=np.uint8)
+    save(Image.fromarray(pixels), tmp_path / "flat" / "photo.png")
+    recipe = transforms.Compose([transforms.Resize(10), transforms.CenterCrop(10), transforms.PILToTensor()])
+    assert torch.equal(read(tmp_path / "flat", size=10).images[0], recipe(Image.fromarray(pixels)))
+
+
+def test_sixteen_bit_grey_is_scaled_not_clipped(tmp_path):
+    values = np.array([[0, 257 * 64], [257 * 128, 65535]], dtype=np.uint16)
+    save(Image.fromarray(values), tmp_path / "flat" / "deep.png")
+    assert Image.open(tmp_path / "flat" / "deep.png").mode.startswith("I")
+    grey = read(tmp_path / "flat", size=2, channels=1).images[0, 0]
+    assert grey.tolist() == [[0, 64], [128, 255]]
+
+
+def test_exif_orientation_is_applied(tmp_path):
+    """A photo stored sideways with the EXIF tag 'rotate 90 clockwise' (6) reads upright."""
+    upright = np.zeros((8, 8), dtype=np.uint8)
+    upright[:4] = 255  # white top half
+    stored = Image.fromarray(upright).transpose(Image.Transpose.ROTATE_90)  # as the camera wrote it
+    exif = Image.Exif()
+    exif[0x0112] = 6
+    path = tmp_path / "flat" / "photo.jpg"
+    path.parent.mkdir()
+    stored.save(path, "JPEG", exif=exif, quality=95)
+    image = read(tmp_path / "flat", size=8, channels=1).images[0, 0].int()
+    assert image[:3].min() > 200 and image[5:].max() < 50
+
+
+@pytest.mark.filterwarnings("error")
+def test_a_palette_with_transparency_reads_without_a_warning_of_pils(tmp_path):
+    palette = Image.fromarray(np.arange(16, dtype=np.uint8).reshape(4, 4)).convert("P")
+    (tmp_path / "flat").mkdir()
+    palette.save(tmp_path / "flat" / "a.png", transparency=bytes(16))  # every entry transparent
+    assert read(tmp_path / "flat", size=4).images.shape == (1, 3, 4, 4)
+
+
+# reading the same folder, and a changed one
+
+
+def test_the_same_folder_reads_bit_identical_and_a_copy_has_its_fingerprint(tmp_path):
+    root = write_image_folder(tmp_path / "pets", per_class=6, mixed=True)
+    first, second = read(root), read(root, threads=1)
+    assert torch.equal(first.images, second.images) and torch.equal(first.labels, second.labels)
+    assert first.fingerprint == second.fingerprint == folder_fingerprint(root)
+    copy = shutil.copytree(root, tmp_path / "elsewhere")  # new modification times, same bytes
+    (copy / "README.txt").write_text("not an image: not part of the data")
+    assert folder_fingerprint(copy) == first.fingerprint
+
+
+@pytest.mark.parametrize("change", ["edit", "add", "remove", "move to another class"])
+def test_a_changed_folder_has_another_fingerprint(tmp_path, change):
+    root = write_image_folder(tmp_path / "pets", per_class=3)
+    before = folder_fingerprint(root)
+    target = root / "cat" / "img001.png"
+    if change == "edit":  # same size, same modification time, other bytes
+        stat, data = target.stat(), bytearray(target.read_bytes())
+        data[-20] ^= 1
+        target.write_bytes(bytes(data))
+        os.utime(target, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    elif change == "add":
+        save(picture(99, (12, 10)), root / "dog" / "new.png")
+    elif change == "remove":
+        target.unlink()
+    else:
+        target.rename(root / "dog" / "img001_cat.png")
+    assert folder_fingerprint(root) != before
+
+
+# bad folders: one line each
+
+
+def corrupt_png(root):
+    write_image_folder(root, per_class=2)
+    (root / "dog" / "broken.png").write_bytes(b"\x89PNG\r\n\x1a\n" + b"\0" * 40)
+
+
+def truncated_jpeg(root):
+    write_image_folder(root, per_class=2)
+    picture(1, (64, 64)).save(root / "cat" / "cut.jpg", "JPEG")
+    data = (root / "cat" / "cut.jpg").read_bytes()
+    (root / "cat" / "cut.jpg").write_bytes(data[: len(data) // 2])
+
+
+def text_as_png(root):
+    write_image_folder(root, classes=(), per_class=2)
+    (root / "notes.png").write_text("hello")
+
+
+def float_tiff(root):
+    write_image_folder(root, classes=(), per_class=2)
+    Image.fromarray(np.ones((4, 4), dtype=np.float32)).save(root / "float.tif", "TIFF")
+
+
+def one_class(root):
+    write_image_folder(root, classes=("cat",), per_class=3)
+
+
+def mixed_layout(root):
+    write_image_folder(root, per_class=2)
+    save(picture(7, (8, 8)), root / "stray.png")
+
+
+def empty_class(root):
+    write_image_folder(root, per_class=2)
+    (root / "owl").mkdir()
+    (root / "owl" / "readme.txt").write_text("no pictures yet")
+
+
+def only_text(root):
+    root.mkdir()
+    (root / "notes.txt").write_text("no pictures")
+
+
+def a_file(root):
+    save(picture(0, (8, 8)), root.with_suffix(".png")).rename(root)
+
+
+BAD = {
+    "missing": (lambda root: None, "not found"),
+    "not a folder": (a_file, "is not a folder"),
+    "empty": (lambda root: root.mkdir(), "holds no images"),
+    "no image files": (only_text, "holds no images"),
+    "corrupt png": (corrupt_png, "broken.png cannot be read as an image"),
+    "truncated jpeg": (truncated_jpeg, "cut.jpg cannot be read as an image"),
+    "text named png": (text_as_png, "notes.png cannot be read as an image"),
+    "float pixels": (float_tiff, "float.tif holds floating-point pixels"),
+    "one class": (one_class, "has one class folder (cat)"),
+    "mixed layout": (mixed_layout, "holds images both at its top (stray.png) and in sub-folders (cat, dog)"),
+    "empty class": (empty_class, "owl holds no images"),
+}
+
+
+@pytest.mark.parametrize("case", BAD)
+def test_a_bad_folder_is_one_line(tmp_path, case):
+    make, words = BAD[case]
+    root = tmp_path / "data"
+    make(root)
+    with pytest.raises(DataError) as err:
+        read(root)
+    message = str(err.value)
+    assert words in message and "\n" not in message
+    if case in ("one class", "empty"):
+        assert "directly in" in message  # the way to the other layout is said
+
+
+def test_too_many_bytes_are_refused_before_decoding(tmp_path):
+    root = write_image_folder(tmp_path / "pets", per_class=5)
+    with pytest.raises(
+        DataError, match=r"at data.image_size=64 with 3 channel\(s\).*lower data.image_size \(at most 31 fits\)"
+    ):
+        read(root, size=64, max_bytes=10 * 3 * 32 * 32 - 1)
+    assert read(root, size=32, max_bytes=10 * 3 * 32 * 32).images.shape == (10, 3, 32, 32)
+
+
+@pytest.mark.parametrize(("size", "channels", "words"), [(0, 3, "data.image_size=0"), (8, 2, "data.channels=2")])
+def test_bad_settings_are_one_line(tmp_path, size, channels, words):
+    with pytest.raises(ConfigError, match=words):
+        read(write_image_folder(tmp_path / "pets", per_class=2), size=size, channels=channels)
+
+
+# splits
+
+
+def test_splits_are_seeded_stratified_and_cover_the_folder(tmp_path):
+    root = write_image_folder(tmp_path / "pets", classes=("a", "b", "c"), per_class=8)
+    contents = read(root, size=4)
+    train_x, train_y, val_x, val_y, test_x, test_y = image_folder_splits(contents, 6, 3, split_seed=0)
+    assert (len(train_y), len(val_y), len(test_y)) == (15, 6, 3)
+    assert torch.bincount(val_y).tolist() == [2, 2, 2] and sorted(test_y.tolist()) == [0, 1, 2]
+    rows = {tuple(x.flatten().tolist()) for x in torch.cat([train_x, val_x, test_x])}
+    assert len(rows) == 24  # disjoint, and every image in one of them
+    again = image_folder_splits(contents, 6, 3, split_seed=0)
+    other = image_folder_splits(contents, 6, 3, split_seed=1)
+    assert torch.equal(again[2], val_x) and not torch.equal(other[2], val_x)
+
+
+def test_a_flat_folder_splits_unlabelled(tmp_path):
+    contents = read(write_image_folder(tmp_path / "flat", classes=(), per_class=10), size=4)
+    train_x, train_y, val_x, val_y, test_x, test_y = image_folder_splits(contents, 2, 3, split_seed=0)
+    assert (len(train_x), len(val_x), len(test_x)) == (5, 2, 3)
+    assert set(torch.cat([train_y, val_y, test_y]).tolist()) == {-1}
+
+
+@pytest.mark.parametrize(
+    ("val", "test", "words"), [(5, 4, "leave too few of the 10 images"), (0, 2, "data.val_size=0")]
+)
+def test_splits_that_leave_too_few_for_training_are_one_line(tmp_path, val, test, words):
+    contents = read(write_image_folder(tmp_path / "pets", per_class=5), size=4)
+    with pytest.raises(ConfigError, match=words):
+        image_folder_splits(contents, val, test, split_seed=0)
