@@ -16,8 +16,10 @@ and help are its ``settings`` class (a ``swwae.settings.DataSettings``).
 from __future__ import annotations
 
 import importlib
+import os
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from typing import Literal
 
 from pydantic import Field, StrictBool, StrictStr
 
@@ -39,6 +41,18 @@ class FolderSettings(DataSettings):
     root: StrictStr = Field("./data", description="the folder its files are in (or downloaded to)")
     download: StrictBool = Field(False, description="true: fetch missing files once")
     val_size: bounded(int, ge=1) = Field(5000, description="validation images, carved out of the training set")
+
+
+class ImageFolderSettings(DataSettings):
+    """A folder of your own images (``swwae.training.data.image_folder``)."""
+
+    root: StrictStr = Field("images", description="the folder: one sub-folder per class (labelled), or images alone")
+    image_size: bounded(int, ge=4, le=1024) = Field(
+        32, description="side S of the square images: shorter side resized to S, centre S x S cropped"
+    )
+    channels: Literal[1, 3] = Field(3, description="1: grey, 3: colour (every image converted, said once)")
+    val_size: bounded(int, ge=1) = Field(50, description="validation images, stratified by class")
+    test_size: bounded(int, ge=1) = Field(50, description="test images, stratified by class (the rest train)")
 
 
 class SVHNSettings(FolderSettings):
@@ -99,11 +113,48 @@ class DataSet:
     def card_name(self) -> str:
         return self.title or self.name
 
+    # what depends on a run's settings (a folder of images: its size, channels and classes)
+
+    def shape_of(self, settings) -> tuple[int, int, int]:
+        """The images' shape (channels, height, width) under ``settings``."""
+        return tuple(self.image_shape)
+
+    def classes_of(self, settings) -> int | None:
+        """The classes of the labels under ``settings`` (None: no labels)."""
+        return self.num_classes
+
+    def contents_of(self, settings) -> str | None:
+        """A fingerprint of what ``settings`` point at, for the run identity when it may change
+        under the same settings (a folder of the user's); None for a fixed data set."""
+        return None
+
     def load(self) -> type:
         """The data module class (imported if the entry names it)."""
         if not isinstance(self.data_class, str):
             return self.data_class
         return getattr(importlib.import_module(self.module), self.cls)
+
+
+@dataclass(frozen=True)
+class ImageFolderSet(DataSet):
+    """A folder of the user's images: its image shape is its settings', its classes are its
+    sub-folders (none in a flat folder), and its contents are part of a run's identity."""
+
+    def shape_of(self, settings) -> tuple[int, int, int]:
+        return (settings.channels, settings.image_size, settings.image_size)
+
+    def classes_of(self, settings) -> int | None:
+        """The class folders, counted without reading an image (the reader checks the rest)."""
+        try:
+            folders = [e for e in os.scandir(settings.root) if e.is_dir() and not e.name.startswith(".")]
+        except OSError:
+            return None  # missing: the reader says it in one line
+        return len(folders) or None
+
+    def contents_of(self, settings) -> str | None:
+        from swwae.training.data.image_folder import folder_fingerprint
+
+        return folder_fingerprint(settings.root)
 
 
 _DATA = "swwae.training.data"
@@ -199,6 +250,15 @@ DATA_SETS = DataSetTable(
             aliases=_OLD,
             epoch_images=900 + 100_000,  # labelled training images and the unlabelled ones
             settings=STL10Settings,
+            flips=True,
+        ),
+        ImageFolderSet(
+            "image_folder",
+            f"{_DATA}:ImageFolderDataModule",
+            (3, 32, 32),  # as its settings say: data.channels, data.image_size
+            0,  # as its folder says: one class a sub-folder, none in a flat folder
+            title="a folder of images",
+            settings=ImageFolderSettings,
             flips=True,
         ),
     ),

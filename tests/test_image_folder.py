@@ -10,6 +10,7 @@ import shutil
 import numpy as np
 import pytest
 import torch
+from omegaconf import OmegaConf
 from PIL import Image
 from torchvision import transforms
 
@@ -282,3 +283,64 @@ def test_splits_that_leave_too_few_for_training_are_one_line(tmp_path, val, test
     contents = read(write_image_folder(tmp_path / "pets", per_class=5), size=4)
     with pytest.raises(ConfigError, match=words):
         image_folder_splits(contents, val, test, split_seed=0)
+
+
+# the data set: data=image_folder, through the job
+
+
+def folder_run(tmp_path, folder, *overrides):
+    """A quick run of the job on a folder of images; (its metrics.json, the config)."""
+    import json
+
+    from hydra.core.global_hydra import GlobalHydra
+
+    from helpers.config import compose_config
+    from swwae.training.run import train
+
+    settings = [f"data.root={folder}", "data.val_size=4", "data.test_size=4", "data.image_size=16"]
+    cfg = compose_config(tmp_path, ["data=image_folder", "model.widths=[4]", *settings, *overrides])
+    train(cfg)
+    GlobalHydra.instance().clear()
+    return json.loads((tmp_path / "output" / "metrics.json").read_text()), cfg
+
+
+@pytest.mark.slow
+def test_a_folder_of_images_trains_continues_and_exports(tmp_path):
+    import swwae
+
+    folder = write_image_folder(tmp_path / "pics", classes=("a", "b", "c"), per_class=8, mixed=True)
+    metrics, _ = folder_run(tmp_path, folder)
+    assert metrics["status"] == "ok" and "test/acc" in metrics["metrics"]
+    again, _ = folder_run(tmp_path, folder)  # the same command again: the finished run, reported
+    assert again["metrics"] == metrics["metrics"]
+    net = swwae.load(metrics["checkpoint"])
+    assert net.image_shape == (3, 16, 16) and net.classifier[-1].out_features == 3
+    swwae.save_pretrained(net, tmp_path / "m")
+    x = torch.rand(2, 3, 16, 16)
+    assert torch.equal(swwae.load(tmp_path / "m")(x).recon, net(x).recon)
+
+
+@pytest.mark.slow
+def test_a_flat_folder_trains_its_reconstruction_only(tmp_path):
+    folder = write_image_folder(tmp_path / "pics", classes=(), per_class=24)
+    metrics, _ = folder_run(tmp_path, folder, "data.channels=1")
+    assert "test/recon_mse" in metrics["metrics"] and "test/acc" not in metrics["metrics"]
+
+
+def test_a_changed_folder_is_another_run(tmp_path):
+    """The folder's contents are part of the run's identity: the same settings over changed
+    images never continue or report the old run."""
+    from helpers.config import compose_config
+    from swwae.training.composing import launch
+    from swwae.training.run import run_folder
+    from swwae.training.spec import check_config
+
+    folder = write_image_folder(tmp_path / "pics", classes=("a", "b"), per_class=6)
+
+    def identity():
+        cfg = compose_config(tmp_path, ["data=image_folder", f"data.root={folder}", "data.val_size=2"])
+        return run_folder(check_config(cfg), OmegaConf.to_container(cfg, resolve=True), launch()).identity
+
+    before = identity()
+    (folder / "a" / sorted(os.listdir(folder / "a"))[0]).unlink()
+    assert identity() != before

@@ -145,7 +145,8 @@ def main(argv: list[str] | None = None) -> int:
     ``--config-dir``); the exit status as ``run`` leaves it (0, or its ``sys.exit``)."""
     try:
         check_installed()
-        load_plugins()  # a lab's own parts (swwae.plugins): before Hydra composes
+        if load_plugins():  # a lab's own parts (swwae.plugins): their settings before Hydra composes
+            register_resolvers()
     except UserError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

@@ -53,7 +53,7 @@ from swwae.training.runs.folder import (
     stored_output_dir,
 )
 from swwae.training.runs.sweep_claim import claim
-from swwae.training.spec import RunSpec, check_config
+from swwae.training.spec import RunSpec, Section, check_config, table_entry
 
 log = logging.getLogger(__name__)
 
@@ -110,6 +110,10 @@ def run_folder(spec: RunSpec, run_config: dict, hydra: Launch) -> RunFolder:
     multirun, claimed for this job alone (``runs.sweep_claim``)."""
     sections = (run_config.get(key) for key in ("model", "data", "trainer"))
     identity = identity_of(*sections, spec.seed, spec.optimized_metric, spec.optimized_mode)
+    entry = table_entry(spec.data.target) if isinstance(spec.data, Section) else None
+    contents = entry.contents_of(spec.data) if entry is not None else None
+    if contents is not None:  # a folder of the user's images: what it holds is part of the run
+        identity["data"]["contents"] = contents
     folder = RunFolder(spec.paths.checkpoint_dir, spec.run_name, identity, spec.paths.output_dir)
     if hydra.sweep is not None:
         claim(folder.path, *hydra.sweep)

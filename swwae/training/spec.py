@@ -390,7 +390,9 @@ class RunSpec(Frozen):
         data = section_of(value, "data", class_spec("data", value, stored(info)))
         if isinstance(data, DataSettings):  # as the data module will check them
             shipped_data = DATASETS[data.target.rpartition(".")[2]]
-            check_data(shipped_data.name, shipped_data.num_classes, data)
+            # a stored config's folder is not looked at: where data is read from is the user's
+            classes = shipped_data.classes_of(data) if stored(info) is None else shipped_data.num_classes
+            check_data(shipped_data.name, classes, data)
         return data
 
     @field_validator("model", mode="before")
@@ -399,7 +401,7 @@ class RunSpec(Frozen):
         return section_of(value, "model", class_spec("model", value, stored(info)))
 
     @model_validator(mode="after")
-    def _model_on_its_data(self):
+    def _model_on_its_data(self, info: ValidationInfo):
         """A shipped model's network on the images of a data set of the data-set table (shipped
         or registered: ``swwae.datasets``), as their classes check it."""
         if not isinstance(self.model, NetworkSettings) or not isinstance(self.data, Section):
@@ -409,11 +411,13 @@ class RunSpec(Frozen):
             return self
         m = self.model
         values = m.model_dump()
-        check_network(m.kernel_size, m.pool_mode, m.nonlinearity, m.dropout, data.image_shape)
+        image_shape = data.shape_of(self.data)
+        num_classes = data.classes_of(self.data) if stored(info) is None else data.num_classes
+        check_network(m.kernel_size, m.pool_mode, m.nonlinearity, m.dropout, image_shape)
         check_pool_settings(pool_mode_of(m.pool_mode), values)
-        classes = data.num_classes if trains_classifier(values) else None
+        classes = num_classes if trains_classifier(values) else None
         arch = network_spec(m.arch, list(m.widths), m.kernel_size, m.pool_size, classes)
-        check_fits(arch, data.image_shape, m.pool_stride, m.pool_padding, ceil=pool_mode_of(m.pool_mode).ceil)
+        check_fits(arch, image_shape, m.pool_stride, m.pool_padding, ceil=pool_mode_of(m.pool_mode).ceil)
         check_training(loss_weights(values), arch=m.arch)
         return self
 

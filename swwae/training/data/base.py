@@ -75,9 +75,9 @@ class InMemoryDataModule(lightning.LightningDataModule):
         classes, flips) are its entry's too."""
         super().__init__()
         entry = entry_of(type(self))
-        self.name, self.image_shape, self.num_classes = entry.name, tuple(entry.image_shape), entry.num_classes
-        self.flips = entry.flips
         self.settings = parse(entry.settings, settings, "data")
+        self.name, self.flips = entry.name, entry.flips
+        self.image_shape, self.num_classes = entry.shape_of(self.settings), entry.classes_of(self.settings)
         # the split is a property of the dataset, fixed by split_seed: runs with different
         # (training) seeds are then compared on the same test images
         values = check_data(self.name, self.num_classes, self.settings)
@@ -114,7 +114,7 @@ class InMemoryDataModule(lightning.LightningDataModule):
         train_x = splits.train_x
         if self.num_unlabelled is not None:
             train_x, train_y = self._fewer_unlabelled(train_x, train_y)
-        if bool((train_y < 0).any()):  # semi-supervised: labelled samples in every batch
+        if bool((train_y < 0).any()) and bool((train_y >= 0).any()):  # semi-supervised: labelled in every batch
             self.labelled = torch.nonzero(train_y >= 0).flatten()
             self.labelled_per_batch = choose_labelled_per_batch(
                 self.labelled_per_batch,

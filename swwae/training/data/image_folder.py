@@ -50,6 +50,7 @@ from swwae.loss import UNLABELLED
 from swwae.progress import progress as progress_steps
 from swwae.settings import check_int
 from swwae.splits import SPLIT, generator, stratified_split
+from swwae.training.data.base import InMemoryDataModule, Splits
 
 log = logging.getLogger(__name__)
 
@@ -356,3 +357,21 @@ def check_split_sizes(count: int, classes: int, val_size: int, test_size: int, w
             f"data.val_size={val_size} + data.test_size={test_size} leave too few of the {count} images "
             f"of {where} for training{one_per_class}: lower them, or add images"
         )
+
+
+# the data set
+
+
+class ImageFolderDataModule(InMemoryDataModule):
+    """``data=image_folder data.root=DIR``: a folder of your own images (the module's docstring
+    says how it is read), split seeded and stratified into train/val/test like every data set
+    here. A flat folder has no labels: its images train the reconstruction terms only, and no
+    accuracy is reported. Its settings: ``swwae.datasets.ImageFolderSettings``."""
+
+    fetch_hint = "data.root=<a folder of images>"
+
+    def load(self) -> Splits:
+        contents = read_image_folder(self.root, self.image_size, self.channels, progress=True)
+        self.num_classes = len(contents.classes) or None
+        self.class_names = contents.classes
+        return Splits(*image_folder_splits(contents, self.val_size, self.test_size, self.split_seed))

@@ -51,7 +51,7 @@ from swwae.training.checkpoints import remove_stale_temp_files
 from swwae.training.folders import reason, write_failed
 from swwae.training.registry import DATA_MODULES, DATASETS, MODEL_MODULES, MODELS, shipped
 from swwae.training.runs.decision import Decision, FolderState, Found, Request, decide
-from swwae.training.runs.identity import aside_name, aside_stamp, check_run_name, digest, run_identity
+from swwae.training.runs.identity import IDENTITY_KEY, aside_name, aside_stamp, check_run_name, digest, run_identity
 
 log = logging.getLogger(__name__)
 
@@ -79,6 +79,19 @@ def section_defaults(data_target: str | None) -> dict[str, dict]:
     if entry is not None:
         defaults["data"] = entry.settings().model_dump()
     return defaults
+
+
+def stored_identity(stored: Mapping, checkpoint: Mapping) -> dict:
+    """The identity of the run a checkpoint holds, from its stored config; with the contents
+    its record names (a folder of images' fingerprint, which no config holds)."""
+    identity = identity_of(*(stored.get(key) for key in IDENTITY_KEYS))
+    record = checkpoint.get(IDENTITY_KEY)
+    saved = record.get("identity") if isinstance(record, Mapping) else None
+    data = saved.get("data") if isinstance(saved, Mapping) else None
+    contents = data.get("contents") if isinstance(data, Mapping) else None
+    if isinstance(contents, str):
+        identity["data"]["contents"] = contents
+    return identity
 
 
 def identity_of(
@@ -168,7 +181,7 @@ class RunFolder:
                 Found(
                     path.name,
                     None,
-                    identity_of(*(stored.get(key) for key in IDENTITY_KEYS)),
+                    stored_identity(stored, checkpoint),
                     checkpoint.get("epoch", -1),
                     checkpoint.get("global_step", 0),
                     mid_epoch_position(checkpoint),
