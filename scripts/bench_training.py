@@ -49,7 +49,7 @@ from torch import nn
 
 from swwae.bench.harness import peak_memory, set_threads, time_interleaved, timed
 from swwae.bench.steps import PRECISIONS, training_step
-from swwae.loss import WEIGHTS, swwae_loss
+from swwae.loss import loss_weights, swwae_loss
 from swwae.model import SWWAE
 from swwae.training.nonfinite import LossWatch
 from swwae.training.process import compile_backend, keep_freed_memory
@@ -107,7 +107,7 @@ def make_step(net: SWWAE, x, y, precision: str = "32-true", check=None):
     given, sees the loss terms of every step."""
 
     def loss():
-        terms = swwae_loss(net(x), x, y, **WEIGHTS)
+        terms = swwae_loss(net(x), x, y, **loss_weights({}))
         if check is not None:
             check(terms, y)
         return terms["loss"]

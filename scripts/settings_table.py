@@ -8,9 +8,52 @@ current (exit 1 if not). The tests run the check, so the page is the schema's.
 from __future__ import annotations
 
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
-from swwae.settings import settings_tables
+from swwae.datasets import DATA_SETS
+from swwae.loss_terms import TERMS
+from swwae.settings import DataSettings, NetworkSettings, TrainingSettings, model_settings, pool_settings
+
+# the tables
+
+
+def shown(value) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(shown(v) for v in value) + "]"
+    return str(value)
+
+
+def markdown_table(fields: Mapping, section: str) -> str:
+    """Settings (name -> pydantic field) as a markdown table: key, default, what it does."""
+    rows = ["| key | default | what it does |", "|---|---|---|"]
+    rows += [f"| `{section}.{n}` | `{shown(f.default)}` | {f.description or ''} |" for n, f in fields.items()]
+    return "\n".join(rows)
+
+
+def settings_tables() -> str:
+    """Every model and data setting, with its default and help: the model's by kind (network,
+    pooling modes' own, training, loss weights), the data's shared ones, then each data set's own."""
+    model = model_settings().model_fields
+    pooling = {n: model[n] for n in pool_settings()}
+    weights = {t.weight: model[t.weight] for t in TERMS.values()}
+    parts = [
+        "### Model: the network\n\n" + markdown_table(NetworkSettings.model_fields, "model"),
+        "### Model: the pooling modes' own settings\n\n" + markdown_table(pooling, "model"),
+        "### Model: training\n\n" + markdown_table(TrainingSettings.model_fields, "model"),
+        "### Model: the loss terms' weights\n\n" + markdown_table(weights, "model"),
+        "### Data: every data set\n\n" + markdown_table(DataSettings.model_fields, "data"),
+    ]
+    for entry in DATA_SETS.values():
+        own = {n: f for n, f in entry.settings.model_fields.items() if n not in DataSettings.model_fields}
+        if own:
+            parts.append(f"### Data: `{entry.name}`\n\n" + markdown_table(own, "data"))
+    return "\n\n".join(parts) + "\n"
+
 
 PAGE = Path(__file__).resolve().parents[1] / "docs" / "configs.md"
 BEGIN, END = "<!-- settings-table: begin (scripts/settings_table.py) -->", "<!-- settings-table: end -->"

@@ -104,6 +104,14 @@ def unknown_key(key: str, known) -> str:
     return f"{key} is not a setting{f' of {section}' if section else ''}; the settings are: {shown}"
 
 
+WORDS_AS_SIGNS = (
+    ("greater than or equal to", ">="),
+    ("less than or equal to", "<="),
+    ("greater than", ">"),
+    ("less than", "<"),
+)
+
+
 def first_problem(err: ValidationError, section: str = "", known=()) -> Exception:
     """The first problem of a validation, as the one line a user reads (a ``UserError`` that a
     check raised inside it, as it is: an ArchError keeps its caret)."""
@@ -120,6 +128,8 @@ def first_problem(err: ValidationError, section: str = "", known=()) -> Exceptio
     if first["type"] == "missing":
         return ConfigError(f"{key} is missing: the config must set it")
     message = first["msg"].replace("Input should be", "must be").replace("Value error, ", "")
+    for words, sign in WORDS_AS_SIGNS:
+        message = message.replace(words, sign)
     shown = repr(first["input"])
     shown = shown if len(shown) <= 120 else shown[:100] + "..."
     return ConfigError(f"{key}={shown} is not allowed: {message}")
@@ -257,6 +267,8 @@ def check_pool_settings(mode: PoolMode, values: Mapping) -> dict:
     except ValidationError as err:
         first = err.errors(include_url=False)[0]
         message = first["msg"].replace("Input should be", "must be").replace("Value error, ", "")
+    for words, sign in WORDS_AS_SIGNS:
+        message = message.replace(words, sign)
         raise ConfigError(f"model.{first['loc'][0]}={first['input']!r} is not allowed: {message}") from None
 
 
@@ -353,45 +365,3 @@ def check_data(name: str, num_classes: int | None, settings: DataSettings) -> di
     if labels is not None:
         k = choose_labelled_per_batch(k, values["batch_size"], labels, f"data.num_labels={labels} labelled samples")
     return values | {"labelled_per_batch": k}
-
-
-# the tables of docs/configs.md (scripts/settings_table.py writes them there)
-
-
-def shown(value) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return str(value).lower()
-    if isinstance(value, (list, tuple)):
-        return "[" + ", ".join(shown(v) for v in value) + "]"
-    return str(value)
-
-
-def markdown_table(fields: Mapping, section: str) -> str:
-    """Settings (name -> pydantic field) as a markdown table: key, default, what it does."""
-    rows = ["| key | default | what it does |", "|---|---|---|"]
-    rows += [f"| `{section}.{n}` | `{shown(f.default)}` | {f.description or ''} |" for n, f in fields.items()]
-    return "\n".join(rows)
-
-
-def settings_tables() -> str:
-    """Every model and data setting, with its default and help: the model's by kind (network,
-    pooling modes' own, training, loss weights), the data's shared ones, then each data set's own."""
-    from swwae.datasets import DATA_SETS
-
-    model = model_settings().model_fields
-    pooling = {n: model[n] for n in pool_settings()}
-    weights = {t.weight: model[t.weight] for t in TERMS.values()}
-    parts = [
-        "### Model: the network\n\n" + markdown_table(NetworkSettings.model_fields, "model"),
-        "### Model: the pooling modes' own settings\n\n" + markdown_table(pooling, "model"),
-        "### Model: training\n\n" + markdown_table(TrainingSettings.model_fields, "model"),
-        "### Model: the loss terms' weights\n\n" + markdown_table(weights, "model"),
-        "### Data: every data set\n\n" + markdown_table(DataSettings.model_fields, "data"),
-    ]
-    for entry in DATA_SETS.values():
-        own = {n: f for n, f in entry.settings.model_fields.items() if n not in DataSettings.model_fields}
-        if own:
-            parts.append(f"### Data: `{entry.name}`\n\n" + markdown_table(own, "data"))
-    return "\n\n".join(parts) + "\n"

@@ -107,9 +107,9 @@ def test_a_data_target_that_is_not_a_shipped_data_set_is_refused_naming_it(targe
 def test_every_shipped_data_set_is_found_by_its_current_and_its_old_path():
     for spec in DATASETS.values():
         assert data_spec(spec.target) is spec
-        assert data_spec(f"swwae.data.{spec.cls}") is spec  # checkpoints written before 0.2
-        cls = spec.load()
-        assert (cls.name, tuple(cls.image_shape), cls.num_classes) == (spec.name, spec.image_shape, spec.num_classes)
+        if spec.aliases:  # checkpoints written before 0.2
+            assert data_spec(f"swwae.data.{spec.cls}") is spec
+        assert spec.load().__name__ == spec.cls
 
 
 @pytest.mark.parametrize("value", [{"_target_": "builtins.open", "file": "x"}, {"a": 1}, [{"_target_": "os.system"}]])

@@ -70,7 +70,7 @@ def test_num_unlabelled_is_refused_when_it_cannot_work():
         sample(num_unlabelled=500)
     with pytest.raises(ConfigError, match="more than the 3900 label-hidden"):
         sample(num_labels=100, num_unlabelled=3901)
-    with pytest.raises(ConfigError, match="data.num_unlabelled=0 must be an integer >= 1"):
+    with pytest.raises(ConfigError, match="data.num_unlabelled=0 is not allowed: must be >= 1"):
         MNISTSampleDataModule(num_labels=100, num_unlabelled=0)
 
 

@@ -119,7 +119,7 @@ def test_the_default_is_a_quarter_of_the_batch_and_never_more_than_the_labels():
 @pytest.mark.parametrize(
     "kwargs, message",
     [
-        ({"labelled_per_batch": 0}, r"data.labelled_per_batch=0 must be an integer >= 1"),
+        ({"labelled_per_batch": 0}, r"data.labelled_per_batch=0 is not allowed: must be >= 1"),
         (
             {"labelled_per_batch": 128},
             r"labelled_per_batch=128 leaves no room for unlabelled samples in batches of "
