@@ -109,9 +109,11 @@ def test_ctrl_c_before_training_is_one_line_too(tmp_path):
 
 @pytest.mark.slow
 def test_output_to_a_file_is_one_line_per_epoch(tmp_path):
+    """The console of a run: one line an epoch, then its done: line, and nothing else (no
+    banner, tips, warnings or restore lines of Lightning's: they come with verbose=true)."""
     result = train_cli(tmp_path, "model.widths=[4]", "trainer.max_epochs=3", "callbacks.progress_bar.refresh_rate=5")
     assert result.returncode == 0, result.stderr[-2000:]
-    assert "\r" not in result.stdout + result.stderr
+    assert "\r" not in result.stdout + result.stderr and result.stderr.strip() == "", result.stderr
     lines = result.stdout.strip().splitlines()
     assert [line.split(":")[0] for line in lines[:3]] == ["epoch 1/3", "epoch 2/3", "epoch 3/3"]
     for line in lines[:3]:
