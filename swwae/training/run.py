@@ -60,6 +60,7 @@ from swwae.training.runs.folder import (
 )
 from swwae.training.runs.sweep_claim import claim
 from swwae.training.spec import check_config
+from swwae.training.trainer_settings import check_epoch
 
 log = logging.getLogger(__name__)
 
@@ -118,6 +119,7 @@ def train(cfg: DictConfig, hydra: Launch | None = None) -> float:
     held: list = []  # its lines (devices, tips) are said once the run is known to go on
     with held_lines(held):
         trainer = build_trainer(spec.trainer, [], [*own, preemption])
+    check_epoch(spec.trainer, datamodule, trainer.world_size)  # batch settings against the data, before the folder
     # the process that trains owns the run: rank 0 of a DDP run, or a process alone in its run
     # whatever rank variables its environment holds
     trains = trainer.world_size == 1 or trainer.global_rank == 0
