@@ -228,7 +228,7 @@ class CheckedTrainer(BaseModel):
     @field_validator("overfit_batches")
     @classmethod
     def _overfit(cls, value):
-        if value in (0, 0.0, None) and not isinstance(value, bool):
+        if value in (0, 0.0) and not isinstance(value, bool):  # 0: off, as Lightning has it
             return value
         raise fails(
             "trainer.overfit_batches",
