@@ -51,7 +51,7 @@ def _numpy(t) -> np.ndarray:
 
 @torch.no_grad()
 def features(net: nn.Module, images: Tensor, stages: str = "top", pooled: int = 2, batch_size: int = 500) -> Tensor:
-    """Frozen features (N, D) of ``images`` (uint8 or float in [0, 1]), in eval mode.
+    """Frozen features (N, D), float32, of ``images`` (uint8 or float in [0, 1]), in eval mode.
 
     ``stages="top"``: the top what, flattened, as the classifier head reads it.
     ``stages="all"``: every stage's what, average-pooled to ``pooled`` x ``pooled`` cells
@@ -59,15 +59,15 @@ def features(net: nn.Module, images: Tensor, stages: str = "top", pooled: int = 
     """
     if stages not in ("top", "all"):
         raise ConfigError(f"features: stages must be 'top' or 'all', got {stages!r}")
-    device = next(net.parameters()).device
+    weight = next(net.parameters())  # a network trained in float64 or bfloat16 takes its own dtype
     parts = []
     with eval_mode(net):
         for chunk in images.split(batch_size):
-            whats = net.encode(_float(chunk).to(device))[0]
+            whats = net.encode(_float(chunk).to(weight.device, weight.dtype))[0]
             if stages == "top":
-                parts.append(whats[-1].flatten(1).cpu())
+                parts.append(whats[-1].flatten(1).float().cpu())
             else:
-                parts.append(torch.cat([F.adaptive_avg_pool2d(w, pooled).flatten(1) for w in whats], 1).cpu())
+                parts.append(torch.cat([F.adaptive_avg_pool2d(w, pooled).flatten(1) for w in whats], 1).float().cpu())
     return torch.cat(parts)
 
 

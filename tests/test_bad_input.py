@@ -71,6 +71,10 @@ BAD_VALUES = [
         "debug=quick trainer.val_check_interval=0",
         "error: trainer.val_check_interval=0 is not allowed: an integer >= 1 (batches)",
     ),
+    (  # the data's batches: counted once the data are loaded, before the run's folders
+        "debug=quick trainer.val_check_interval=1000",
+        "error: trainer.val_check_interval=1000 is more than the 3 training batches of an epoch",
+    ),
     ("trainer.accumulate_grad_batches=0", "error: trainer.accumulate_grad_batches=0 is not allowed: must be greater"),
     ("trainer.max_steps=0", "error: trainer.max_steps=0 trains nothing"),
     ("run_name=ѕwwae", "error: run_name=ѕwwae: 'ѕ' (U+0455 CYRILLIC SMALL LETTER DZE) is not a plain ASCII character"),

@@ -1,5 +1,5 @@
 """A device asked for and not there: one line naming what was asked and what the machine has
-(``swwae.training.spec.check_devices``), exit 2 before any data is read."""
+(``swwae.training.trainer_settings.check_devices``), exit 2 before any data is read."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from omegaconf import OmegaConf
 
 from helpers.cli import last_error_line, train_cli
 from swwae.errors import ConfigError
-from swwae.training import spec as devices
-from swwae.training.spec import check_devices
+from swwae.training import trainer_settings as devices
+from swwae.training.trainer_settings import check_devices
 
 
 @pytest.fixture

@@ -17,6 +17,7 @@ from swwae.datasets import DATA_SETS
 from swwae.errors import CheckpointError, ConfigError
 from swwae.training.spec import AS_WRITTEN, OwnClass, TrainerSpec, check_config, data_spec, model_spec, parse_stored
 
+TRAINER = "lightning.pytorch.Trainer"
 EXPERIMENTS = sorted(
     str(p.relative_to(CONFIG_DIR / "experiment").with_suffix("")) for p in (CONFIG_DIR / "experiment").rglob("*.yaml")
 )
@@ -73,7 +74,7 @@ def config(tmp_path) -> dict:
         ("trainer", "max_epochs", True, "trainer.max_epochs=True is not allowed: a whole number of epochs >= 1"),
         ("trainer", "max_steps", -2, "trainer.max_steps=-2 is not allowed: a whole number of steps >= 1, or -1"),
         ("trainer", "limit_val_batches", 1.5, "trainer.limit_val_batches=1.5 is not allowed: an integer >= 0"),
-        ("trainer", "precision", "8-bit", "trainer.precision='8-bit' is not allowed: one of 32, 16, bf16,"),
+        ("trainer", "precision", "8-bit", "trainer.precision='8-bit' is not allowed: one of 64, 32, 16, bf16,"),
         ("trainer", "gradient_clip_algorithm", "l1", "trainer.gradient_clip_algorithm='l1' is not allowed: must be"),
         ("trainer", "max_epoch", 3, "trainer.max_epoch is not a setting; did you mean trainer.max_epochs?"),
         ("model", "lr", "0.1", "model.lr='0.1' is not allowed: must be a finite number"),
@@ -121,7 +122,8 @@ def test_a_config_stored_by_swwae_0_1_parses_by_the_same_schema():
     [
         ({"data": {"_target_": "builtins.open", "file": "/etc/passwd"}}, "asks for the data class 'builtins.open'"),
         ({"model": "SWWAEModule"}, "holds a run config that does not parse: model must be a mapping of settings"),
-        ({"trainer": {"max_epochs": "2"}}, "holds a run config that does not parse: trainer.max_epochs='2'"),
+        ({"trainer": {"_target_": TRAINER, "max_epochs": "2"}}, "does not parse: trainer.max_epochs='2'"),
+        ({"trainer": {"_target_": TRAINER, "max_epoch": 2}}, "does not parse: trainer.max_epoch is not a setting"),
     ],
 )
 def test_a_stored_config_that_does_not_parse_is_one_checkpoint_error(change, message):

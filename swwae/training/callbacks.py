@@ -220,7 +220,7 @@ class ReconstructionImages(L.Callback):
             self._images = trainer.datamodule.images("val", self.num_images)
         panels = {
             name: Picture(image)
-            for name, image in reconstruction_panels(module.net, self._images.to(module.device)).items()
+            for name, image in reconstruction_panels(module.net, self._images.to(module.device, module.dtype)).items()
         }
         for logger in loggers:
             for name, picture in panels.items():

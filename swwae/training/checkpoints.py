@@ -45,7 +45,7 @@ from swwae.training.module import SWWAEModule
 from swwae.training.registry import plain_settings
 
 if TYPE_CHECKING:
-    from swwae.training.spec import TrainerSpec
+    from swwae.training.trainer_settings import TrainerSpec
 
 log = logging.getLogger(__name__)
 
@@ -169,4 +169,5 @@ def build_trainer(settings: TrainerSpec, loggers: list, callbacks: list) -> L.Tr
     plugins = [build(p) if isinstance(p, Mapping) else p for p in given]  # nodes with _target_, or names
     if not any(isinstance(p, CheckpointIO) for p in plugins):
         plugins.append(AtomicCheckpointIO())
-    return build(kwargs, logger=loggers or False, callbacks=callbacks, plugins=plugins)
+    # plain containers: Lightning tells a mapping ({minutes: 1}) by isinstance(value, dict)
+    return build(kwargs, logger=loggers or False, callbacks=callbacks, plugins=plugins, _convert_="all")

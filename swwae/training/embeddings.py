@@ -59,7 +59,7 @@ class Embeddings(L.Callback):
         if not self.enabled or not loggers or not trainer.is_global_zero or self.num_images <= 0:
             return
         data = trainer.datamodule
-        images = data.images(self.split, self.num_images).to(module.device)
+        images = data.images(self.split, self.num_images).to(module.device, module.dtype)
         labels = getattr(data, f"{self.split}_y")[: self.num_images]
         for logger in loggers:
             write_embedding(logger.experiment, module.net, images, labels, step=trainer.global_step)

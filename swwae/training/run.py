@@ -54,6 +54,7 @@ from swwae.training.runs.folder import (
 )
 from swwae.training.runs.sweep_claim import claim
 from swwae.training.spec import RunSpec, Section, check_config, table_entry
+from swwae.training.trainer_settings import check_epoch
 
 log = logging.getLogger(__name__)
 
@@ -140,6 +141,7 @@ def build_job(cfg: DictConfig, spec: RunSpec, run_config: dict, folder: RunFolde
     callbacks = job_callbacks(configured, run_config, params, identity_record, module, datamodule, spec.seed)
     preemption = Preemption(folder.path)
     trainer = build_trainer(spec.trainer, [], [*callbacks, preemption])
+    check_epoch(spec.trainer, datamodule, trainer.world_size)  # batch settings against the data, before the folder
     return Job(
         datamodule,
         module,

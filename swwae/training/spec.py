@@ -12,25 +12,14 @@ project's own functions (``swwae.settings``, ``swwae.arch``, the run name, the r
 the devices), the same ones the classes run when they are built, so the words are the same.
 A model or data class that swwae does not ship keeps its section as written: it checks its
 own settings when it is built. Plain Python: no torch, no Lightning.
-
-The devices a run asks for, against those the machine has (``check_devices``, below): one
-line before any data is read.
-
-Lightning finds out late, and says it in its own words (``MisconfigurationException('No
-supported gpu backend found!')`` for ``trainer=gpu`` without a GPU); the job calls
-:func:`check_devices` with its other checks, so the user reads what was asked and what is
-there, and how to ask for what is. Only what can be known from torch is checked: a CUDA GPU
-(``gpu``, ``cuda``) or Apple's MPS asked for, and how many. ``auto`` takes what there is, and
-CPU runs may ask for several processes; other accelerators are Lightning's to judge.
 """
 
 from __future__ import annotations
 
 import functools
-import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from importlib.util import find_spec
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -68,11 +57,8 @@ from swwae.training.composing import check_mode
 from swwae.training.registry import DATA_MODULES, DATASETS, MODEL_MODULES, MODELS, shipped
 from swwae.training.runs.decision import resume_mode
 from swwae.training.runs.identity import check_run_name
+from swwae.training.trainer_settings import TrainerSpec, check_devices
 
-Count = Annotated[int, Field(strict=True, ge=0)]
-Positive = Annotated[int, Field(strict=True, ge=1)]
-PRECISION_VALUES = (64, 32, 16, "64", "32", "16", "bf16", "16-true", "16-mixed", "bf16-true", "bf16-mixed", "32-true")
-PRECISION_VALUES += ("64-true", "transformer-engine", "transformer-engine-float16")
 # loggers and callbacks are instantiated as written (their classes check them); their
 # interpolations may need resolvers of modules that import Lightning
 AS_WRITTEN = ("logger", "callbacks")
@@ -80,107 +66,8 @@ AS_WRITTEN = ("logger", "callbacks")
 # helpers
 
 
-def fails(key: str, value, allowed: str) -> ConfigError:
-    return ConfigError(f"{key}={value!r} is not allowed: {allowed}")
-
-
 def whole(value) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
-
-
-def batch_setting(key: str, value, smallest: int = 0):
-    """Lightning's "a count of batches, or a fraction of them" settings."""
-    if value is None or (whole(value) and value >= smallest):
-        return value
-    if isinstance(value, float) and math.isfinite(value) and (0 < value <= 1 or (smallest == 0 and value == 0)):
-        return value
-    raise fails(key, value, f"an integer >= {smallest} (batches) or a fraction in (0, 1] (of the batches)")
-
-
-# devices (module docstring)
-
-CUDA = ("gpu", "cuda")
-EVERY = (-1, "-1", "auto", None)  # Lightning's "every device there is"
-
-
-def cuda_count() -> int:
-    import torch  # only when a GPU is asked for: a CPU run's checks load no torch
-
-    return torch.cuda.device_count() if torch.cuda.is_available() else 0
-
-
-def mps_available() -> bool:
-    import torch
-
-    mps = getattr(torch.backends, "mps", None)
-    return bool(mps is not None and mps.is_available())
-
-
-def plural(n: int, word: str) -> str:
-    return f"{n} {word}{'' if n == 1 else 's'}"
-
-
-def wanted_indices(devices) -> list[int] | None:
-    """The device indices that ``devices`` names (``[0, 2]``, ``"0,2"``), or None if it is a
-    count or "every device"."""
-    if isinstance(devices, str) and "," in devices:
-        return [int(part) for part in devices.split(",") if part.strip()]
-    if isinstance(devices, Sequence) and not isinstance(devices, str):
-        return [int(d) for d in devices]
-    return None
-
-
-def wanted_count(devices) -> int | None:
-    """How many devices ``devices`` asks for, or None for "every device" (or a form Lightning judges)."""
-    if devices in EVERY or isinstance(devices, bool):
-        return None
-    if isinstance(devices, int):
-        return devices
-    if isinstance(devices, str) and devices.strip().isdigit():
-        return int(devices)
-    return None
-
-
-def check_cuda(devices) -> None:
-    have = cuda_count()
-    if have == 0:
-        raise ConfigError(
-            "trainer.accelerator=gpu asks for a CUDA GPU, and this machine has none "
-            "(torch.cuda.is_available() is False): train on the CPU with trainer=default "
-            "(or trainer.accelerator=auto, which uses a GPU where there is one)"
-        )
-    indices = wanted_indices(devices)
-    if indices is not None:
-        missing = [i for i in indices if not 0 <= i < have]
-        if missing:
-            raise ConfigError(
-                f"trainer.devices={devices} names GPU {', '.join(map(str, missing))}, and this machine "
-                f"has {plural(have, 'CUDA GPU')} (indices 0..{have - 1})"
-            )
-        return
-    count = wanted_count(devices)
-    if count is not None and count > have:
-        raise ConfigError(
-            f"trainer.devices={devices} asks for {plural(count, 'CUDA GPU')}, and this machine has "
-            f"{have}: trainer.devices={have} (or -1: every GPU there is)"
-        )
-
-
-def check_devices(trainer_cfg: Mapping) -> None:
-    """A ``ConfigError`` naming what ``trainer`` asks for and what the machine has, if the
-    machine has less; nothing otherwise."""
-    accelerator = str(trainer_cfg.get("accelerator") or "auto").lower()
-    devices = trainer_cfg.get("devices", "auto")
-    if accelerator in CUDA:
-        check_cuda(devices)
-    elif accelerator == "mps" and not mps_available():
-        cuda = cuda_count()
-        instead = f"trainer=gpu (this machine has {plural(cuda, 'CUDA GPU')})" if cuda else "trainer=default (the CPU)"
-        raise ConfigError(
-            "trainer.accelerator=mps asks for Apple's MPS GPU, and this machine has none "
-            f"(torch.backends.mps.is_available() is False; MPS is macOS on Apple silicon): "
-            f"train with {instead}"
-        )
 
 
 # sections
@@ -203,6 +90,12 @@ class OwnClass(Section):
 
     model_config = ConfigDict(extra="allow", frozen=True, populate_by_name=True)
 
+    @model_validator(mode="after")
+    def _names_its_class(self):
+        if not self.target:  # e.g. ~data: nothing would be built
+            raise ConfigError("a model or data section names no class (_target_): choose one, e.g. data=mnist_sample")
+        return self
+
 
 @functools.lru_cache(maxsize=32)
 def with_target(schema: type[Settings]) -> type[Section]:
@@ -220,107 +113,6 @@ def model_spec() -> type[Section]:
 def data_spec(entry) -> type[Section]:
     """A data set's settings (its entry's ``settings`` in ``swwae.datasets``)."""
     return with_target(entry.settings)
-
-
-class TrainerSpec(Section):
-    """``lightning.pytorch.Trainer``'s keyword arguments (2.x), with the values it accepts; the
-    ones that may hold objects or Lightning's own mini-languages (devices, strategy, max_time)
-    are Lightning's to judge."""
-
-    accelerator: Any = "auto"
-    strategy: Any = "auto"
-    devices: Any = "auto"
-    num_nodes: Positive = 1
-    precision: Any = None
-    logger: Any = None
-    callbacks: Any = None
-    fast_dev_run: Any = False
-    max_epochs: Any = None
-    min_epochs: Count | None = None
-    max_steps: Any = -1
-    min_steps: Count | None = None
-    max_time: Any = None
-    limit_train_batches: Any = None
-    limit_val_batches: Any = None
-    limit_test_batches: Any = None
-    limit_predict_batches: Any = None
-    overfit_batches: Any = 0.0
-    val_check_interval: Any = None
-    check_val_every_n_epoch: Positive | None = 1
-    num_sanity_val_steps: Annotated[int, Field(strict=True, ge=-1)] | None = None
-    log_every_n_steps: Count | None = None
-    enable_checkpointing: StrictBool | None = None
-    enable_progress_bar: StrictBool | None = None
-    enable_model_summary: StrictBool | None = None
-    accumulate_grad_batches: Positive = 1
-    gradient_clip_val: Annotated[float, Field(strict=True, ge=0, allow_inf_nan=False)] | None = None
-    gradient_clip_algorithm: Literal["norm", "value"] | None = None
-    deterministic: StrictBool | Literal["warn"] | None = None
-    benchmark: StrictBool | None = None
-    inference_mode: StrictBool = True
-    use_distributed_sampler: StrictBool = True
-    profiler: Any = None
-    detect_anomaly: StrictBool = False
-    barebones: StrictBool = False
-    plugins: Any = None
-    sync_batchnorm: StrictBool = False
-    reload_dataloaders_every_n_epochs: Count = 0
-    default_root_dir: StrictStr | None = None
-    enable_autolog_hparams: StrictBool = True
-    model_registry: StrictStr | None = None
-
-    @field_validator("max_epochs")
-    @classmethod
-    def _epochs(cls, value):
-        if value is None or (whole(value) and value >= 0):  # 0: check_length says why not
-            return value
-        raise fails("trainer.max_epochs", value, "a whole number of epochs >= 1 (a run that never ends never finishes)")
-
-    @field_validator("max_steps")
-    @classmethod
-    def _steps(cls, value):
-        if whole(value) and value >= -1:  # -1: no limit; 0: check_length says why not
-            return value
-        raise fails("trainer.max_steps", value, "a whole number of steps >= 1, or -1 for no limit")
-
-    @field_validator("limit_train_batches", "limit_val_batches", "limit_test_batches", "limit_predict_batches")
-    @classmethod
-    def _limits(cls, value, info):
-        return batch_setting(f"trainer.{info.field_name}", value, smallest=0)
-
-    @field_validator("overfit_batches")
-    @classmethod
-    def _overfit(cls, value):
-        return batch_setting("trainer.overfit_batches", value, smallest=0)
-
-    @field_validator("val_check_interval")
-    @classmethod
-    def _val_interval(cls, value):
-        return batch_setting("trainer.val_check_interval", value, smallest=1)
-
-    @field_validator("fast_dev_run")
-    @classmethod
-    def _fast_dev_run(cls, value):
-        if isinstance(value, bool) or (whole(value) and value >= 0):
-            return value
-        raise fails("trainer.fast_dev_run", value, "true, false or a number of batches >= 0")
-
-    @field_validator("precision")
-    @classmethod
-    def _precision(cls, value):
-        if value is None or (not isinstance(value, bool) and value in PRECISION_VALUES):
-            return value
-        raise fails("trainer.precision", value, f"one of {', '.join(map(str, PRECISION_VALUES[4:]))}")
-
-    @model_validator(mode="after")
-    def _length(self):
-        for key in ("max_epochs", "max_steps"):
-            if getattr(self, key) == 0:  # a run that trains nothing would report an untrained model
-                raise ConfigError(
-                    f"trainer.{key}=0 trains nothing: give it at least 1 (to evaluate a checkpoint "
-                    f"without training, use python scripts/evaluate.py <checkpoint>)"
-                )
-        return self
 
 
 class PathsSpec(Frozen):
@@ -347,7 +139,7 @@ class RunSpec(Frozen):
     flush_denormal: StrictBool = True
     compile: StrictBool | StrictStr = False
     verbose: StrictBool = False  # Lightning's own lines (banner, tips, restore lines) on the console
-    trainer: TrainerSpec = TrainerSpec()
+    trainer: TrainerSpec
     data: Frozen  # a data set's section (data_spec) or OwnClass
     model: Frozen  # model_spec() or OwnClass
     logger: dict[str, Any] | None = None

@@ -1,0 +1,162 @@
+"""The trainer section (swwae.training.trainer_settings): every argument of the installed
+Lightning's Trainer is taken and reaches the Trainer; a key it does not take is one line; the
+values swwae relies on are checked, the counts of batches against the data before anything is
+written; float64 and bfloat16 runs train."""
+
+from __future__ import annotations
+
+import inspect
+import json
+import math
+from datetime import timedelta
+
+import lightning as L
+import pytest
+from lightning.pytorch.callbacks import Timer
+
+from swwae.errors import ConfigError
+from swwae.training import lightning_api
+from swwae.training.checkpoints import build_trainer
+from swwae.training.run import train
+from swwae.training.spec import check_config
+from swwae.training.trainer_settings import TrainerSpec, check_epoch
+
+LIGHTNING_DEFAULTS = {
+    name: p.default for name, p in inspect.signature(L.Trainer.__init__).parameters.items() if name != "self"
+}
+
+
+def one_line(action) -> str:
+    with pytest.raises(ConfigError) as err:
+        action()
+    assert "\n" not in str(err.value)
+    return str(err.value)
+
+
+def test_every_argument_of_lightnings_trainer_at_its_default_is_taken():
+    settings = TrainerSpec.model_validate({"_target_": "lightning.pytorch.Trainer", **LIGHTNING_DEFAULTS})
+    assert settings.model_dump(exclude_unset=True).keys() == {"target", *LIGHTNING_DEFAULTS}
+
+
+def test_without_lightnings_source_lightning_is_asked(monkeypatch):
+    monkeypatch.setattr(lightning_api, "source_tree", lambda *parts: None)
+    for read in (lightning_api.trainer_arguments, lightning_api.precision_values):
+        read.cache_clear()
+    try:
+        assert set(lightning_api.trainer_arguments()) == set(LIGHTNING_DEFAULTS)
+        assert {"bf16-mixed", "64-true", 64} <= set(lightning_api.precision_values())
+    finally:
+        for read in (lightning_api.trainer_arguments, lightning_api.precision_values):
+            read.cache_clear()
+
+
+def test_arguments_the_schema_does_not_list_reach_the_trainer(make_config):
+    spec = check_config(
+        make_config(
+            "+trainer.max_time={minutes: 1}",
+            "trainer.val_check_interval='00:00:00:02'",
+            "+trainer.num_sanity_val_steps=0",
+            "+trainer.enable_checkpointing=false",
+        )
+    )
+    trainer = build_trainer(spec.trainer, [], [])
+    timer = next(c for c in trainer.callbacks if isinstance(c, Timer))
+    assert timer._duration == timedelta(minutes=1).total_seconds()
+    assert trainer._val_check_time_interval == 2.0
+    assert trainer.num_sanity_val_steps == 0 and trainer.checkpoint_callback is None
+
+
+@pytest.mark.parametrize(
+    "override, message",
+    [
+        ("+trainer.precison=64", "trainer.precison is not a setting; did you mean trainer.precision?"),
+        ("+trainer.overfit_batches=1", "trainer.overfit_batches=1 is not allowed: swwae's loaders hand out whole"),
+        ("trainer.val_check_interval='1 minute'", "trainer.val_check_interval='1 minute' is not allowed: an integer"),
+        ("+trainer.max_time={minute: 1}", "trainer.max_time={'minute': 1} is not allowed: a duration"),
+        ("trainer.limit_train_batches=0", "trainer.limit_train_batches=0 trains nothing"),
+        ("~trainer", "trainer._target_ is missing: the trainer section names no Trainer"),
+    ],
+)
+def test_a_trainer_value_swwae_cannot_use_is_one_line(make_config, override, message):
+    assert one_line(lambda: check_config(make_config(override))).startswith(message)
+
+
+def test_a_config_without_a_trainer_section_is_one_line(make_config):
+    assert one_line(lambda: check_config(make_config("~trainer", quick=False))) == (
+        "trainer is missing: the config must set it"
+    )
+
+
+@pytest.mark.parametrize("precision", [64, "64-true", "bf16-true", "16-true", "bf16-mixed"])
+def test_every_precision_of_lightning_is_taken(make_config, precision):
+    assert check_config(make_config(f"trainer.precision={precision}")).trainer.precision == precision
+
+
+# against the data
+
+
+class Batches:
+    """A data module whose loaders have these lengths."""
+
+    def __init__(self, train=10, val=4, test=4):
+        self.lengths = {"train": train, "val": val, "test": test}
+
+    def __getattr__(self, name):
+        split = name.removesuffix("_dataloader")
+        return lambda: range(self.lengths[split])
+
+
+def settings(**values) -> TrainerSpec:
+    return TrainerSpec.model_validate({"_target_": "lightning.pytorch.Trainer", **values})
+
+
+@pytest.mark.parametrize(
+    "values, world_size, message",
+    [
+        ({"limit_train_batches": 0.05}, 1, "trainer.limit_train_batches=0.05 leaves no training batch: 0.05 of the 10"),
+        ({"limit_val_batches": 0.2}, 1, "trainer.limit_val_batches=0.2 leaves no validation batch"),
+        ({"limit_train_batches": 0.1}, 2, "trainer.limit_train_batches=0.1 leaves no training batch: 0.1 of the 5"),
+        ({"val_check_interval": 11}, 1, "trainer.val_check_interval=11 is more than the 10 training batches"),
+        ({"val_check_interval": 4, "limit_train_batches": 3}, 1, "trainer.val_check_interval=4 is more than the 3"),
+        ({"val_check_interval": 6}, 2, "trainer.val_check_interval=6 is more than the 5 training batches of an epoch"),
+        ({"limit_train_batches": 0.1}, 1, None),  # one batch
+        ({"val_check_interval": 10, "limit_train_batches": 0.5}, 1, "trainer.val_check_interval=10 is more than the 5"),
+        ({"val_check_interval": 11, "check_val_every_n_epoch": None}, 1, None),  # batches counted across epochs
+        ({"val_check_interval": 11, "limit_val_batches": 0}, 1, None),  # no validation
+        ({"val_check_interval": 11, "use_distributed_sampler": False}, 2, "trainer.val_check_interval=11 is more"),
+        ({"val_check_interval": 11, "fast_dev_run": True}, 1, None),  # Lightning's own limits
+        ({"val_check_interval": "00:00:01:00"}, 1, None),
+    ],
+)
+def test_the_batch_settings_are_checked_against_the_data(values, world_size, message):
+    check = lambda: check_epoch(settings(**values), Batches(), world_size)  # noqa: E731
+    if message is None:
+        check()
+    else:
+        assert one_line(check).startswith(message)
+
+
+def test_a_batch_setting_the_data_cannot_meet_stops_the_job_before_anything_is_written(make_config, tmp_path):
+    with pytest.raises(ConfigError, match="trainer.val_check_interval=4 is more than the 3 training batches"):
+        train(make_config("trainer.val_check_interval=4"))  # debug=quick: 3 batches an epoch
+    assert not (tmp_path / "checkpoints").exists() and not (tmp_path / "logs").exists()
+    assert list((tmp_path / "output").iterdir()) == []  # the run's output folder, as Hydra made it
+
+
+# precision
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("precision", ["64-true"])  # bf16-true takes the same path (module.dtype), slower
+def test_a_run_in_float64_trains_with_finite_metrics(make_config, tmp_path, precision):
+    cfg = make_config(  # with every callback that hands the network images of its own
+        "model.widths=[4,8]",
+        f"trainer.precision={precision}",
+        "callbacks.knn_accuracy.every_n_epochs=1",
+        "callbacks.embeddings.enabled=true",
+        "callbacks.embeddings.num_images=16",
+    )
+    assert math.isfinite(train(cfg))
+    metrics = json.loads((tmp_path / "output" / "metrics.json").read_text())["metrics"]
+    assert {"val/recon_mse", "val/knn_acc", "test/recon_mse"} <= set(metrics)
+    assert all(math.isfinite(value) for value in metrics.values()), metrics
