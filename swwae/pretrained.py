@@ -193,17 +193,19 @@ def replace_folder(folder: Path, files: Mapping[str, bytes]) -> None:
     A failure or a kill in step 1 leaves ``folder`` untouched (a failure also removes the
     new copy; a kill leaves it, hidden, for the next write to remove). Between steps 2 and 3
     ``folder`` is missing for an instant while both copies are whole beside it: a kill there
-    leaves the old copy, which the next write to ``folder`` puts back (and ``swwae.load``
-    names). After step 3 the folder is the new one. At no moment does ``folder`` hold new
+    leaves the old copy, which the next write to ``folder`` puts back. After step 3 the folder is the new one. At no moment does ``folder`` hold new
     weights beside an old ``config.json``. (Linux's ``renameat2(RENAME_EXCHANGE)`` would swap
     in one step, but Python does not offer it.) The cost: room for both copies for a moment,
     and a parent folder that takes new entries; a symbolic link is followed to its folder."""
     target = Path(os.path.realpath(folder)) if folder.is_symlink() else folder
-    existed = target.is_dir()
-    new = sibling(target, "new")
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
         tidy_interrupted(target)
+    except OSError as err:
+        raise DiskError(f"cannot write the model folder {folder}: {reason(err)} (in {target.parent})") from None
+    existed = target.is_dir()
+    new = sibling(target, "new")
+    try:
         new.mkdir()
         if existed:
             keep_other_files(target, new, files)
@@ -305,9 +307,7 @@ def read_config(folder: Path) -> dict:
     nesting bounded) and parsed: the network's settings plain, its run config a run config."""
     path = folder / CONFIG_FILE
     if not folder.is_dir():
-        old = next((path for path, kind in interrupted_copies(folder) if kind == "old"), None)
-        hint = f" (a save was interrupted: {old} is the folder before it, whole; rename it back)" if old else ""
-        raise CheckpointError(f"model folder {folder} does not exist{hint}")
+        raise CheckpointError(f"model folder {folder} does not exist")
     if not (path.exists() or path.is_symlink()):  # anything else there is read with bounds, and refused
         raise CheckpointError(
             f"{folder} holds no {CONFIG_FILE}: it is not a model folder (write one with "
