@@ -14,11 +14,12 @@ Lightning's own ``ckpt_path`` loads through ``AtomicCheckpointIO``) goes through
   they are;
 * bounds and a parse: only a regular file is opened, its nesting is bounded before the
   checksum walks it, and every entry swwae reads (state dict, network settings, run config,
-  epoch, step, mid-epoch position) is parsed (``swwae.stored.parse_checkpoint``); the state
-  dict's tensors are those the network built from its own settings keeps, name, shape and
-  kind of dtype (``swwae.pretrained.check_tensors``: no bool, integer or complex weight is
-  cast into a float one). A file that torch cannot read, or with a valid checksum and odd
-  contents, is "unreadable" in one line saying why, and resume passes over it.
+  epoch, step, mid-epoch position) is parsed (``swwae.stored.parse_checkpoint``), and the
+  state dict holds no tensor of a dtype that no network keeps (bool, complex, int32: cast
+  into a float parameter, it would be evaluated without a word). A file that torch cannot
+  read, or with a valid checksum and odd contents, is "unreadable" in one line saying why,
+  and resume passes over it. Where a network is built from it (``network_of``), each tensor
+  is held to the network's own: name, shape and kind of dtype.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ import torch
 from swwae.errors import CheckpointError, Unreadable, one_line
 from swwae.files import check_nesting, open_regular, sha256_of
 from swwae.model import SWWAE
-from swwae.pretrained import check_tensors, meta_kinds, tensor_kinds
+from swwae.pretrained import FLOAT_DTYPES, KEPT_DTYPES, check_tensors, meta_kinds, tensor_kinds
 from swwae.stored import parse_checkpoint
 
 CHECKPOINT_CHECKSUM_KEY = "swwae_checksum"  # in a checkpoint: the checksum of its other entries
@@ -148,9 +149,9 @@ def read_checkpoint(path) -> dict:
 
 def verified(checkpoint: object, path="checkpoint") -> dict:
     """``checkpoint`` (as loaded), its checksum entry removed, or CheckpointError (one line)
-    if it is not swwae's, its contents do not match its checksum, or its tensors are not
-    those of the network its settings build (``Unreadable``: a bool, integer or complex
-    weight)."""
+    if it is not swwae's, its contents do not match its checksum, or a tensor of its state
+    dict is of a dtype no network keeps (``Unreadable``: bool, complex, int32, ...; which
+    tensor must be which is checked where a network is built from it, ``network_of``)."""
     if not isinstance(checkpoint, dict):
         raise Unreadable(
             f"checkpoint {path} is unreadable: it holds a pickled {type(checkpoint).__name__}, "
@@ -165,12 +166,13 @@ def verified(checkpoint: object, path="checkpoint") -> dict:
     if expected is not None and content_checksum(checkpoint) != expected:
         raise CheckpointError(f"checkpoint {path} is corrupt: its contents do not match the checksum written with it")
     checkpoint = parse_checkpoint(checkpoint, f"checkpoint {path}", POSITION_KEY)
-    try:
-        expected = meta_kinds(network_builder(checkpoint))
-    except (TypeError, RuntimeError, KeyError, ValueError, ArithmeticError) as err:  # UserError is a ValueError
-        raise CheckpointError(f"checkpoint {path} does not fit swwae's model: {one_line(err, limit=200)}") from None
-    found = tensor_kinds(checkpoint["state_dict"])
-    check_tensors({f"net.{name}": kinds for name, kinds in expected.items()}, found, f"checkpoint {path}")
+    kinds = tensor_kinds(checkpoint["state_dict"])
+    odd = sorted(name for name, (_, dtype) in kinds.items() if dtype not in KEPT_DTYPES)
+    if odd:
+        raise Unreadable(
+            f"checkpoint {path} is unreadable: {len(odd)} of {len(kinds)} tensors are of a kind no network keeps, "
+            f"e.g. {odd[0]} is {kinds[odd[0]][1]}, not floating point ({', '.join(FLOAT_DTYPES)})"
+        )
     return checkpoint
 
 
@@ -182,13 +184,19 @@ def network_builder(checkpoint: dict) -> Callable[[], SWWAE]:
 
 
 def network_of(checkpoint: dict, path="checkpoint") -> SWWAE:
-    """The trained network of a checkpoint that ``read_checkpoint`` returned (its tensors
-    checked to be the network's): built from its model settings, its weights loaded (the
-    LightningModule's ``net.*`` entries)."""
+    """The trained network of a checkpoint that ``read_checkpoint`` returned: built from its
+    model settings (``hyper_parameters``), its weights (the LightningModule's ``net.*``
+    entries) held to the network's names, shapes and dtypes (on the meta device, before
+    anything is allocated), then loaded."""
     state = {k.removeprefix("net."): v for k, v in checkpoint["state_dict"].items() if k.startswith("net.")}
+    build = network_builder(checkpoint)
     try:
-        net = network_builder(checkpoint)()
+        expected = meta_kinds(build)
+        check_tensors(expected, tensor_kinds(state), f"checkpoint {path}")
+        net = build()
         net.load_state_dict(state)
+    except CheckpointError:
+        raise
     except (TypeError, RuntimeError, KeyError, ValueError, ArithmeticError) as err:  # UserError is a ValueError
         raise CheckpointError(f"checkpoint {path} does not fit swwae's model: {one_line(err, limit=200)}") from None
     return net

@@ -56,6 +56,7 @@ CONFIG_LIMIT = 1 << 20  # bytes: a config.json is a few kB
 # halved file, common on the Hub, loads as exactly the values it holds); an integer buffer
 # (batch norm's num_batches_tracked) is stored as it is kept
 FLOAT_DTYPES = ("float32", "float64", "float16", "bfloat16")
+KEPT_DTYPES = (*FLOAT_DTYPES, "int64")  # what a network's tensors are stored in, whichever it is
 SAFETENSORS_DTYPES = {  # the header's names -> torch's
     "F64": "float64", "F32": "float32", "F16": "float16", "BF16": "bfloat16", "I64": "int64", "I32": "int32",
     "I16": "int16", "I8": "int8", "U8": "uint8", "BOOL": "bool", "C64": "complex64",
@@ -193,10 +194,11 @@ def replace_folder(folder: Path, files: Mapping[str, bytes]) -> None:
     A failure or a kill in step 1 leaves ``folder`` untouched (a failure also removes the
     new copy; a kill leaves it, hidden, for the next write to remove). Between steps 2 and 3
     ``folder`` is missing for an instant while both copies are whole beside it: a kill there
-    leaves the old copy, which the next write to ``folder`` puts back. After step 3 the folder is the new one. At no moment does ``folder`` hold new
-    weights beside an old ``config.json``. (Linux's ``renameat2(RENAME_EXCHANGE)`` would swap
-    in one step, but Python does not offer it.) The cost: room for both copies for a moment,
-    and a parent folder that takes new entries; a symbolic link is followed to its folder."""
+    leaves the old copy, which the next write to ``folder`` puts back. After step 3 the folder
+    is the new one. At no moment does ``folder`` hold new weights beside an old
+    ``config.json``. (Linux's ``renameat2(RENAME_EXCHANGE)`` would swap in one step, but
+    Python does not offer it.) The cost: room for both copies for a moment, and a parent
+    folder that takes new entries; a symbolic link is followed to its folder."""
     target = Path(os.path.realpath(folder)) if folder.is_symlink() else folder
     try:
         target.parent.mkdir(parents=True, exist_ok=True)

@@ -210,12 +210,12 @@ def test_resume_with_another_config_is_one_clear_error(make_config, tmp_path, ch
     "damage",
     [
         *("missing", "truncated", "empty", "random bytes", "foreign state dict", "pickled object", "other model"),
-        *("complex weights", "integer weights", "a pickled list"),
+        *("complex weights", "int32 weights", "int64 weights", "a pickled list"),
     ],
 )
 def test_evaluate_a_bad_checkpoint_is_one_error_line(tmp_path, capsys, damage, trained_run):
     path = tmp_path / "model.ckpt"
-    if damage in ("truncated", "other model", "complex weights", "integer weights"):
+    if damage in ("truncated", "other model", "complex weights", "int32 weights", "int64 weights"):
         good = trained_run / "last.ckpt"
         if damage == "truncated":
             path.write_bytes(good.read_bytes()[:-100])
@@ -224,7 +224,7 @@ def test_evaluate_a_bad_checkpoint_is_one_error_line(tmp_path, capsys, damage, t
             if damage == "other model":  # hparams of one model, weights of another
                 checkpoint["hyper_parameters"]["widths"] = [16]
             else:  # cast to float32 and evaluated, were they not refused
-                dtype = torch.complex64 if damage == "complex weights" else torch.int32
+                dtype = {"complex weights": torch.complex64, "int32 weights": torch.int32}.get(damage, torch.int64)
                 state = checkpoint["state_dict"]
                 checkpoint["state_dict"] = {name: t.to(dtype) for name, t in state.items()}
                 checkpoint[CHECKPOINT_CHECKSUM_KEY] = content_checksum(checkpoint)  # whole, as written

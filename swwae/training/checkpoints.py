@@ -37,6 +37,7 @@ from lightning.pytorch.plugins.io import CheckpointIO, TorchCheckpointIO
 
 from swwae.checkpoint_file import read_checkpoint, verified, with_checksum
 from swwae.errors import CheckpointError, one_line
+from swwae.pretrained import check_tensors, meta_kinds, tensor_kinds
 from swwae.training.composing import build
 from swwae.training.folders import write_failed
 from swwae.training.module import SWWAEModule
@@ -51,15 +52,18 @@ log = logging.getLogger(__name__)
 
 
 def load_model(path) -> tuple[SWWAEModule, dict]:
-    """(module in eval mode, the run config stored by ``SaveRunConfig``). The reader has held
-    the checkpoint's tensors to the network its settings build (on the meta device: nothing
-    is allocated for settings that do not fit)."""
+    """(module in eval mode, the run config stored by ``SaveRunConfig``)."""
     checkpoint = read_checkpoint(path)
     settings = plain_settings(checkpoint["hyper_parameters"], "model", f"checkpoint {path}")
     try:
+        expected = meta_kinds(lambda: SWWAEModule(**settings))
+    except (TypeError, RuntimeError, KeyError, ValueError, ArithmeticError) as err:  # UserError is a ValueError
+        raise CheckpointError(f"checkpoint {path} does not fit swwae's model: {one_line(err, limit=200)}") from None
+    check_tensors(expected, tensor_kinds(checkpoint["state_dict"]), f"checkpoint {path}")
+    try:
         module = SWWAEModule(**settings)
         module.load_state_dict(checkpoint["state_dict"])
-    except (TypeError, RuntimeError, KeyError, ValueError, ArithmeticError) as err:  # UserError is a ValueError
+    except (TypeError, RuntimeError, KeyError, ValueError, ArithmeticError) as err:
         raise CheckpointError(f"checkpoint {path} does not fit swwae's model: {one_line(err, limit=200)}") from None
     return module.eval(), checkpoint["swwae_config"]
 
