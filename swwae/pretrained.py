@@ -41,14 +41,14 @@ from torch import Tensor
 from swwae.card import CARD_FILE, RunFacts, RunMetrics, model_card
 from swwae.errors import CheckpointError, DiskError, NonFiniteError, Unreadable, one_line
 from swwae.files import read_json
-from swwae.stored import parse_network_settings, parse_stored_config, plain
+from swwae.stored import kind, parse_network_settings, parse_stored_config, plain
 from swwae.version import __version__
 
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.safetensors"
 FORMAT = "swwae-folder/1"
 META_KEYS = ("swwae", "run_config")  # config.json's entries beside the constructor's arguments
-WEIGHTS_CHECKSUM_KEY = "swwae_sha256"  # in the safetensors header's metadata
+WEIGHTS_CHECKSUM_KEY = "swwae_sha256"  # in the safetensors header's metadata, and config.json's "swwae"
 PICKLED_WEIGHTS = ("pytorch_model.bin", "model.pt", "model.pth")
 CONFIG_LIMIT = 1 << 20  # bytes: a config.json is a few kB
 # the dtypes a floating-point parameter or buffer may be stored in: each widens to float32
@@ -242,12 +242,13 @@ def replace_folder(folder: Path, files: Mapping[str, bytes]) -> None:
 # writing and reading
 
 
-def folder_config(settings: Mapping, *, network: str, run_config: Mapping | None) -> dict:
+def folder_config(settings: Mapping, *, network: str, weights: str, run_config: Mapping | None) -> dict:
     """config.json's contents: the constructor's arguments at the top level (the Hub's
-    convention), then swwae's own entry and the run config."""
+    convention), then swwae's own entry (with ``weights``, the checksum of the weights written
+    with it: a config.json is never read with other weights) and the run config."""
     return {
         **plain(settings),
-        "swwae": {"format": FORMAT, "version": __version__, "network": network},
+        "swwae": {"format": FORMAT, "version": __version__, "network": network, WEIGHTS_CHECKSUM_KEY: weights},
         "run_config": plain(run_config) if run_config is not None else None,
     }
 
@@ -296,8 +297,10 @@ def write_folder(
     network = getattr(net, "arch", type(net).__name__)
     state = {name: t.detach().cpu().contiguous() for name, t in net.state_dict().items()}
     check_finite(state, f"the network {network}")
-    metadata = {"format": "pt", WEIGHTS_CHECKSUM_KEY: weights_checksum(state)}
-    text = json.dumps(folder_config(net.settings, network=network, run_config=config), indent=2) + "\n"
+    checksum = weights_checksum(state)
+    metadata = {"format": "pt", WEIGHTS_CHECKSUM_KEY: checksum}
+    text = json.dumps(folder_config(net.settings, network=network, weights=checksum, run_config=config), indent=2)
+    text += "\n"
     replace_folder(
         folder, {WEIGHTS_FILE: save(state, metadata=metadata), CONFIG_FILE: text.encode(), CARD_FILE: card.encode()}
     )
@@ -318,16 +321,20 @@ def read_config(folder: Path) -> dict:
     config = read_json(path, "model folder file", CONFIG_LIMIT)  # size bounded before parsing
     if not isinstance(config, dict):
         raise Unreadable(f"{path} holds no settings (a JSON object), but {type(config).__name__}")
-    written = (config.get("swwae") or {}).get("format", FORMAT) if isinstance(config.get("swwae"), dict) else FORMAT
+    meta = config.get("swwae") if isinstance(config.get("swwae"), dict) else {}
+    written = meta.get("format", FORMAT)
     if written != FORMAT:
         raise CheckpointError(
             f"{path} is in the model folder format {written!r}; this swwae ({__version__}) reads {FORMAT!r}"
         )
+    checksum = meta.get(WEIGHTS_CHECKSUM_KEY)
+    if checksum is not None and not (isinstance(checksum, str) and re.fullmatch("[0-9a-f]{64}", checksum)):
+        raise Unreadable(f"{path} is unreadable: swwae.{WEIGHTS_CHECKSUM_KEY} is {kind(checksum)}, not a SHA-256")
     source = f"model folder file {path}"
     settings = parse_network_settings({k: v for k, v in config.items() if k not in META_KEYS}, source)
     run_config = config.get("run_config")
     return settings | {
-        "swwae": config.get("swwae"),
+        "swwae": meta,
         "run_config": None if run_config is None else parse_stored_config(run_config, source),
     }
 
@@ -384,9 +391,12 @@ def weight_kinds(folder: Path) -> dict[str, tuple[tuple[int, ...], str]]:
         raise Unreadable(f"{path} is unreadable (truncated or corrupt?): {one_line(err, limit=200)}") from None
 
 
-def read_weights(folder: Path) -> dict[str, Tensor]:
+def read_weights(folder: Path, written_with: str | None = None) -> dict[str, Tensor]:
     """The tensors of ``folder/model.safetensors``, checked against their checksum (when the
-    file carries one: a file written elsewhere may not)."""
+    file carries one: a file written elsewhere may not) and against ``written_with``, the
+    checksum config.json was written with (when it names one): a config.json and weights of
+    two different writes, as an interrupted save of swwae 0.4 or earlier could leave, are one
+    line, not a network loaded with the wrong settings' run config."""
     from safetensors import safe_open
 
     path = folder / WEIGHTS_FILE
@@ -401,8 +411,14 @@ def read_weights(folder: Path) -> dict[str, Tensor]:
     except Exception as err:  # noqa: BLE001 - safetensors raises its own error types on bad bytes
         raise Unreadable(f"{path} is unreadable (truncated or corrupt?): {one_line(err, limit=200)}") from None
     expected = metadata.get(WEIGHTS_CHECKSUM_KEY)
-    if expected is not None and weights_checksum(state) != expected:
+    actual = weights_checksum(state) if expected is not None or written_with is not None else None
+    if expected is not None and actual != expected:
         raise CheckpointError(f"{path} is corrupt: its tensors do not match the checksum written with them")
+    if written_with is not None and actual != written_with:
+        raise CheckpointError(
+            f"model folder {folder} is mixed: its {CONFIG_FILE} was written with other weights than its "
+            f"{WEIGHTS_FILE} (an interrupted save?): write the folder again"
+        )
     return state
 
 
@@ -450,7 +466,7 @@ class Pretrained:
                 f"model folder {folder} does not fit swwae's model: {one_line(err, limit=200)}"
             ) from None
         check_tensors(expected, weight_kinds(folder), f"model folder {folder}")
-        state = read_weights(folder)
+        state = read_weights(folder, written_with=config["swwae"].get(WEIGHTS_CHECKSUM_KEY))
         try:
             net = cls(**settings)
             net.load_state_dict(state)

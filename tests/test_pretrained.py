@@ -27,7 +27,7 @@ from helpers.hub import fake_hub
 from swwae.card import CARD_FILE
 from swwae.errors import CheckpointError, DiskError, NonFiniteError, Unreadable
 from swwae.model import SWWAE
-from swwae.pretrained import CONFIG_FILE, WEIGHTS_FILE
+from swwae.pretrained import CONFIG_FILE, WEIGHTS_FILE, weights_checksum
 from swwae.training.run import train
 
 RUN = "swwae_hard_mnist_sample_seed0"
@@ -106,7 +106,12 @@ def test_a_trained_checkpoint_becomes_a_folder_with_its_settings_run_config_and_
     config = json.loads((folder / CONFIG_FILE).read_text())
     assert config["image_shape"] == [1, 28, 28] and config["num_classes"] == 10 and config["widths"] == [4, 8]
     assert config["pixel_mean"] == pytest.approx([0.13], abs=0.01)  # the data's mean pixel
-    assert config["swwae"] == {"format": "swwae-folder/1", "version": swwae.__version__, "network": net.arch}
+    assert config["swwae"] == {
+        "format": "swwae-folder/1",
+        "version": swwae.__version__,
+        "network": net.arch,
+        "swwae_sha256": weights_checksum(net.state_dict()),  # the weights it was written with
+    }
     assert config["run_config"] == net.config and config["run_config"]["run_name"] == RUN
     again = swwae.load(folder / CONFIG_FILE)  # a file of the folder names the folder
     x = torch.rand(5, 1, 28, 28)
@@ -240,6 +245,22 @@ def test_a_kill_between_the_two_renames_loses_nothing(tmp_path):
     assert swwae.load(folder).pool_mode == "avg"
 
 
+def test_a_config_written_with_other_weights_is_one_line_not_a_network(tmp_path):
+    """What the writer of earlier releases could leave when killed (new weights, the old
+    config.json): its config.json names the weights it was written with, so the pair is refused."""
+    folder, other = saved(tmp_path), tmp_path / "other"
+    swwae.save_pretrained(SWWAE(widths=[4, 8]), other)  # the same shapes, other weights
+    (folder / WEIGHTS_FILE).write_bytes((other / WEIGHTS_FILE).read_bytes())
+    with pytest.raises(
+        CheckpointError, match=f"^model folder {folder} is mixed: its config.json was written with other"
+    ):
+        swwae.load(folder)
+    config = json.loads((folder / CONFIG_FILE).read_text())
+    del config["swwae"]["swwae_sha256"]  # as a folder of an earlier release, or of another tool
+    (folder / CONFIG_FILE).write_text(json.dumps(config))
+    assert swwae.load(folder).settings == swwae.load(other).settings
+
+
 def test_a_read_only_destination_is_one_line_naming_the_folder(tmp_path):
     net = scrambled(SWWAE(widths=[4, 8], pool_mode="avg"))
     with read_only_folder(
@@ -281,13 +302,21 @@ def test_the_current_folder_or_weights_that_are_not_finite_are_refused_before_wr
 # weights of the wrong kind
 
 
-@pytest.mark.parametrize("dtype", [torch.bool, torch.int32, torch.uint8, torch.complex64])
-def test_weights_of_another_kind_than_the_networks_are_unreadable(tmp_path, dtype):
+def written_elsewhere(folder: Path, state: dict) -> None:
+    """``folder`` with ``state`` as its weights, as another tool (a converter to float16, say)
+    writes them: no checksums, neither in the weights' header nor in config.json."""
     from safetensors.torch import save_file
 
+    save_file(state, folder / WEIGHTS_FILE, metadata={"format": "pt"})
+    config = json.loads((folder / CONFIG_FILE).read_text())
+    del config["swwae"]["swwae_sha256"]
+    (folder / CONFIG_FILE).write_text(json.dumps(config))
+
+
+@pytest.mark.parametrize("dtype", [torch.bool, torch.int32, torch.uint8, torch.complex64])
+def test_weights_of_another_kind_than_the_networks_are_unreadable(tmp_path, dtype):
     folder = saved(tmp_path)
-    state = {name: t.to(dtype) for name, t in swwae.load(folder).state_dict().items()}
-    save_file(state, folder / WEIGHTS_FILE, metadata={"format": "pt"})  # as another tool writes it: no checksum
+    written_elsewhere(folder, {name: t.to(dtype) for name, t in swwae.load(folder).state_dict().items()})
     with pytest.raises(Unreadable) as raised:
         swwae.load(folder)
     name = str(dtype).removeprefix("torch.")
@@ -300,11 +329,9 @@ def test_weights_of_another_kind_than_the_networks_are_unreadable(tmp_path, dtyp
 def test_weights_in_another_float_width_load_as_the_values_they_hold(tmp_path, dtype):
     """float16 and bfloat16 widen to float32 exactly (a halved file, common on the Hub, is the
     network it holds); float64 is what a network moved to float64 saves."""
-    from safetensors.torch import save_file
-
     folder = saved(tmp_path, batch_norm=True)  # and an integer buffer, kept as it is
     state = {n: t.to(dtype) if t.is_floating_point() else t for n, t in swwae.load(folder).state_dict().items()}
-    save_file(state, folder / WEIGHTS_FILE, metadata={"format": "pt"})
+    written_elsewhere(folder, state)
     net = swwae.load(folder)
     for name, t in net.state_dict().items():
         assert t.dtype == (torch.float32 if t.is_floating_point() else torch.int64)
