@@ -61,7 +61,7 @@ SAFETENSORS_DTYPES = {  # the header's names -> torch's
     "F64": "float64", "F32": "float32", "F16": "float16", "BF16": "bfloat16", "I64": "int64", "I32": "int32",
     "I16": "int16", "I8": "int8", "U8": "uint8", "BOOL": "bool", "C64": "complex64",
 }  # fmt: skip
-SIBLING = re.compile(r"\.(?P<name>.+)\.swwae-(?P<kind>new|old)-(?P<pid>\d+)-[0-9a-f]{8}")  # replace_folder's
+SIBLING = re.compile(r"\.(?P<name>.+)\.swwae-(?P<role>new|old)-(?P<pid>\d+)-[0-9a-f]{8}")  # replace_folder's
 OLD_TEMP = re.compile(r"\.(config\.json|model\.safetensors|README\.md)\.\d+\.tmp")  # earlier releases' temp files
 
 # helpers
@@ -124,21 +124,21 @@ def link_or_copy(source: str, target: str) -> None:
         shutil.copy2(source, target)
 
 
-def sibling(folder: Path, kind: str) -> Path:
-    """A hidden name beside ``folder`` for ``replace_folder``'s new or old copy, unique to this
-    writer (its process id, for ``interrupted_copies``, and a random part)."""
-    return folder.with_name(f".{folder.name}.swwae-{kind}-{os.getpid()}-{secrets.token_hex(4)}")
+def sibling(folder: Path, role: str) -> Path:
+    """A hidden name beside ``folder`` for ``replace_folder``'s new or old copy (``role``),
+    unique to this writer (its process id, for ``interrupted_copies``, and a random part)."""
+    return folder.with_name(f".{folder.name}.swwae-{role}-{os.getpid()}-{secrets.token_hex(4)}")
 
 
 def interrupted_copies(folder: Path) -> list[tuple[Path, str]]:
     """(path, "new" or "old") of the copies of ``folder`` that a writer killed mid-way left
     beside it, newest first; those of a process still running are not leftovers."""
-    found = []
+    copies = []
     for path in folder.parent.glob(f".{glob.escape(folder.name)}.swwae-*"):
         match = SIBLING.fullmatch(path.name)
         if match and match["name"] == folder.name and not alive(int(match["pid"])):
-            found.append((path, match["kind"]))
-    return sorted(found, key=lambda found: found[0].lstat().st_mtime_ns, reverse=True)
+            copies.append((path, match["role"]))
+    return sorted(copies, key=lambda copy: copy[0].lstat().st_mtime_ns, reverse=True)
 
 
 def alive(pid: int) -> bool:
@@ -158,7 +158,7 @@ def tidy_interrupted(folder: Path) -> None:
     """Clear what a writer killed mid-way left beside ``folder``: a missing folder whose old
     copy is there gets it back (the kill fell between the two renames), then the copies go."""
     copies = interrupted_copies(folder)
-    old = next((path for path, kind in copies if kind == "old"), None)
+    old = next((path for path, role in copies if role == "old"), None)
     if old is not None and not (folder.exists() or folder.is_symlink()):
         os.rename(old, folder)
     for path, _ in copies:
@@ -168,7 +168,7 @@ def tidy_interrupted(folder: Path) -> None:
 def keep_other_files(old: Path, new: Path, written: Mapping[str, bytes]) -> None:
     """Give ``new`` every entry of ``old`` that is not about to be written (a user's notes, a
     Hub clone's .git), as hard links: nothing in the folder is lost by writing it again.
-    Earlier releases' stray temp files are left behind."""
+    The stray temp files of earlier releases' writer are not carried over."""
     for entry in old.iterdir():
         if entry.name in written or OLD_TEMP.fullmatch(entry.name):
             continue
@@ -261,8 +261,8 @@ def check_folder_target(folder: str | Path) -> Path:
     folder = Path(folder)
     if folder.exists() and not folder.is_dir():
         raise CheckpointError(f"{folder} is a file: a model folder needs a folder of its own")
-    target = Path(os.path.realpath(folder))
-    if target == Path(os.path.realpath(".")) or target in Path(os.path.realpath(".")).parents:
+    target, here = Path(os.path.realpath(folder)), Path(os.path.realpath("."))
+    if target == here or target in here.parents:
         raise CheckpointError(
             f"the model folder {folder} is the current folder or holds it: a model folder is replaced whole, "
             f"so name one of its own (e.g. {folder / 'model'})"
@@ -368,10 +368,10 @@ def check_tensors(expected: Mapping[str, tuple], found: Mapping[str, tuple], wha
     )
     if odd:
         keeps = expected[odd[0]][1]
-        kind = "floating point (" + ", ".join(FLOAT_DTYPES) + ")" if keeps in FLOAT_DTYPES else keeps
+        wanted = "floating point (" + ", ".join(FLOAT_DTYPES) + ")" if keeps in FLOAT_DTYPES else keeps
         raise Unreadable(
             f"{what} is unreadable: {len(odd)} of {len(expected)} tensors are not of the kind the network "
-            f"keeps, e.g. {odd[0]} is {found[odd[0]][1]}, not {kind}"
+            f"keeps, e.g. {odd[0]} is {found[odd[0]][1]}, not {wanted}"
         )
 
 
@@ -395,8 +395,8 @@ def read_weights(folder: Path, written_with: str | None = None) -> dict[str, Ten
     """The tensors of ``folder/model.safetensors``, checked against their checksum (when the
     file carries one: a file written elsewhere may not) and against ``written_with``, the
     checksum config.json was written with (when it names one): a config.json and weights of
-    two different writes, as an interrupted save of swwae 0.4 or earlier could leave, are one
-    line, not a network loaded with the wrong settings' run config."""
+    two different writes (what an interrupted save of an earlier release could leave) are one
+    line, not a network built from the one and loaded with the other."""
     from safetensors import safe_open
 
     path = folder / WEIGHTS_FILE
