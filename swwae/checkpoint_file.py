@@ -14,8 +14,12 @@ Lightning's own ``ckpt_path`` loads through ``AtomicCheckpointIO``) goes through
   they are;
 * bounds and a parse: only a regular file is opened, its nesting is bounded before the
   checksum walks it, and every entry swwae reads (state dict, network settings, run config,
-  epoch, step, mid-epoch position) is parsed (``swwae.stored.parse_checkpoint``). A file with
-  a valid checksum and odd contents is "unreadable" in one line, and resume passes over it.
+  epoch, step, mid-epoch position) is parsed (``swwae.stored.parse_checkpoint``), and the
+  state dict holds no tensor of a dtype that no network keeps (bool, complex, int32: cast
+  into a float parameter, it would be evaluated without a word). A file that torch cannot
+  read, or with a valid checksum and odd contents, is "unreadable" in one line saying why,
+  and resume passes over it. Where a network is built from it (``network_of``), each tensor
+  is held to the network's own: name, shape and kind of dtype.
 """
 
 from __future__ import annotations
@@ -23,15 +27,16 @@ from __future__ import annotations
 import hashlib
 import os
 import pickle
-from collections.abc import Mapping
+import zipfile
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import torch
 
-from swwae.errors import CheckpointError, one_line
+from swwae.errors import CheckpointError, Unreadable, one_line
 from swwae.files import check_nesting, open_regular, sha256_of
 from swwae.model import SWWAE
-from swwae.pretrained import check_shapes, meta_shapes
+from swwae.pretrained import FLOAT_DTYPES, KEPT_DTYPES, check_tensors, meta_kinds, tensor_kinds
 from swwae.stored import parse_checkpoint
 
 CHECKPOINT_CHECKSUM_KEY = "swwae_checksum"  # in a checkpoint: the checksum of its other entries
@@ -92,6 +97,27 @@ def with_checksum(checkpoint: dict) -> dict:
 # reading
 
 
+def why_unreadable(path: Path) -> str:
+    """Why ``torch.load`` could not read the file at ``path``, from what the file is (its
+    unpickler's own error says ``KeyError: 101`` or ``IndexError: pop from empty list``)."""
+    with open(path, "rb") as f:
+        head = f.read(4)
+    if not head:
+        return "the file is empty"
+    if head == b"PK\x03\x04":  # a zip archive: torch.save's format
+        try:
+            with zipfile.ZipFile(path) as archive:
+                names = archive.namelist()
+        except (zipfile.BadZipFile, OSError, ValueError):
+            return "a zip archive cut short or damaged (truncated or corrupt?)"
+        if not any(name.endswith("/data.pkl") for name in names):
+            return "a zip archive, but not one torch.save wrote (it holds no data.pkl)"
+        return "torch.save's zip archive, but what it holds does not unpickle (corrupt?)"
+    if head[:1] == b"\x80":  # a pickle: torch.save's format before torch 1.6
+        return "a pickle cut short or damaged (truncated or corrupt?)"
+    return "not a file that torch.save writes (neither a zip archive nor a pickle)"
+
+
 def load_weights_only(path) -> object:
     """``torch.load`` of tensors and plain values only, or CheckpointError (one line)."""
     path = Path(path)
@@ -108,13 +134,11 @@ def load_weights_only(path) -> object:
                 f"checkpoint {path} holds pickled objects, not tensors and plain values: it was not written by "
                 f"swwae's train.py, and is not loaded (a pickle can run code)"
             ) from None
-        raise CheckpointError(
-            f"checkpoint {path} is unreadable (truncated or corrupt?): {one_line(err, limit=200)}"
-        ) from None
-    except Exception as err:  # noqa: BLE001 - corrupt bytes fail the unpickler in any way (IndexError, ...)
-        raise CheckpointError(
-            f"checkpoint {path} is unreadable (truncated or corrupt?): {one_line(err, limit=200)}"
-        ) from None
+        raise Unreadable(f"checkpoint {path} is unreadable: {why_unreadable(path)}") from None
+    except OSError as err:
+        raise Unreadable(f"checkpoint {path} is unreadable: {err.strerror or one_line(err)}") from None
+    except Exception:  # noqa: BLE001 - corrupt bytes fail the unpickler in any way (KeyError, IndexError, ...)
+        raise Unreadable(f"checkpoint {path} is unreadable: {why_unreadable(path)}") from None
 
 
 def read_checkpoint(path) -> dict:
@@ -125,27 +149,51 @@ def read_checkpoint(path) -> dict:
 
 def verified(checkpoint: object, path="checkpoint") -> dict:
     """``checkpoint`` (as loaded), its checksum entry removed, or CheckpointError (one line)
-    if it is not swwae's or its contents do not match its checksum."""
-    if not isinstance(checkpoint, dict) or any(k not in checkpoint for k in REQUIRED_KEYS):
-        raise CheckpointError(f"checkpoint {path} was not written by swwae's train.py (no state_dict or run config)")
+    if it is not swwae's, its contents do not match its checksum, or a tensor of its state
+    dict is of a dtype no network keeps (``Unreadable``: bool, complex, int32, ...; which
+    tensor must be which is checked where a network is built from it, ``network_of``)."""
+    if not isinstance(checkpoint, dict):
+        raise Unreadable(
+            f"checkpoint {path} is unreadable: it holds a pickled {type(checkpoint).__name__}, "
+            "not the entries of a checkpoint (a dict)"
+        )
+    if any(k not in checkpoint for k in REQUIRED_KEYS):
+        raise Unreadable(
+            f"checkpoint {path} is unreadable: it was not written by swwae's train.py (no state_dict or run config)"
+        )
     check_nesting(checkpoint, f"checkpoint {path}", DEPTH_LIMIT, CHECKPOINT_ITEMS_LIMIT)  # before the checksum recurses
     expected = checkpoint.pop(CHECKPOINT_CHECKSUM_KEY, None)
     if expected is not None and content_checksum(checkpoint) != expected:
         raise CheckpointError(f"checkpoint {path} is corrupt: its contents do not match the checksum written with it")
-    return parse_checkpoint(checkpoint, f"checkpoint {path}", POSITION_KEY)
+    checkpoint = parse_checkpoint(checkpoint, f"checkpoint {path}", POSITION_KEY)
+    kinds = tensor_kinds(checkpoint["state_dict"])
+    odd = sorted(name for name, (_, dtype) in kinds.items() if dtype not in KEPT_DTYPES)
+    if odd:
+        raise Unreadable(
+            f"checkpoint {path} is unreadable: {len(odd)} of {len(kinds)} tensors are of a kind no network keeps, "
+            f"e.g. {odd[0]} is {kinds[odd[0]][1]}, not floating point ({', '.join(FLOAT_DTYPES)})"
+        )
+    return checkpoint
+
+
+def network_builder(checkpoint: dict) -> Callable[[], SWWAE]:
+    """What builds the network of a checkpoint, from its model settings (``hyper_parameters``)."""
+    settings = dict(checkpoint["hyper_parameters"])
+    data = settings.pop("image_shape", (1, 28, 28)), settings.pop("num_classes", 10), settings.pop("pixel_mean", None)
+    return lambda: SWWAE.from_settings(settings, *data)
 
 
 def network_of(checkpoint: dict, path="checkpoint") -> SWWAE:
     """The trained network of a checkpoint that ``read_checkpoint`` returned: built from its
-    model settings (``hyper_parameters``), its weights loaded (the LightningModule's
-    ``net.*`` entries)."""
-    settings = dict(checkpoint["hyper_parameters"])
-    data = settings.pop("image_shape", (1, 28, 28)), settings.pop("num_classes", 10), settings.pop("pixel_mean", None)
+    model settings (``hyper_parameters``), its weights (the LightningModule's ``net.*``
+    entries) held to the network's names, shapes and dtypes (on the meta device, before
+    anything is allocated), then loaded."""
     state = {k.removeprefix("net."): v for k, v in checkpoint["state_dict"].items() if k.startswith("net.")}
+    build = network_builder(checkpoint)
     try:
-        expected = meta_shapes(lambda: SWWAE.from_settings(settings, *data))
-        check_shapes(expected, {k: tuple(v.shape) for k, v in state.items()}, f"checkpoint {path}")
-        net = SWWAE.from_settings(settings, *data)
+        expected = meta_kinds(build)
+        check_tensors(expected, tensor_kinds(state), f"checkpoint {path}")
+        net = build()
         net.load_state_dict(state)
     except CheckpointError:
         raise

@@ -69,10 +69,21 @@ class Preempted(Interrupted):
 
 
 def one_line(err: BaseException, limit: int = 300) -> str:
-    """``err`` as one line, white space folded: a user error's message (it says it all);
-    any other error as ``Type: message``, cut to ``limit`` characters."""
+    """``err`` as one line of at most ``limit`` characters, white space folded: a user error's
+    message (it says it all), any other error as ``Type: message``. Either may carry what it
+    was given (a path, a value, a file's bytes), so a longer text is cut (``shortened``)."""
     text = " ".join(str(err).split())
-    if isinstance(err, UserError) and text:
+    if not (isinstance(err, UserError) and text):
+        text = f"{type(err).__name__}: {text}".rstrip(": ")
+    return shortened(text, limit)
+
+
+def shortened(text: str, limit: int = 300) -> str:
+    """``text`` cut to at most ``limit`` characters, at the last word boundary that keeps more
+    than half of it (a word is never cut in two), with ``...`` to say that more was there."""
+    if len(text) <= limit:
         return text
-    text = f"{type(err).__name__}: {text}".rstrip(": ")
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+    cut = text[: limit - 2]  # one character more than fits: a word ending exactly there is whole
+    space = cut.rfind(" ")
+    cut = cut[:space] if space > limit // 2 else cut[:-1]
+    return cut.rstrip(" ,;:") + "..."

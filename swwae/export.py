@@ -26,8 +26,9 @@ from pathlib import Path
 import torch
 from torch import Tensor, nn
 
-from swwae.errors import ExportError, one_line
+from swwae.errors import DiskError, ExportError, one_line
 from swwae.model import SWWAE, eval_mode
+from swwae.pretrained import check_can_write, reason
 
 INPUT = "image"
 
@@ -72,8 +73,9 @@ class InferenceGraph(nn.Module):
 
 
 def check_onnx_target(path: str | Path) -> Path:
-    """``ExportError`` (one line) when an ONNX file cannot be written to ``path``: onnxscript
-    missing, or a folder there. Cheap, so ``scripts/export.py`` asks it before any work."""
+    """One line when an ONNX file cannot be written to ``path``: onnxscript missing or a folder
+    there (``ExportError``), a folder that takes no file (``DiskError``). Cheap, so
+    ``scripts/export.py`` asks it before any work."""
     try:
         import onnxscript  # noqa: F401 - torch's dynamo exporter needs it
     except ImportError:
@@ -81,18 +83,19 @@ def check_onnx_target(path: str | Path) -> Path:
     path = Path(path)
     if path.is_dir():
         raise ExportError(f"{path} is a folder: name the .onnx file to write")
+    check_can_write(path, f"the ONNX file {path}")
     return path
 
 
 def export_onnx(net: SWWAE, path: str | Path, *, opset: int | None = None) -> Path:
     """Write ``net``'s inference graph to ``path`` (one file, weights inside; written to a
-    temporary file first, so a failed export leaves an older file whole). ``ExportError``
-    (one line) when onnxscript is missing or the exporter fails."""
+    temporary file first, so a failed export leaves an older file whole). One line when
+    onnxscript is missing or the exporter fails (``ExportError``), or the disk (``DiskError``)."""
     path = check_onnx_target(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     temp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     graph = InferenceGraph(net)
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
         with eval_mode(net), torch.no_grad(), warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
             warnings.simplefilter("ignore")
             program = torch.onnx.export(
@@ -106,6 +109,8 @@ def export_onnx(net: SWWAE, path: str | Path, *, opset: int | None = None) -> Pa
             )
             program.save(str(temp), external_data=False)
         os.replace(temp, path)
+    except OSError as err:  # a full disk, a folder made read-only meanwhile
+        raise DiskError(f"writing the ONNX file {path} failed: {reason(err)}") from None
     except Exception as err:  # noqa: BLE001 - the exporter fails in many ways; one line says which
         raise ExportError(
             f"ONNX export of {net.arch} (pool_mode={net.pool_mode}) failed: {one_line(err, limit=300)}"

@@ -1,10 +1,13 @@
 """Checkpoints (docs/architecture.md 5): atomic writes, one safe reader, resume from what
-reads back, one error line for a bad or foreign file, and checkpoints written before the
-package's layers moved still load, resume and evaluate."""
+reads back, one error line for a bad or foreign file (saying what the file is, and refusing
+weights of another kind than the network's), checkpoints written before the package's layers
+moved still load, resume and evaluate, and evaluate writes its picture where the user said."""
 
 from __future__ import annotations
 
+import errno
 import hashlib
+import io
 import json
 import os
 import random
@@ -20,11 +23,13 @@ import torch
 from hydra.core.global_hydra import GlobalHydra
 
 import swwae
+import swwae.commands.outputs
 from helpers.cli import last_error_line, run_cli, train_cli
 from helpers.config import compose_config
+from helpers.disks import read_only_folder
 from swwae.checkpoint_file import CHECKPOINT_CHECKSUM_KEY, content_checksum, read_checkpoint
 from swwae.commands.evaluate import main as evaluate_main
-from swwae.errors import CheckpointError, DiskError
+from swwae.errors import CheckpointError, DiskError, Unreadable
 from swwae.training.checkpoints import (
     AtomicCheckpointIO,
     atomic_torch_save,
@@ -202,18 +207,30 @@ def test_resume_with_another_config_is_one_clear_error(make_config, tmp_path, ch
 
 
 @pytest.mark.parametrize(
-    "damage", ["missing", "truncated", "empty", "random bytes", "foreign state dict", "pickled object", "other model"]
+    "damage",
+    [
+        *("missing", "truncated", "empty", "random bytes", "foreign state dict", "pickled object", "other model"),
+        *("complex weights", "int32 weights", "int64 weights", "a pickled list"),
+    ],
 )
 def test_evaluate_a_bad_checkpoint_is_one_error_line(tmp_path, capsys, damage, trained_run):
     path = tmp_path / "model.ckpt"
-    if damage in ("truncated", "other model"):
+    if damage in ("truncated", "other model", "complex weights", "int32 weights", "int64 weights"):
         good = trained_run / "last.ckpt"
         if damage == "truncated":
             path.write_bytes(good.read_bytes()[:-100])
-        else:  # hparams of one model, weights of another
+        else:
             checkpoint = torch.load(good, weights_only=True)
-            checkpoint["hyper_parameters"]["widths"] = [16]
+            if damage == "other model":  # hparams of one model, weights of another
+                checkpoint["hyper_parameters"]["widths"] = [16]
+            else:  # cast to float32 and evaluated, were they not refused
+                dtype = {"complex weights": torch.complex64, "int32 weights": torch.int32}.get(damage, torch.int64)
+                state = checkpoint["state_dict"]
+                checkpoint["state_dict"] = {name: t.to(dtype) for name, t in state.items()}
+                checkpoint[CHECKPOINT_CHECKSUM_KEY] = content_checksum(checkpoint)  # whole, as written
             torch.save(checkpoint, path)
+    elif damage == "a pickled list":
+        torch.save([1, 2, 3], path)
     elif damage == "empty":
         path.write_bytes(b"")
     elif damage == "random bytes":  # seeds 2 and 14 once failed the unpickler with an IndexError
@@ -230,6 +247,85 @@ def test_evaluate_a_bad_checkpoint_is_one_error_line(tmp_path, capsys, damage, t
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and err.startswith(f"error: checkpoint {path} "), err
     assert not (tmp_path / "x.png").exists()
+
+
+def zip_of(entries: dict[str, bytes]) -> bytes:
+    data = io.BytesIO()
+    with zipfile.ZipFile(data, "w") as archive:
+        for name, content in entries.items():
+            archive.writestr(name, content)
+    return data.getvalue()
+
+
+def saved_bytes(value) -> bytes:
+    data = io.BytesIO()
+    torch.save(value, data)
+    return data.getvalue()
+
+
+@pytest.mark.parametrize(
+    "content, why",
+    [
+        (b"", "the file is empty"),
+        (b"hello world\n", "not a file that torch.save writes (neither a zip archive nor a pickle)"),
+        (zip_of({"notes.txt": b"hello"}), "a zip archive, but not one torch.save wrote (it holds no data.pkl)"),
+        (
+            zip_of({"archive/data.pkl": b"hello", "archive/version": b"3\n"}),  # torch's unpickler: KeyError: 101
+            "torch.save's zip archive, but what it holds does not unpickle (corrupt?)",
+        ),
+        (saved_bytes({"a": torch.ones(9)})[:300], "a zip archive cut short or damaged (truncated or corrupt?)"),
+        (saved_bytes(7), "it holds a pickled int, not the entries of a checkpoint (a dict)"),
+        (saved_bytes([1, 2]), "it holds a pickled list, not the entries of a checkpoint (a dict)"),
+    ],
+    ids=["empty", "text", "a zip", "a zip with a bad pickle", "cut short", "an int", "a list"],
+)
+def test_a_file_that_is_no_checkpoint_is_unreadable_saying_what_it_is(tmp_path, content, why):
+    path = tmp_path / "x.ckpt"
+    path.write_bytes(content)
+    with pytest.raises(Unreadable) as raised:
+        swwae.load(path)
+    assert str(raised.value) == f"checkpoint {path} is unreadable: {why}"
+
+
+# evaluate: the picture goes where the user said, the metrics come first
+
+
+def test_evaluate_writes_its_picture_here_never_beside_the_checkpoint(tmp_path, capsys, monkeypatch):
+    """A checkpoint in a read-only folder (another user's, a mounted data set): the PNG goes
+    to the current folder (or --out), the folder it came from is never written."""
+    with read_only_folder(tmp_path / "theirs", fill=lambda f: shutil.copy(LEGACY["0.2"][0], f / "best.ckpt")) as theirs:
+        monkeypatch.chdir(tmp_path)
+        assert evaluate_main([str(theirs / "best.ckpt"), "--num-images", "2"]) == 0
+        assert json.loads(capsys.readouterr().out)["png"] == "recon.png" and (tmp_path / "recon.png").is_file()
+        (tmp_path / "pictures").mkdir()
+        assert evaluate_main([str(theirs / "best.ckpt"), "--out", "pictures", "--split", "val"]) == 0
+        assert (tmp_path / "pictures" / "recon.png").is_file()
+        assert sorted(p.name for p in theirs.iterdir()) == ["best.ckpt"]
+
+        capsys.readouterr()
+        assert evaluate_main([str(theirs / "best.ckpt"), "--out", str(theirs / "recon.png")]) == 2
+        out, err = capsys.readouterr()
+        assert out == "" and err.splitlines() == [  # before the evaluation
+            f"error: cannot write the picture recon.png in {theirs}: "
+            + ("Read-only file system" if os.geteuid() == 0 else "Permission denied")
+            + "; set --out=... to write elsewhere"
+        ]
+        assert evaluate_main([str(theirs / "best.ckpt"), "--out", "recon.jpg"]) == 2
+        assert capsys.readouterr().err.startswith("error: --out=recon.jpg: name a .png file")
+
+
+def test_evaluate_prints_its_metrics_before_a_picture_that_cannot_be_written(tmp_path, capsys, monkeypatch):
+    def disk_full(image, path):
+        Path(path).write_bytes(b"\x89PNG half")
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(swwae.commands.outputs, "save_png", disk_full)
+    monkeypatch.chdir(tmp_path)
+    assert evaluate_main([str(LEGACY["0.2"][0]), "--num-images", "2"]) == 2
+    out, err = capsys.readouterr()
+    assert 0 < json.loads(out)["test/recon_mse"] < 0.2
+    assert err.splitlines() == ["error: writing recon.png failed: No space left on device"]
+    assert not any(tmp_path.iterdir())  # no half a picture either
 
 
 def test_evaluate_a_bad_option_is_one_error_line(tmp_path, capsys):

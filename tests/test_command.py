@@ -278,7 +278,7 @@ def test_runs_table_reads_each_run_through_the_safe_reader(checkpoints):
     assert by_name["stopped"].status == "pre-empted" and by_name["stopped"].epochs == 2
     assert by_name["quick/nested"].status == "finished"
     assert by_name["broken"].status == "unreadable"
-    assert by_name["broken"].note.startswith("last.ckpt is unreadable (truncated or corrupt?)")
+    assert by_name["broken"].note.startswith("last.ckpt is unreadable: a zip archive cut short or damaged (truncated")
     assert "; best.ckpt is corrupt: its contents do not match the checksum" in by_name["broken"].note
     assert (by_name["fallback"].status, by_name["fallback"].checkpoint) == ("unfinished", "best.ckpt")
     assert by_name["fallback"].note.startswith("last.ckpt is unreadable")

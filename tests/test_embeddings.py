@@ -66,15 +66,16 @@ def test_the_default_run_writes_no_projector_files(make_config, tmp_path):
 
 
 @pytest.mark.slow
-def test_evaluate_writes_the_projector_files_beside_the_checkpoint_or_where_asked(make_config, tmp_path, capsys):
+def test_evaluate_writes_the_projector_files_under_logs_here_or_where_asked(make_config, tmp_path, capsys, monkeypatch):
     from swwae.commands.evaluate import main
 
     train(make_config("model.widths=[4,8]"))
     best = tmp_path / "checkpoints" / RUN / "best.ckpt"
     capsys.readouterr()  # training's own lines
-    assert main([str(best), "--embeddings", "--split", "val"]) == 0
+    monkeypatch.chdir(tmp_path)
+    assert main([str(best), "--embeddings", "--split", "val", "--out", "val.png"]) == 0
     result = json.loads(capsys.readouterr().out)
-    assert result["embeddings"] == str(best.with_name("best_val_embeddings")) and result["embedded_images"] == 500
+    assert result["embeddings"] == "logs/best_val_embeddings" and result["embedded_images"] == 500
     shown = projector_files(Path(result["embeddings"]))
     assert shown["vectors"].shape == (500, 8 * 7 * 7) and len(shown["labels"]) == 500
 

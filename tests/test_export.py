@@ -1,6 +1,7 @@
 """ONNX export (extra: onnx): every pooling mode's inference graph runs in onnxruntime with
 PyTorch's outputs to 1e-5, at any batch size; and ``scripts/export.py`` writes the ONNX file
-and the model folder from a checkpoint, each read back, with one error line for bad input."""
+and the model folder from a checkpoint, each read back, with one error line for bad input
+(weights that are not finite, a place it cannot write among them) before anything is written."""
 
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ from hydra.core.global_hydra import GlobalHydra
 import swwae
 from helpers.cli import last_error_line, run_cli
 from helpers.config import ROOT, compose_config
+from helpers.disks import read_only_folder
+from swwae.checkpoint_file import CHECKPOINT_CHECKSUM_KEY, content_checksum
 from swwae.export import check_onnx, export_onnx, onnx_signature, output_names
 from swwae.model import SWWAE
 from swwae.training.run import train
@@ -121,6 +124,32 @@ def test_export_script_bad_input_is_one_error_line(best_ckpt, tmp_path, capsys):
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and err[0].startswith("error: ") and message in err[0], err
     assert swwae.load(best_ckpt) is not None  # nothing already saved is touched
+
+
+def test_export_of_weights_that_are_not_finite_is_one_line_and_writes_nothing(best_ckpt, tmp_path, capsys):
+    from swwae.commands.export import main
+
+    checkpoint = torch.load(best_ckpt, weights_only=True)
+    checkpoint["state_dict"]["net.encoders.0.0.weight"][0, 0, 0, 0] = float("nan")
+    checkpoint[CHECKPOINT_CHECKSUM_KEY] = content_checksum(checkpoint)  # a whole file: training let a NaN through
+    torch.save(checkpoint, tmp_path / "nan.ckpt")
+    assert main([str(tmp_path / "nan.ckpt"), "--to", str(tmp_path / "m"), "--onnx", str(tmp_path / "m.onnx")]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        f"error: the weights of {tmp_path / 'nan.ckpt'} are not finite: 1 of 10 tensors hold NaN or infinite "
+        "values (e.g. encoders.0.0.weight): nothing was written"
+    ]
+    assert [p.name for p in tmp_path.iterdir()] == ["nan.ckpt"]
+
+
+def test_export_to_a_read_only_place_is_one_line_naming_it(best_ckpt, tmp_path, capsys):
+    from swwae.commands.export import main
+
+    with read_only_folder(tmp_path / "ro") as ro:
+        for option, target, what in [("--to", ro / "m", "model folder"), ("--onnx", ro / "m.onnx", "ONNX file")]:
+            assert main([str(best_ckpt), option, str(target)]) == 2
+            [line] = capsys.readouterr().err.splitlines()
+            assert line.startswith(f"error: cannot write the {what} {target}: ") and line.endswith(f"(in {ro})")
+        assert not any(ro.iterdir())
 
 
 @pytest.mark.slow

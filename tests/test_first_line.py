@@ -1,6 +1,8 @@
 """Bad input answers before torch or Lightning loads, through both entry points (``python
 train.py`` of a clone and the installed ``swwae train``): judged from the modules the child
-imported (``python -X importtime`` lists each on stderr), never from a time."""
+imported (``python -X importtime`` lists each on stderr), never from a time. And an error
+folded into one line (``swwae.errors.one_line``) is cut between words, never mid-word, and
+never echoes more than a few hundred characters of what it was given."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ import pytest
 
 from helpers.cli import run_cli
 from helpers.config import ROOT
+from swwae.errors import ConfigError, one_line
 
 HEAVY = {"torch", "lightning", "pytorch_lightning"}
 ENTRY_POINTS = {"python train.py": [ROOT / "train.py"], "swwae train": ["-m", "swwae", "train"]}
@@ -38,3 +41,15 @@ def test_bad_input_answers_before_torch_or_lightning_loads(tmp_path, entry, case
     loaded = imported(result.stderr)
     assert "swwae" in loaded and not loaded & HEAVY, sorted(loaded & HEAVY)
     assert not any(tmp_path.iterdir())  # and nothing is left where it ran
+
+
+@pytest.mark.parametrize("error", [RuntimeError, ConfigError])
+def test_a_long_error_is_cut_between_words_and_says_so(error):
+    words = "the exporter refused node max_pool2d_with_indices_backward of the graph " * 40
+    line = one_line(error(words + "\n  and more"), limit=200)
+    assert len(line) <= 200 and line.endswith("...") and "\n" not in line
+    assert words.startswith(line.removeprefix("RuntimeError: ").removesuffix("...") + " ")  # whole words only
+    assert len(one_line(error("x" * 100_000))) == 300  # one endless word: cut all the same
+    assert (
+        one_line(error("short  and\nsweet")) == ("RuntimeError: " if error is RuntimeError else "") + "short and sweet"
+    )

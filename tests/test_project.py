@@ -1,5 +1,6 @@
 """Deconvnet projections (swwae/projection.py, scripts/project.py): shapes, the switches
-confine a hard model's projection, where-free models still project, clear errors."""
+confine a hard model's projection, where-free models still project, clear errors, and the
+picture goes where the user said (the current folder by default), never beside the checkpoint."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import torch.nn.functional as F
 
 from helpers.cli import run_cli
 from helpers.config import ROOT, SAMPLE_DATA
+from helpers.disks import read_only_folder
 from swwae.commands.project import main as project_main
 from swwae.commands.project import parse_command_line
 from swwae.errors import ConfigError
@@ -126,12 +128,25 @@ def fake_checkpoint(path, mode="hard"):
 
 
 @pytest.mark.slow
-def test_the_script_writes_a_grid(tmp_path):
-    ckpt = fake_checkpoint(tmp_path / "best.ckpt")
+def test_the_script_writes_a_grid_in_the_current_folder(tmp_path):
+    (tmp_path / "run").mkdir()
+    ckpt = fake_checkpoint(tmp_path / "run" / "best.ckpt")
     result = run_cli(ROOT / "scripts" / "project.py", ckpt, "stage=2", "top=6", "images=100", cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-2000:]
-    png = tmp_path / "best_projection_stage2.png"
-    assert png.stat().st_size > 1000 and str(png) in result.stdout
+    assert (tmp_path / "proj.png").stat().st_size > 1000 and result.stdout.startswith("proj.png: 6 strongest")
+    assert [p.name for p in (tmp_path / "run").iterdir()] == ["best.ckpt"]
+
+
+def test_a_checkpoint_in_a_read_only_folder_projects_and_an_out_there_is_one_line(tmp_path, capsys, monkeypatch):
+    with read_only_folder(tmp_path / "theirs", fill=lambda folder: fake_checkpoint(folder / "best.ckpt")) as theirs:
+        monkeypatch.chdir(tmp_path)
+        assert project_main([str(theirs / "best.ckpt"), "stage=1", "top=2", "images=20"]) == 0
+        assert (tmp_path / "proj.png").is_file() and capsys.readouterr().out.startswith("proj.png: ")
+        assert project_main([str(theirs / "best.ckpt"), f"out={theirs}"]) == 2  # a folder: proj.png in it
+        [line] = capsys.readouterr().err.splitlines()
+        assert line.startswith(f"error: cannot write the picture proj.png in {theirs}: ")
+        assert line.endswith("; set out=... to write elsewhere")
+        assert [p.name for p in theirs.iterdir()] == ["best.ckpt"]
 
 
 def test_where_free_models_project_and_say_so(tmp_path, capsys):
@@ -152,6 +167,7 @@ def test_where_free_models_project_and_say_so(tmp_path, capsys):
         (["--layer", "1"], "error: unrecognized arguments: --layer 1"),
         (["stage=1", "--stage", "2"], "error: stage is given twice"),
         (["split=train"], "error: split='train': choose val or test"),
+        (["out=p.jpg"], "error: out=p.jpg: name a .png file (or a folder for proj.png)"),
     ],
 )
 def test_bad_options_are_one_error_line(tmp_path, capsys, args, message):

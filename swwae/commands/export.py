@@ -6,7 +6,11 @@ checked.
     python scripts/export.py m/ --onnx m.onnx          # from a model folder
 
 The folder loads with ``swwae.load("m/")`` (no Lightning, no Hydra, nothing that runs code),
-and gives the same outputs bit for bit: checked here on random images. The ONNX file maps
+and gives the same outputs bit for bit: checked here on random images. It is written whole or
+not at all: beside itself first, then swapped in (other files in it are kept), so a kill, a
+full disk or a read-only folder leaves an existing ``m/`` as it was; the folder it is in must
+take a new folder. Weights that are not finite (NaN, infinity) are refused before anything is
+written. The ONNX file maps
 ``image`` (batch, C, H, W) in [0, 1] to ``recon``, ``logits`` (with a classifier head) and
 ``top_what``, with a dynamic batch axis; with onnxruntime installed (``pip install -e
 ".[onnx]"``) it is run here and compared with PyTorch's outputs.
@@ -29,7 +33,7 @@ from swwae.card import RunFacts, run_metrics
 from swwae.cli import one_line_errors, script_parser
 from swwae.errors import ConfigError, ExportError
 from swwae.export import check_onnx, check_onnx_target, example_images, export_onnx, onnx_signature
-from swwae.pretrained import CONFIG_FILE, WEIGHTS_FILE, check_folder_target
+from swwae.pretrained import CONFIG_FILE, WEIGHTS_FILE, check_finite, check_folder_target
 from swwae.progress import progress
 
 ONNX_TOLERANCE = 1e-5
@@ -102,6 +106,7 @@ def main(argv=None) -> int:
     if args.to is None and args.onnx is None:
         raise ConfigError("nothing to do: name --to FOLDER, --onnx FILE, or both")
     net = swwae.load(args.model)
+    check_finite(net.state_dict(), str(args.model))  # NaN weights: NaN outputs, which no check could compare
     if args.to is not None:  # bad targets: one error line before any step starts
         check_folder_target(args.to)
     if args.onnx is not None:

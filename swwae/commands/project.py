@@ -9,8 +9,9 @@ Options, as key=value (or --key value): stage (1..number of stages; default: the
 top (how many activations, default 16), images (how many images of the split to search,
 default 500), split (val | test, default val), distinct=false (allow several picks from one
 channel), zoom (pixel magnification of the PNG; default: the smallest that makes an image
-84 pixels wide, 3 for 28-pixel digits), out (PNG path; default beside the checkpoint). A bad
-option is one ``error:`` line, exit status 2. The PNG (``swwae.images.projection_figure``)
+84 pixels wide, 3 for 28-pixel digits), out (the PNG, or a folder for proj.png; default
+proj.png in the current folder, never beside the checkpoint). A bad option, or an out it
+cannot write, is one ``error:`` line, exit status 2, before any work. The PNG (``swwae.images.projection_figure``)
 has two title lines (run, stage, pooling; the channels), then rows labelled image |
 projection: each pick's image above its projection (grey is zero, light positive, dark
 negative). Where-free models (upsample, avg, strided, wavelet) project too, through their
@@ -31,13 +32,15 @@ import warnings
 from pathlib import Path
 
 from swwae.cli import one_line_errors, script_parser
+from swwae.commands.outputs import picture_path, write_picture
 from swwae.errors import ConfigError
-from swwae.images import projection_figure, save_png
+from swwae.images import projection_figure
 from swwae.pooling.modes import POOL_MODES
 from swwae.projection import check_stage, project, strongest
 from swwae.training.checkpoints import load_model
 from swwae.training.registry import data_of_run
 
+PICTURE = "proj.png"  # in the current folder, unless out= says otherwise
 OPTIONS = {"stage": int, "top": int, "images": int, "split": str, "distinct": str, "zoom": int, "out": Path}
 KEY_HELP = {
     "stage": "1..number of stages (default: the top one)",
@@ -46,7 +49,7 @@ KEY_HELP = {
     "split": "val | test (default val)",
     "distinct": "true | false: false allows several picks from one channel (default true)",
     "zoom": "pixel magnification of the PNG (default: an image 84 pixels wide at least; 3 for MNIST)",
-    "out": "PNG path (default: beside the checkpoint)",
+    "out": f"the PNG, or a folder for {PICTURE} (default: {PICTURE}, here)",
 }
 
 
@@ -101,6 +104,7 @@ def run(
     zoom: int | None = None,
     out: Path | None = None,
 ) -> Path:
+    out = picture_path(out, PICTURE, "out")
     module, config = load_model(checkpoint)
     net = module.net
     stage = len(net.encoders) if stage is None else stage
@@ -116,13 +120,12 @@ def run(
     x = datamodule.images(split, images)
     picks = strongest(net, x, stage, top=top, distinct_channels=distinct.lower() == "true")
     projections = project(net, x[picks.image], picks, stage)
-    out = out or checkpoint.with_name(f"{checkpoint.stem}_projection_stage{stage}.png")
     title = (
         f"{config.get('run_name', checkpoint.parent.name)}: the {len(picks)} strongest activations of stage "
         f"{stage} ({net.pool_mode} pooling)\nchannels, left to right: {', '.join(map(str, picks.channel.tolist()))}"
     )
     figure = projection_figure(x[picks.image], projections, nrow=min(len(picks), 8), scale=zoom, title=title)
-    save_png(figure, out)
+    write_picture(figure, out)
     print(
         f"{out}: {len(picks)} strongest activations of stage {stage} ({net.pool_mode} pooling), "
         f"channels {picks.channel.tolist()}"

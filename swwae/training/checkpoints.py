@@ -37,8 +37,7 @@ from lightning.pytorch.plugins.io import CheckpointIO, TorchCheckpointIO
 
 from swwae.checkpoint_file import read_checkpoint, verified, with_checksum
 from swwae.errors import CheckpointError, one_line
-from swwae.pretrained import check_shapes as check_settings_fit
-from swwae.pretrained import meta_shapes
+from swwae.pretrained import check_tensors, meta_kinds, tensor_kinds
 from swwae.training.composing import build
 from swwae.training.folders import write_failed
 from swwae.training.module import SWWAEModule
@@ -57,10 +56,10 @@ def load_model(path) -> tuple[SWWAEModule, dict]:
     checkpoint = read_checkpoint(path)
     settings = plain_settings(checkpoint["hyper_parameters"], "model", f"checkpoint {path}")
     try:
-        expected = meta_shapes(lambda: SWWAEModule(**settings))
+        expected = meta_kinds(lambda: SWWAEModule(**settings))
     except (TypeError, RuntimeError, KeyError, ValueError, ArithmeticError) as err:  # UserError is a ValueError
         raise CheckpointError(f"checkpoint {path} does not fit swwae's model: {one_line(err, limit=200)}") from None
-    check_settings_fit(expected, {k: tuple(v.shape) for k, v in checkpoint["state_dict"].items()}, f"checkpoint {path}")
+    check_tensors(expected, tensor_kinds(checkpoint["state_dict"]), f"checkpoint {path}")
     try:
         module = SWWAEModule(**settings)
         module.load_state_dict(checkpoint["state_dict"])
