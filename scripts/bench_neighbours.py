@@ -17,7 +17,8 @@ threads-fitted``, about 10 minutes on 2 idle cores; OpenMP's variables are clear
 child first):
 
 * ``default``: what the job does, ``swwae.threads.choose_threads()`` in the child (one thread
-  per usable CPU; ``PASSIVE`` if other threads were runnable as it started);
+  per usable CPU; ``PASSIVE`` if other threads were runnable as it started: the median of a
+  few readings of ``/proc/loadavg`` over 8 ms);
 * ``unset``: nothing set (libgomp spins about 3 ms, then sleeps; torch: one thread a CPU);
 * ``PASSIVE``, ``ACTIVE``: ``OMP_WAIT_POLICY``;
 * ``spin=N``: a bounded spin, ``GOMP_SPINCOUNT=N`` (libgomp, torch's runtime on Linux; about
@@ -33,7 +34,9 @@ the order of the candidates rotates from round to round, so a load that drifts h
 Printed: a markdown table, each candidate's median and its paired ratio to the fastest (the
 median over rounds of its time over the fastest's in the same round), and whether the
 ``default`` candidate meets the bars (within 1.05x of the fastest alone, 1.10x beside the busy
-processes). Nothing is written into the checkout: the runs go to a temporary folder.
+processes), and how often the readings each child started with changed within their window
+(the first reading alone would then have decided the wait for a passing thread). Nothing is
+written into the checkout: the runs go to a temporary folder.
 """
 
 from __future__ import annotations
@@ -93,12 +96,26 @@ def decide_in_child(candidate: str) -> dict:
 
     machine = threads.read_machine()
     if candidate == "default":
-        threads.choose_threads()
+        threads.choose_threads(machine=machine)
     elif candidate == "passive-if-busy" and machine.free_cpus < machine.usable_cpus:
         os.environ[threads.WAIT_POLICY] = "PASSIVE"
     elif candidate == "threads-fitted":
         os.environ[threads.THREADS] = str(max(1, min(machine.usable_cpus, machine.free_cpus)))
-    return {"others_running": machine.others_running}
+    return {"others_running": machine.others_running, "readings": list(machine.readings)}
+
+
+def one_reading_differs(record: dict) -> bool:
+    """Whether the wait decided from the child's first reading alone (the decision before it
+    took several) differs from the one decided from all of them."""
+    from swwae.threads import Machine, decide_threads
+
+    cpus = record["threads"]
+    readings = record.get("readings") or [record["others_running"]]
+    waits = [
+        decide_threads({}, Machine(cpus=cpus, others_running=n)).settings.get("OMP_WAIT_POLICY")
+        for n in (readings[0], record["others_running"])
+    ]
+    return waits[0] != waits[1]
 
 
 def child(candidate: str, epochs: int, overrides: list[str]) -> int:
@@ -196,8 +213,17 @@ def report(records: dict, candidates: list[str], args, started: float, load: flo
         print(f"| {k} | {cells} | {threads} | {seen} |")
     print(
         "\n(threads: torch's thread count in the first round, P: OMP_WAIT_POLICY=PASSIVE; others runnable: "
-        "other processes' runnable threads as each child started, round by round, from /proc/loadavg)"
+        "other processes' runnable threads as each child started, round by round: the median of "
+        f"{len(records[conditions[0], candidates[0]][0].get('readings') or [0])} readings of /proc/loadavg)"
     )
+    for c in conditions:
+        children = [r for k in candidates for r in records[c, k]]
+        differ = sum(one_reading_differs(r) for r in children)
+        passing = sum(len(set(r.get("readings") or [])) > 1 for r in children)
+        print(
+            f"{c}: readings that changed within the window in {passing} of {len(children)} children; "
+            f"the first reading alone would have chosen another wait in {differ}"
+        )
     if "default" in candidates:
         verdict = [f"{ratio[c, 'default']:.3f}x the fastest {c} (bar {BARS[c]:.2f}x)" for c in conditions]
         meets = all(ratio[c, "default"] <= BARS[c] for c in conditions)

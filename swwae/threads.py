@@ -9,10 +9,14 @@ times longer. ``python scripts/bench_neighbours.py`` measures both.
 
 So the job reads the machine once, before torch loads: how many CPUs this process may use
 (its affinity, a cgroup v2 ``cpu.max`` quota) and how many threads of other processes are
-runnable right now (``/proc/loadavg``). It runs one thread per usable CPU; if each has a free
-CPU it leaves the wait to the OpenMP runtime (libgomp spins a bounded while, about 3 ms, then
-sleeps), and if not, the threads sleep while they wait (``PASSIVE``). It reads two or three
-small files and starts nothing: it costs well under a millisecond.
+runnable (``/proc/loadavg``'s running count). It runs one thread per usable CPU; if each has a
+free CPU it leaves the wait to the OpenMP runtime (libgomp spins a bounded while, about 3 ms,
+then sleeps), and if not, the threads sleep while they wait (``PASSIVE``). One reading is one
+instant, and an idle machine shows a passing runnable thread (a kernel worker, a shell waking)
+in a few readings out of a hundred, which would send a run alone to the slower sleeping wait;
+so the count is the median of ``SAMPLES`` readings ``SAMPLE_GAP_S`` apart (``typical_count``):
+a busy neighbour is runnable in every reading, a passing thread in one. It reads a few small
+files, sleeps about 8 ms between the readings and starts nothing: about 10 ms at every start.
 
 The settings are the standard environment variables, read once when torch's OpenMP runtime
 starts; a value you set is kept, and the rest is decided around it:
@@ -28,14 +32,18 @@ from __future__ import annotations
 
 import math
 import os
+import statistics
 import sys
-from collections.abc import Mapping
+import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 THREADS = "OMP_NUM_THREADS"
 WAIT_POLICY = "OMP_WAIT_POLICY"
 THREAD_SETTINGS = (THREADS, "MKL_NUM_THREADS")
 WAIT_SETTINGS = (WAIT_POLICY, "GOMP_SPINCOUNT", "KMP_BLOCKTIME", "KMP_LIBRARY")
+SAMPLES = 5  # readings of the running count: a passing thread is in one, a busy neighbour in all
+SAMPLE_GAP_S = 0.002  # between readings: the window is 8 ms
 
 
 @dataclass(frozen=True)
@@ -43,8 +51,9 @@ class Machine:
     """What the decision needs to know about the machine as the run starts."""
 
     cpus: int  # the CPUs this process may run on (its affinity): the OpenMP runtime's default threads
-    others_running: int  # runnable threads of other processes right now
+    others_running: int  # runnable threads of other processes as the run starts (typical_count)
     quota: int | None = None  # the CPUs its cgroup's quota allows, if it has one
+    readings: tuple[int, ...] = ()  # the readings others_running was taken from, for the log
 
     @property
     def usable_cpus(self) -> int:
@@ -86,6 +95,8 @@ def decide_threads(environ: Mapping[str, str], machine: Machine) -> ThreadChoice
         f"{machine.usable_cpus} usable CPU{'s' * (machine.usable_cpus != 1)}, "
         f"{machine.others_running} other runnable thread{'s' * (machine.others_running != 1)}"
     )
+    if len(machine.readings) > 1:
+        seen += f": the median of {','.join(map(str, machine.readings))}"
     threads = user_threads(environ)
     if any(name in environ for name in THREAD_SETTINGS):
         why_threads = f"{threads or 'the runtime default'} thread{'s' * (threads != 1)}, as set"
@@ -136,21 +147,42 @@ def affinity_cpus() -> int:
         return os.cpu_count() or 1
 
 
-def others_running() -> int:
-    """Runnable threads of other processes now: ``/proc/loadavg``'s running count less this
-    one; where there is no such file, the one-minute load average."""
+def typical_count(readings: Sequence[int]) -> int:
+    """The runnable threads of other processes a run will meet, from readings of the running
+    count taken a few milliseconds apart: their median (the lower one of an even count), so that
+    a thread runnable in a minority of readings (passing by) does not count, and a neighbour
+    runnable in most of them (busy) does. No readings: none runnable."""
+    return statistics.median_low(readings) if readings else 0
+
+
+def running_now() -> int | None:
+    """Runnable threads of other processes at this instant: ``/proc/loadavg``'s running count
+    less this one; None where there is no such file (not Linux)."""
     fields = (read_ascii("/proc/loadavg") or "").split()
     running = fields[3].partition("/")[0] if len(fields) > 3 else ""
-    if running.isdigit():
-        return max(0, int(running) - 1)
-    try:
-        return round(os.getloadavg()[0])
-    except (AttributeError, OSError):
-        return 0
+    return max(0, int(running) - 1) if running.isdigit() else None
+
+
+def read_running(samples: int = SAMPLES, gap_s: float = SAMPLE_GAP_S) -> tuple[int, ...]:
+    """``samples`` readings of :func:`running_now`, ``gap_s`` apart; where the running count
+    cannot be read, one reading: the one-minute load average, already an average over time."""
+    readings = []
+    for number in range(samples):
+        if number:
+            time.sleep(gap_s)
+        now = running_now()
+        if now is None:
+            try:
+                return (round(os.getloadavg()[0]),)
+            except (AttributeError, OSError):
+                return ()
+        readings.append(now)
+    return tuple(readings)
 
 
 def read_machine() -> Machine:
-    return Machine(cpus=affinity_cpus(), others_running=others_running(), quota=cgroup_cpu_limit())
+    readings = read_running()
+    return Machine(affinity_cpus(), typical_count(readings), cgroup_cpu_limit(), readings)
 
 
 # the job's call
@@ -158,15 +190,16 @@ def read_machine() -> Machine:
 chosen: ThreadChoice | None = None  # what this process decided, for the job's log
 
 
-def choose_threads(environ: dict[str, str] | None = None) -> ThreadChoice | None:
+def choose_threads(environ: dict[str, str] | None = None, machine: Machine | None = None) -> ThreadChoice | None:
     """Decide the OpenMP settings and put them in the environment (this process's and its
     children's), first thing, before torch loads. None if torch is already loaded: its runtime
-    has read the environment then, and nothing is changed."""
+    has read the environment then, and nothing is changed. ``machine``: as read already (the
+    benchmark records what the decision saw); by default read now."""
     global chosen
     if "torch" in sys.modules:
         return None
     environ = os.environ if environ is None else environ
-    decision = decide_threads(environ, read_machine())
+    decision = decide_threads(environ, machine or read_machine())
     environ.update(decision.settings)
     chosen = decision
     return decision

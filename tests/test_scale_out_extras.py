@@ -1,6 +1,7 @@
 """The documented extras of docs/scale_out.md run, not only compose: the Optuna search (its
-first command, two quick trials) and a sweep through ``hydra/launcher=submitit_local`` (two
-quick jobs), each ending with the sweep's summary.md. Skipped, visibly, without the extra."""
+first command, two quick trials; a search with a failed trial goes on) and a sweep through
+``hydra/launcher=submitit_local`` (two quick jobs), each ending with the sweep's summary.md.
+Skipped, visibly, without the extra."""
 
 from __future__ import annotations
 
@@ -37,6 +38,28 @@ def test_the_optuna_search_of_the_docs_runs_two_trials(tmp_path):
     assert {"model.lr", "model.beta"} <= set(best["best_params"])
     assert len(list((tmp_path / "sweep").glob("[01]_optuna_swwae_soft_*"))) == 2
     assert "2 jobs, 2 configs, 0 failed" in (tmp_path / "sweep" / "summary.md").read_text()
+
+
+@pytest.mark.slow
+@needs("hydra_optuna_sweeper", "optuna")
+def test_a_failed_trial_is_a_failed_trial_and_the_search_goes_on(tmp_path):
+    """Trial 0 is refused (max_epochs follows the trial's number: 0 trains nothing), trial 1
+    trains: Optuna records the first as failed, runs the second, reports it as the best; the
+    summary lists the failure and the search exits 1, without a traceback."""
+    args = ["hparams_search=swwae_optuna", "model=swwae_soft", *QUICK, "hydra.sweeper.n_trials=2"]
+    args += ["trainer.max_epochs=${hydra:job.num}", f"hydra.sweep.dir={tmp_path / 'sweep'}"]
+    result = run_cli(ROOT / "train.py", *args, cwd=tmp_path, timeout=600)
+    assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr[-3000:]
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert errors[0].startswith("error: sweep job 0 (optuna_swwae_soft_mnist_sample_trial0_seed0) failed: trainer.max")
+    assert errors[-1].startswith("error: 1 of 2 sweep jobs failed (0_optuna_swwae_soft_mnist_sample_trial0_seed0)")
+    assert "Failed experiment" in result.stdout + result.stderr  # Optuna's sweeper: the trial is FAIL
+    best = yaml.safe_load((tmp_path / "sweep" / "optimization_results.yaml").read_text())
+    trained = yaml.safe_load(
+        (tmp_path / "sweep" / "1_optuna_swwae_soft_mnist_sample_trial1_seed0" / ".hydra" / "overrides.yaml").read_text()
+    )
+    assert {f"{k}={v}" for k, v in best["best_params"].items()} <= set(trained)  # the trial that trained is the best
+    assert "2 jobs, 2 configs, 1 failed" in (tmp_path / "sweep" / "summary.md").read_text()
 
 
 @pytest.mark.slow

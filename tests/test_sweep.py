@@ -4,6 +4,7 @@ every job its own run name, and ``scripts/compare_runs.py`` rebuilds the summary
 
 from __future__ import annotations
 
+import importlib.util
 import itertools
 import json
 import math
@@ -317,3 +318,185 @@ def test_hard_vs_soft_sweeps_beta_for_soft_only():
         ["hard", "soft", "soft", "soft", "upsample", "avg", "strided", "wavelet"]
     )
     assert sorted(b for m, b in modes if m == "soft") == [1.0, 10.0, 100.0]
+
+
+# each sweep its own folder, each job its own run (the callbacks run in-process on a composed multirun)
+
+
+@pytest.fixture
+def multirun(monkeypatch, tmp_path):
+    """``multirun(overrides)``: the sweep's config as ``python train.py -m <overrides>`` composes it
+    (launched in ``tmp_path``), before its callbacks run; Hydra's global state cleared after."""
+    from hydra.types import RunMode
+
+    from swwae.training.runs import sweep_claim
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sweep_claim, "started", [])
+    GlobalHydra.instance().clear()
+    with initialize_config_module(CONFIG_MODULE, version_base="1.3"):
+        yield lambda overrides: GlobalHydra.instance().hydra.compose_config(
+            "train", ["hydra.mode=MULTIRUN", *overrides], run_mode=RunMode.MULTIRUN
+        )
+    GlobalHydra.instance().clear()
+
+
+def job_names(config) -> dict[str, tuple[str, str]]:
+    """Each job of a grid sweep (after its callbacks): its overrides -> (run name, override_dirname)."""
+    from omegaconf import OmegaConf
+
+    from swwae.training.runs.sweep_claim import job_overrides
+
+    task = OmegaConf.to_container(config.hydra.overrides.task)
+    names = {}
+    for overrides in job_overrides({}, task):
+        job = GlobalHydra.instance().config_loader().load_sweep_config(config, overrides)
+        HydraConfig.instance().set_config(job)
+        names[" ".join(overrides)] = (job.run_name, job.hydra.job.override_dirname)
+    return names
+
+
+def test_a_sweep_job_is_named_by_the_run_settings_swept(multirun, tmp_path):
+    from swwae.training.runs.sweep_claim import DistinctRunFolders, started
+
+    config = multirun(["model.lr=1e-3,1e-4", "seed=0,1", "model.widths=[4]", "trainer.max_epochs=2", "debug=quick"])
+    DistinctRunFolders().on_multirun_start(config=config)  # no two jobs share a run folder: not refused
+    fixed = "model.widths=[4] trainer.max_epochs=2 debug=quick"
+    assert job_names(config) == {
+        f"model.lr=0.001 seed=0 {fixed}": ("swwae_hard_mnist_sample_lr0.001_seed0", "model.lr=0.001,seed=0"),
+        f"model.lr=0.001 seed=1 {fixed}": ("swwae_hard_mnist_sample_lr0.001_seed1", "model.lr=0.001,seed=1"),
+        f"model.lr=0.0001 seed=0 {fixed}": ("swwae_hard_mnist_sample_lr0.0001_seed0", "model.lr=0.0001,seed=0"),
+        f"model.lr=0.0001 seed=1 {fixed}": ("swwae_hard_mnist_sample_lr0.0001_seed1", "model.lr=0.0001,seed=1"),
+    }
+    assert started == [tmp_path / "multirun" / config.hydra.sweep.dir.split("/")[-1]]  # named once the sweep may go
+
+
+def test_a_single_run_keeps_its_name_whatever_its_overrides(tmp_path):
+    from helpers.config import compose_config
+
+    assert compose_config(tmp_path, ["model.lr=1e-3", "model.widths=[4]"]).run_name == "swwae_hard_mnist_sample_seed0"
+
+
+@pytest.mark.parametrize(
+    ("overrides", "unnamed", "tag"),
+    [
+        (["model.lr=0.001", "seed=0"], [], "_lr0.001"),
+        (["model.lr=0.001", "model.beta=10"], ["model.beta"], "_lr0.001"),  # the same in every job: not named
+        (["model=swwae_soft", "data=mnist", "model.arch='(8)3c-2p'", "seed=1"], [], ""),  # in the name already
+        (["trainer.max_epochs=5", "paths.log_dir=/x", "logger=csv", "data.root=/d"], [], ""),  # not the run's identity
+        (["data.num_labels=100", "trainer.precision=bf16-mixed"], [], "_num_labels100_precisionbf16-mixed"),
+        (["model.widths=[8, 16]", "+model.dropout=0.1", "~model.beta"], [], "_dropout0.1_widths8-16"),
+        (["optimized_metric=val/acc"], [], "_optimized_metricval-acc"),
+    ],
+)
+def test_the_swept_part_of_a_run_name(overrides, unnamed, tag):
+    from swwae.training.runs.identity import check_run_name, sweep_tag
+
+    assert sweep_tag("MULTIRUN", overrides, unnamed) == tag
+    assert sweep_tag("RUN", overrides, unnamed) == sweep_tag(None, overrides, unnamed) == ""
+    check_run_name(f"swwae_hard_mnist_sample{tag}_seed0")
+
+
+def test_a_long_swept_part_is_cut_and_keeps_jobs_apart():
+    from swwae.training.runs.identity import check_run_name, sweep_tag
+
+    tags = {sweep_tag("MULTIRUN", [f"model.lr={'1' * 150}{last}"]) for last in "23"}
+    assert len(tags) == 2 and all(len(tag) == 100 for tag in tags)
+    check_run_name(f"swwae_hard_mnist_sample{tags.pop()}_seed0")
+
+
+def test_the_keys_a_sweep_does_not_sweep():
+    from swwae.training.runs.sweep_claim import unswept_keys
+
+    params = {"seed": "0,1,2", "model.lr": "interval(1e-4, 1e-2)"}
+    task = ["seed=0", "model.beta=1,10", "debug=quick", "+trainer.gradient_clip_val=0.5"]
+    assert unswept_keys(params, task) == ["debug", "seed", "trainer.gradient_clip_val"]  # the command line fixed seed
+
+
+def test_an_explicit_run_name_two_jobs_share_is_still_refused_in_one_line(multirun, tmp_path, capsys):
+    from swwae.training.runs.sweep_claim import DistinctRunFolders
+
+    with pytest.raises(SystemExit) as exit_:
+        DistinctRunFolders().on_multirun_start(config=multirun(["model.lr=1e-3,1e-4", "run_name=mine"]))
+    assert exit_.value.code == 2
+    [line] = capsys.readouterr().err.splitlines()
+    assert line.startswith("error: sweep jobs 0 and 1 would both run in checkpoints/mine (model.lr=0.0001 is not")
+    assert list(tmp_path.iterdir()) == []  # nothing written, not even the sweep folder
+
+
+needs_optuna = pytest.mark.skipif(
+    importlib.util.find_spec("hydra_plugins.hydra_optuna_sweeper") is None,
+    reason='needs the optuna extra: pip install -e ".[optuna]"',
+)
+
+
+@needs_optuna
+@pytest.mark.parametrize(
+    ("override", "line"),
+    [
+        ("hydra.sweeper.n_trials=0", "hydra.sweeper.n_trials=0: an Optuna search runs at least one trial"),
+        ("hydra.sweeper.direction=sideways", "hydra.sweeper.direction=sideways: an Optuna search's direction is"),
+        ("optimized_mode=sideways", "optimized_mode must be min or max, got 'sideways' (the Optuna search's"),
+    ],
+)
+def test_a_search_that_cannot_run_is_refused_before_anything_is_written(multirun, tmp_path, capsys, override, line):
+    from swwae.training.runs.sweep_claim import DistinctRunFolders
+
+    with pytest.raises(SystemExit) as exit_:
+        DistinctRunFolders().on_multirun_start(config=multirun(["hparams_search=swwae_optuna", override]))
+    assert exit_.value.code == 2
+    [printed] = capsys.readouterr().err.splitlines()
+    assert printed.startswith(f"error: {line}")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_sweeps_started_in_the_same_second_get_folders_of_their_own(multirun, tmp_path, monkeypatch):
+    from omegaconf import OmegaConf
+
+    from swwae.training.runs.sweep_claim import new_folder
+
+    assert new_folder(str(tmp_path / "a" / "t")) == str(tmp_path / "a" / "t")
+    assert new_folder(str(tmp_path / "a" / "t")) == str(tmp_path / "a" / "t_2")  # created by the first: fails over
+    assert sorted(p.name for p in (tmp_path / "a").iterdir()) == ["t", "t_2"]
+
+    OmegaConf.register_new_resolver("now", lambda pattern: "2026-01-01_12-00-00", replace=True)  # one second
+    try:
+        folders = [multirun(["seed=0,1"]).hydra.sweep.dir for _ in range(3)]
+    finally:
+        from hydra.core.utils import setup_globals
+
+        setup_globals()  # Hydra's own now again
+    assert folders == [f"multirun/2026-01-01_12-00-00{suffix}" for suffix in ("", "_2", "_3")]
+    given = multirun(["seed=0,1", f"hydra.sweep.dir={tmp_path / 'given'}"]).hydra.sweep.dir
+    assert given == str(tmp_path / "given") and not (tmp_path / "given").exists()  # as given; the sweep makes it
+
+
+def test_a_search_whose_every_trial_failed_still_writes_its_summary(tmp_path, monkeypatch, capsys):
+    from swwae.commands.train import after_the_sweeper_stopped
+    from swwae.training.runs import sweep_claim
+
+    monkeypatch.setattr(sweep_claim, "started", [tmp_path])
+    failed = {"status": "failed", "error": "non-finite loss in epoch 1"}
+    for num in (0, 1):
+        fake_job(tmp_path, num, [f"model.lr={num + 1}e6", "seed=0"], {}, **failed)
+    with pytest.raises(SystemExit) as exit_:
+        after_the_sweeper_stopped()  # Optuna's sweeper stopped: no trial finished, no best trial
+    assert exit_.value.code == 1
+    assert "2 jobs, 2 configs, 2 failed" in (tmp_path / "summary.md").read_text()
+    assert capsys.readouterr().err.startswith("error: 2 of 2 sweep jobs failed (0_job, 1_job)")
+
+    (tmp_path / "summary.md").unlink()
+    fake_job(tmp_path, 2, ["model.lr=1e-3", "seed=0"], {"test/recon_mse": 0.02})
+    after_the_sweeper_stopped()  # a job finished: the sweeper's own error is the news, raised by the caller
+    assert not (tmp_path / "summary.md").exists()
+
+
+@pytest.mark.slow
+def test_a_sweep_over_a_setting_runs_each_job_under_its_own_name(tmp_path):
+    result = sweep(tmp_path, "model.lr=1e-3,1e-4")
+    assert result.returncode == 0, result.stderr[-3000:]
+    names = ["swwae_hard_mnist_sample_lr0.001_seed0", "swwae_hard_mnist_sample_lr0.0001_seed0"]
+    jobs = sorted(p.name for p in (tmp_path / "sweep").glob("[01]_*"))
+    assert jobs == [f"{number}_{name}" for number, name in enumerate(names)]
+    assert sorted(p.name for p in (tmp_path / "checkpoints").iterdir() if p.is_dir()) == sorted(names)
+    assert "2 jobs, 2 configs, 0 failed" in (tmp_path / "sweep" / "summary.md").read_text()

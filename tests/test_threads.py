@@ -57,22 +57,53 @@ def test_free_and_usable_cpus():
     assert (FULL.free_cpus, Machine(cpus=2, others_running=5).free_cpus) == (0, 0)
 
 
+@pytest.mark.parametrize(
+    ("readings", "busy"),
+    [
+        ((0, 0, 0, 0, 0), 0),
+        ((0, 1, 0, 0, 0), 0),  # a thread passing by (an idle machine shows one in a few readings of 100)
+        ((0, 2, 1, 0, 0), 0),
+        ((2, 2, 1, 2, 3), 2),  # two busy neighbours, one of them descheduled for a reading
+        ((0, 1, 1, 0, 1), 1),  # runnable in most readings: busy
+        ((0, 1), 0),  # an even count: the lower middle
+        ((3,), 3),  # one reading (the load average, where no running count can be read)
+        ((), 0),
+    ],
+)
+def test_the_count_is_the_median_of_the_readings(readings, busy):
+    assert threads.typical_count(readings) == busy
+
+
+def test_a_passing_thread_leaves_an_idle_machine_to_the_runtimes_wait():
+    seen = threads.typical_count((0, 1, 0, 0, 0))
+    assert decide_threads({}, Machine(cpus=2, others_running=seen)).settings == {}
+    busy = threads.typical_count((2, 1, 2, 2, 2))
+    assert decide_threads({}, Machine(cpus=2, others_running=busy)).settings == PASSIVE
+
+
 def test_the_machine_is_read_from_its_files(monkeypatch):
     files = {
-        "/proc/loadavg": "1.50 1.20 0.90 4/311 12345\n",
         "/proc/self/cgroup": "0::/user.slice/job\n",
         "/sys/fs/cgroup/user.slice/job/cpu.max": "150000 100000\n",
     }
-    monkeypatch.setattr(threads, "read_ascii", files.get)
-    assert threads.others_running() == 3  # four runnable, this process among them
+    loads = iter(["1.50 1.20 0.90 4/311 12345\n", "1.50 1.20 0.90 1/311 12346\n", "1.50 1.20 0.90 4/311 12347\n"])
+    monkeypatch.setattr(threads, "read_ascii", lambda path: next(loads) if path == "/proc/loadavg" else files.get(path))
+    readings = threads.read_running(samples=3, gap_s=0)
+    assert readings == (3, 0, 3)  # four runnable, this process among them; once only this one
+    assert threads.typical_count(readings) == 3
     assert threads.cgroup_cpu_limit() == 2  # 1.5 CPUs: two threads share them
     files["/sys/fs/cgroup/user.slice/job/cpu.max"] = "max 100000\n"
     assert threads.cgroup_cpu_limit() is None
     files["/proc/self/cgroup"] = "12:cpu,cpuacct:/\n"  # cgroup v1 only
     assert threads.cgroup_cpu_limit() is None
-    del files["/proc/loadavg"]  # not Linux: the one-minute load average
+    monkeypatch.setattr(threads, "read_ascii", files.get)  # not Linux: the one-minute load average
     monkeypatch.setattr(os, "getloadavg", lambda: (2.6, 1.0, 0.5))
-    assert threads.others_running() == 3
+    assert threads.read_running(samples=3, gap_s=0) == (3,)
+
+
+def test_the_reason_shows_the_readings():
+    machine = Machine(cpus=2, others_running=0, readings=(0, 1, 0, 0, 0))
+    assert "(2 usable CPUs, 0 other runnable threads: the median of 0,1,0,0,0)" in decide_threads({}, machine).reason
 
 
 def python(code: str, **env) -> str:

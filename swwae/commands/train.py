@@ -18,9 +18,12 @@ config's checks import neither torch nor Lightning.
 * ``resume=true`` on a run that has finished: its metrics again, exit status 0.
 * A job of a multirun (``-m``): any exception is caught, the job folder gets a
   ``metrics.json`` with ``"status": "failed"`` and the one-line error (a traceback, if any,
-  goes to the job's ``train.log``), and the job returns NaN, so the other jobs still run.
-  The ``SweepSummary`` callback (``configs/hydra/default.yaml``) lists the failure in the
-  sweep's ``summary.md`` and then makes the sweep exit with status 1.
+  goes to the job's ``train.log``), and the job returns no number (``FAILED``), so the other
+  jobs still run: Hydra's grid sweeper ignores what jobs return, and Optuna's records the trial
+  as failed (FAIL) and goes on. The ``SweepSummary`` callback (``configs/hydra/default.yaml``)
+  lists the failure in the sweep's ``summary.md`` and then makes the sweep exit with status 1.
+  A search whose every trial failed has no best trial, and Optuna's sweeper stops there, before
+  the callback: the summary is written all the same, exit status 1 (``after_the_sweeper_stopped``).
 """
 
 # ruff: noqa: E402
@@ -31,7 +34,6 @@ choose_threads()  # first, before torch loads: OpenMP's threads and wait, from t
 
 import contextlib
 import logging
-import math
 import shutil
 import sys
 from pathlib import Path
@@ -43,14 +45,18 @@ from swwae.commands.overrides import run_with_one_line_errors
 from swwae.errors import Interrupted, UserError, one_line
 from swwae.plugins import load_plugins
 from swwae.training.composing import CONFIG_NAME, CONFIG_PATH, Launch, check_installed, launch, register_resolvers
+from swwae.training.runs import sweep_claim
 from swwae.training.spec import check_config
 
 register_resolvers()  # before Hydra composes: sweepers resolve the config before any job runs
 
 log = logging.getLogger("train")
+# what a failed multirun job returns: no number (NaN would be one, which Optuna's sweeper refuses,
+# and then stops the search), so that a search records a failed trial and goes on
+FAILED = "failed"
 
 
-def sweep_job_failed(job: Launch, info: dict, err: Exception) -> float:
+def sweep_job_failed(job: Launch, info: dict, err: Exception) -> str:
     """Record a failed multirun job (``info``: its run name, model, data and seed, as far as
     known) in its folder and let the sweep go on."""
     if not isinstance(err, UserError):  # its message says it all: no traceback
@@ -60,7 +66,25 @@ def sweep_job_failed(job: Launch, info: dict, err: Exception) -> float:
 
     write_failed_job(job.output_dir, info, error)
     print(f"error: sweep job {job.sweep[1]} ({info.get('run_name', '?')}) failed: {error}", file=sys.stderr)
-    return math.nan
+    return FAILED
+
+
+def after_the_sweeper_stopped() -> None:
+    """The sweeper stopped with an error after the jobs of this process's sweep ran: when every
+    one of them failed (Optuna's, with no trial finished, has no best trial to report), their
+    summary all the same, its error line and exit status 1; otherwise nothing (the error is
+    raised as it is)."""
+    if not sweep_claim.started:
+        return
+    from swwae.training.sweep import collect, summarise
+
+    folder = sweep_claim.started[-1]
+    try:
+        summary = collect(folder)
+    except Exception:
+        return
+    if summary.jobs and len(summary.failed) == len(summary.jobs):
+        summarise(folder)
 
 
 def tidy_output_folder(output_dir: str, rejected: bool) -> None:
@@ -83,7 +107,7 @@ def tidy_output_folder(output_dir: str, rejected: bool) -> None:
 
 
 @hydra.main(config_path=CONFIG_PATH, config_name=CONFIG_NAME, version_base="1.3")
-def run(cfg: DictConfig) -> float:
+def run(cfg: DictConfig) -> float | str:
     job = launch()  # Hydra's own state, read here once and passed down as values
     multirun = job.sweep is not None
     rejected = False
@@ -155,6 +179,9 @@ def main(argv: list[str] | None = None) -> int:
     sys.argv = [saved[0] if argv is None else "train", *quote_layer_strings(args)]
     try:
         run_with_one_line_errors(run)  # the override grammar's errors for common mistakes
+    except Exception:
+        after_the_sweeper_stopped()
+        raise
     finally:
         sys.argv = saved
     return 0

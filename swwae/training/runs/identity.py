@@ -130,6 +130,47 @@ def arch_tag(arch) -> str:
     return "_" + re.sub(r"[^A-Za-z0-9._-]", "", text)
 
 
+NAMED = {"model", "data", "seed", "model.arch"}  # the default run name says these already
+SWEPT_MAX = 100  # characters of the swept part; longer: cut, with a digest of the whole
+UNSAFE = re.compile(r"[^A-Za-z0-9._-]+", re.ASCII)
+
+
+def in_identity(key: str) -> bool:
+    """Whether an override's key sets a setting of the run's identity (``run_identity``)."""
+    section, _, name = key.partition(".")
+    if section == "model":
+        return bool(name)
+    if section == "data":
+        return bool(name) and name not in FREE_DATA_KEYS
+    if section == "trainer":
+        return name in TRAINER
+    return key in ("seed", "optimized_metric", "optimized_mode")
+
+
+def sweep_tag(mode, overrides, unnamed=()) -> str:
+    """The default run name's part for a job of a multirun (``mode``: Hydra's; ``overrides``: the
+    job's own, ``key=value`` each; ``unnamed``: the keys that do not name it, Hydra's
+    ``hydra.job.config.override_dirname.exclude_keys``, which the sweep sets to the keys it does
+    not sweep): ``_<setting><value>`` for each setting of the run's identity that it sets beyond
+    what the name says already (model, data, arch, seed), sorted by key, each value made a name
+    (``[8,16]`` -> ``8-16``). ``-m model.lr=1e-3,1e-4`` runs ``..._lr0.001_seed0`` and
+    ``..._lr0.0001_seed0`` (Hydra writes a swept number out), one run folder each. Nothing in a single run (its name stays what it
+    was) or for a setting outside the identity (``max_epochs``: a run can be extended)."""
+    if getattr(mode, "name", mode) != "MULTIRUN":
+        return ""
+    skipped = NAMED | {str(key) for key in unnamed or ()}
+    values = {}
+    for override in overrides or ():
+        key, sep, value = str(override).partition("=")
+        key = key.lstrip("+")
+        if sep and not key.startswith("~") and key not in skipped and in_identity(key):
+            values[key] = UNSAFE.sub("-", value.strip("'\"")).strip("-")
+    tag = "".join(f"_{key.rpartition('.')[2]}{values[key]}" for key in sorted(values))
+    if len(tag) > SWEPT_MAX:
+        tag = f"{tag[: SWEPT_MAX - 17]}_{hashlib.sha256(tag.encode()).hexdigest()[:16]}"
+    return tag
+
+
 def aside_stamp() -> str:
     """The current local time as a moved-aside name's <time> (``20260101-120000``)."""
     return time.strftime(ASIDE_STAMP)
@@ -148,11 +189,13 @@ def is_moved_aside(folder: str | PurePath) -> bool:
 
 
 def register_resolver() -> None:
-    """``${swwae.arch_tag:${model.arch}}`` for the configs (on import: the Hydra callbacks and
-    the job import this module before the run name is resolved)."""
+    """``${swwae.arch_tag:${model.arch}}`` and ``${swwae.sweep_tag:...}`` for the configs' run
+    name (on import: the Hydra callbacks and the job import this module before the run name is
+    resolved)."""
     from omegaconf import OmegaConf
 
     OmegaConf.register_new_resolver("swwae.arch_tag", arch_tag, replace=True)
+    OmegaConf.register_new_resolver("swwae.sweep_tag", sweep_tag, replace=True)
 
 
 def check_run_name(name: object) -> str:

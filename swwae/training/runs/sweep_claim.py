@@ -1,6 +1,22 @@
-"""Jobs of one sweep never write into one run folder.
+"""A sweep's folders: each sweep its own sweep folder, each job its own run folder, and none
+written for a sweep that cannot run.
 
-A run's identity leaves out what a run may change and still be the same run (``max_epochs``),
+Each sweep its own folder: the default sweep folder, ``multirun/<time>/``, is named by the second
+the sweep started, and two sweeps started in the same second would share it (their jobs' numbers,
+summaries and claims mixed). So the default names it through ``${swwae.new_folder:...}``
+(``configs/hydra/default.yaml``), which creates the folder as it names it (``mkdir``: atomic, one
+winner) and fails over to ``<time>_2``, ``<time>_3``... when another sweep has it; resolved once
+(OmegaConf caches it, as Hydra's ``now``), the jobs read the same name. ``hydra.sweep.dir=...``
+replaces the default, and is used as given.
+
+Each job its own run: the default run name of a sweep's job says the run settings swept
+(``-m model.lr=1e-3,1e-4``: ``..._lr0.001_seed0``, ``..._lr0.0001_seed0``; ``identity.sweep_tag``).
+A job is composed from its own overrides, swept and fixed alike, so the sweep tells its jobs which
+keys it does not sweep (``unswept_keys``), through Hydra's own setting for the keys that name no
+job (``hydra.job.config.override_dirname.exclude_keys``, which ``hydra.job.override_dirname``
+reads too). Before any of it, an Optuna search that cannot run is refused (``search_line``).
+
+But a run's identity leaves out what a run may change and still be the same run (``max_epochs``),
 and a sweep may repeat a job (``seed=0,0``): two jobs of one sweep can then map to one run
 folder, and the second would continue or report the first's run as its own, leaving the first
 job's ``metrics.json`` naming weights that are no longer there. So, in a multirun, each job
@@ -28,6 +44,38 @@ from hydra.experimental.callback import Callback
 
 from swwae.errors import ConfigError
 
+NEW_FOLDER_TRIES = 1000  # <time>, <time>_2 ... <time>_1000: sweeps started in one second
+
+
+def new_folder(path: str) -> str:
+    """``path``, or ``path_2``, ``path_3``...: the first of them that this call creates, so that
+    sweeps started at once never share a folder. Where none can be created (no permission, a
+    read-only disk) ``path`` as it is: the sweep's folder check then says why, in one line."""
+    folder = Path(path)
+    try:
+        folder.parent.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return path
+    for number in range(1, NEW_FOLDER_TRIES + 1):
+        candidate = folder if number == 1 else folder.with_name(f"{folder.name}_{number}")
+        try:
+            candidate.mkdir()
+        except FileExistsError:
+            continue
+        except OSError:
+            return path
+        return str(candidate)
+    return path
+
+
+def register_resolver() -> None:
+    """``${swwae.new_folder:<path>}`` for the sweep folder (on import: Hydra builds the sweep's
+    callbacks, this module's among them, before it reads the sweep folder). Cached: resolved
+    once per config, and jobs get their sweep's cache (Hydra copies it, as for ``now``)."""
+    from omegaconf import OmegaConf
+
+    OmegaConf.register_new_resolver("swwae.new_folder", new_folder, use_cache=True, replace=True)
+
 
 def claim(folder: Path, sweep: Path, job: int) -> None:
     """Claim ``folder`` for ``job`` of ``sweep``, or ConfigError naming the job that has it."""
@@ -51,6 +99,24 @@ def claim(folder: Path, sweep: Path, job: int) -> None:
         f"run folder (this one would continue or report job {owner}'s run as its own); give each job "
         f"its own run_name, e.g. with the swept key in it: run_name=<name>_${{trainer.max_epochs}}"
     )
+
+
+# before the first job: what names the jobs' runs. Hydra composes each job from its own
+# overrides, swept and fixed alike, so a job cannot tell them apart: the sweep tells it, through
+# Hydra's own setting of the keys that do not name a job (override_dirname's exclude_keys)
+
+UNNAMED = "hydra.job.config.override_dirname.exclude_keys"
+
+
+def unswept_keys(params: Mapping | None, task: list[str]) -> list[str]:
+    """The keys a sweep sets without sweeping them (the sweeper's ``params``, then the command
+    line's ``task`` overrides; a key's last override decides): every job sets them alike, so
+    they name no job (``identity.sweep_tag``, ``hydra.job.override_dirname``)."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    swept = [f"{k}={v}" for k, v in dict(params or {}).items()]
+    sweeps = {o.key_or_group: o.is_sweep_override() for o in OverridesParser.create().parse_overrides([*swept, *task])}
+    return sorted(key for key, is_swept in sweeps.items() if not is_swept)
 
 
 # before the first job: Hydra's basic sweeper (a grid) knows every job up front
@@ -101,42 +167,104 @@ def clash_line(first: int, second: int, folder: Path, differing: list[str]) -> s
     )
 
 
+# before the first job: what an Optuna search needs (it would fail after writing its folder)
+
+OPTUNA_DIRECTIONS = ("minimize", "maximize")
+
+
+def search_line(sweeper, optimized_mode) -> str | None:
+    """The one line that refuses an Optuna search before its first trial (``sweeper``: the
+    ``hydra.sweeper`` node; ``optimized_mode``: the config's, or None where it does not resolve),
+    or None. No trial to run, or a direction Optuna does not know (``${optimized_mode}imize``,
+    as the shipped search says, from an ``optimized_mode`` that is neither min nor max)."""
+    from omegaconf import OmegaConf
+
+    from swwae.training.composing import check_mode
+
+    if not str(sweeper.get("_target_", "")).endswith("OptunaSweeper"):
+        return None
+    trials = sweeper.get("n_trials")
+    if not isinstance(trials, int) or trials < 1:
+        return f"hydra.sweeper.n_trials={trials}: an Optuna search runs at least one trial (n_trials=N, N >= 1)"
+    written = OmegaConf.to_container(sweeper, resolve=False).get("direction")
+    if "optimized_mode" in str(written):
+        try:
+            check_mode(optimized_mode)
+        except ConfigError as err:
+            return f"{err} (the Optuna search's direction follows it: {written})"
+    try:
+        direction = OmegaConf.to_container(sweeper, resolve=True).get("direction")
+    except Exception as err:  # an interpolation that does not resolve: what it says
+        return f"hydra.sweeper.direction does not resolve: {err}".splitlines()[0]
+    directions = direction if isinstance(direction, list) else [direction]
+    names = [getattr(d, "name", d) for d in directions]  # hydra_optuna_sweeper's Direction enum, or a string
+    if not names or any(name not in OPTUNA_DIRECTIONS for name in names):
+        shown = ",".join(map(str, names))
+        return (
+            f"hydra.sweeper.direction={shown}: an Optuna search's direction is minimize or maximize "
+            "(a list of them, one per objective)"
+        )
+    return None
+
+
+# this process's sweep: its folder, for the command should the sweeper stop before the sweep's end
+
+started: list[Path] = []
+
+
 class DistinctRunFolders(Callback):
-    """Hydra callback: a grid sweep (the basic sweeper) in which two jobs would run in one run
-    folder is refused before its first job, in one line, exit status 2. Other sweepers (Optuna)
-    choose their jobs as they go: each job's claim (``claim``, by the job) guards those."""
+    """Hydra callback, before a sweep's first job (keep it before the sweep folder's check,
+    ``configs/hydra/default.yaml``: a sweep refused here writes nothing). A search that cannot
+    run (``search_line``) is refused in one line, exit status 2; the keys the sweep does not
+    sweep are set aside (``unswept_keys``), so that each job's default run name says the values
+    swept; a grid sweep (the basic sweeper) in which two jobs would still run in one run folder
+    is refused in one line, exit status 2. Other sweepers (Optuna) choose their jobs as they go:
+    each job's claim (``claim``, by the job) guards those. Then the sweep's folder is named
+    (claimed, by default: ``new_folder``) and recorded in ``started``."""
 
     def on_multirun_start(self, config, **kwargs) -> None:
         from hydra.core.global_hydra import GlobalHydra
         from hydra.core.hydra_config import HydraConfig
-        from omegaconf import OmegaConf
+        from omegaconf import OmegaConf, read_write
 
-        if not str(config.hydra.sweeper.get("_target_", "")).endswith("BasicSweeper"):
-            return
+        try:
+            mode = config.get("optimized_mode")
+        except Exception:  # its own job says why
+            mode = None
+        refused = search_line(config.hydra.sweeper, mode)
+        if refused:
+            print(f"error: {refused}", file=sys.stderr)
+            raise SystemExit(2)
 
         def written(node) -> list | dict:  # as typed: an interpolation in an override is the job's to resolve
             return OmegaConf.to_container(node, resolve=False) if node is not None else []
 
-        def run_folder_of(overrides: list[str]) -> Path | None:
-            """One job's run folder, its config composed as Hydra will compose it; None when it
-            does not compose or resolve: the job then fails by itself, in its own words."""
-            try:
-                job = GlobalHydra.instance().config_loader().load_sweep_config(config, overrides)
-                HydraConfig.instance().set_config(job)
-                return (Path(str(job.paths.checkpoint_dir)) / str(job.run_name)).absolute()
-            except Exception:
-                return None
+        params, task = written(config.hydra.sweeper.get("params")), written(config.hydra.overrides.task)
+        unnamed = sorted({*written(OmegaConf.select(config, UNNAMED)), *unswept_keys(params, task)})
+        if unnamed:  # each job is composed from the sweep's hydra overrides and its own
+            with read_write(config.hydra.overrides):
+                config.hydra.overrides.hydra.append(f"{UNNAMED}=[{','.join(repr(str(k)) for k in unnamed)}]")
+        if str(config.hydra.sweeper.get("_target_", "")).endswith("BasicSweeper"):
 
-        jobs = job_overrides(written(config.hydra.sweeper.get("params")), written(config.hydra.overrides.task))
-        try:
-            clash = first_clash(jobs, run_folder_of)
-        finally:
-            HydraConfig.instance().set_config(config)
-        if clash is None:
-            return
-        print(f"error: {clash_line(*clash)}", file=sys.stderr)
-        remove_if_empty(Path(str(config.hydra.sweep.dir)).absolute())
-        raise SystemExit(2)
+            def run_folder_of(overrides: list[str]) -> Path | None:
+                """One job's run folder, its config composed as Hydra will compose it; None when it
+                does not compose or resolve: the job then fails by itself, in its own words."""
+                try:
+                    job = GlobalHydra.instance().config_loader().load_sweep_config(config, overrides)
+                    HydraConfig.instance().set_config(job)
+                    return (Path(str(job.paths.checkpoint_dir)) / str(job.run_name)).absolute()
+                except Exception:
+                    return None
+
+            jobs = job_overrides(params, task)
+            try:
+                clash = first_clash(jobs, run_folder_of)
+            finally:
+                HydraConfig.instance().set_config(config)
+            if clash is not None:
+                print(f"error: {clash_line(*clash)}", file=sys.stderr)
+                raise SystemExit(2)
+        started.append(Path(str(config.hydra.sweep.dir)).absolute())  # named here: claimed, by default
 
 
 def remove_if_empty(folder: Path) -> None:
@@ -150,3 +278,6 @@ def remove_if_empty(folder: Path) -> None:
         if launch not in parent.parents or any(parent.iterdir()):
             break
         parent.rmdir()
+
+
+register_resolver()

@@ -41,7 +41,7 @@ HOMES = {
     "header": "tables",
     "markdown": "tables",
 }
-__all__ = sorted([*HOMES, "SweepSummary"])
+__all__ = sorted([*HOMES, "SweepSummary", "summarise"])
 
 
 def __getattr__(name: str):
@@ -54,8 +54,30 @@ def __dir__() -> list[str]:
     return sorted({*globals(), *HOMES})
 
 
+def summarise(sweep_dir: Path, fail_on_error: bool = True) -> None:
+    """``summary.md`` and ``summary.png`` in ``sweep_dir``, and one line saying where; if a job
+    failed (and ``fail_on_error``), one ``error:`` line and exit status 1."""
+    from swwae.training.sweep.figures import write_summary
+
+    try:
+        summary = write_summary(sweep_dir)
+    except Exception as err:  # a summary problem must not hide the jobs' own results
+        print(f"error: could not write the sweep summary in {sweep_dir}: {one_line(err)}", file=sys.stderr)
+        raise SystemExit(1) from None
+    print(f"sweep summary: {sweep_dir / 'summary.md'} ({len(summary.jobs)} jobs, {len(summary.failed)} failed)")
+    if summary.failed and fail_on_error:
+        names = ", ".join(j.folder.name for j in summary.failed)
+        print(
+            f"error: {len(summary.failed)} of {len(summary.jobs)} sweep jobs failed ({names}): "
+            f"see {sweep_dir / 'summary.md'}",
+            file=sys.stderr,
+        )
+        raise SystemExit(1)
+
+
 class SweepSummary(Callback):
-    """At the end of every multirun: ``summary.md`` and ``summary.png`` in the sweep folder.
+    """At the end of every multirun: ``summary.md`` and ``summary.png`` in the sweep folder
+    (``summarise``).
 
     If any job failed, and ``fail_on_error`` (the default), it then prints one ``error:``
     line and exits with status 1, so that scripts and CI see that the sweep was not clean
@@ -67,20 +89,4 @@ class SweepSummary(Callback):
         self.fail_on_error = fail_on_error
 
     def on_multirun_end(self, config, **kwargs) -> None:
-        from swwae.training.sweep.figures import write_summary
-
-        sweep_dir = Path(str(config.hydra.sweep.dir))
-        try:
-            summary = write_summary(sweep_dir)
-        except Exception as err:  # a summary problem must not hide the jobs' own results
-            print(f"error: could not write the sweep summary in {sweep_dir}: {one_line(err)}", file=sys.stderr)
-            raise SystemExit(1) from None
-        print(f"sweep summary: {sweep_dir / 'summary.md'} ({len(summary.jobs)} jobs, {len(summary.failed)} failed)")
-        if summary.failed and self.fail_on_error:
-            names = ", ".join(j.folder.name for j in summary.failed)
-            print(
-                f"error: {len(summary.failed)} of {len(summary.jobs)} sweep jobs failed ({names}): "
-                f"see {sweep_dir / 'summary.md'}",
-                file=sys.stderr,
-            )
-            raise SystemExit(1)
+        summarise(Path(str(config.hydra.sweep.dir)), self.fail_on_error)
