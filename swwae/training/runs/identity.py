@@ -155,7 +155,8 @@ def sweep_tag(mode, overrides, unnamed=()) -> str:
     what the name says already (model, data, arch, seed), sorted by key, each value made a name
     (``[8,16]`` -> ``8-16``). ``-m model.lr=1e-3,1e-4`` runs ``..._lr0.001_seed0`` and
     ``..._lr0.0001_seed0`` (Hydra writes a swept number out), one run folder each. Nothing in a
-    single run (its name stays what it was) or for a setting outside the identity (``max_epochs``: a run can be extended)."""
+    single run (its name stays what it was) or for a setting outside the identity (``max_epochs``:
+    a run can be extended)."""
     if getattr(mode, "name", mode) != "MULTIRUN":
         return ""
     skipped = NAMED | {str(key) for key in unnamed or ()}
