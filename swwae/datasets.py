@@ -123,11 +123,6 @@ class DataSet:
         """The classes of the labels under ``settings`` (None: no labels)."""
         return self.num_classes
 
-    def contents_of(self, settings) -> str | None:
-        """A fingerprint of what ``settings`` point at, for the run identity when it may change
-        under the same settings (a folder of the user's); None for a fixed data set."""
-        return None
-
     def load(self) -> type:
         """The data module class (imported if the entry names it)."""
         if not isinstance(self.data_class, str):
@@ -138,7 +133,7 @@ class DataSet:
 @dataclass(frozen=True)
 class ImageFolderSet(DataSet):
     """A folder of the user's images: its image shape is its settings', its classes are its
-    sub-folders (none in a flat folder), and its contents are part of a run's identity."""
+    sub-folders (none in a flat folder); its data module puts its contents in a run's identity."""
 
     def shape_of(self, settings) -> tuple[int, int, int]:
         return (settings.channels, settings.image_size, settings.image_size)
@@ -150,11 +145,6 @@ class ImageFolderSet(DataSet):
         except OSError:
             return None  # missing: the reader says it in one line
         return len(folders) or None
-
-    def contents_of(self, settings) -> str | None:
-        from swwae.training.data.image_folder import folder_fingerprint
-
-        return folder_fingerprint(settings.root)
 
 
 _DATA = "swwae.training.data"

@@ -75,7 +75,7 @@ BAD_VALUES = [
         "debug=quick trainer.val_check_interval=1000",
         "error: trainer.val_check_interval=1000 is more than the 3 training batches of an epoch",
     ),
-    ("trainer.accumulate_grad_batches=0", "error: trainer.accumulate_grad_batches=0 is not allowed: must be greater"),
+    ("trainer.accumulate_grad_batches=0", "error: trainer.accumulate_grad_batches=0 is not allowed: must be >= 1"),
     ("trainer.max_steps=0", "error: trainer.max_steps=0 trains nothing"),
     ("run_name=ѕwwae", "error: run_name=ѕwwae: 'ѕ' (U+0455 CYRILLIC SMALL LETTER DZE) is not a plain ASCII character"),
     ("trainer.max_epoch=3", "error: trainer.max_epoch is not a setting; did you mean trainer.max_epochs?"),

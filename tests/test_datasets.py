@@ -228,5 +228,5 @@ def test_configs_instantiate(name, tmp_path):
     dm = instantiate(cfg.data)
     entry = DATA_SETS[name]
     assert type(dm) is CLASSES[name] and dm.name == name and dm.seed == 7
-    assert (dm.image_shape, dm.num_classes) == (entry.image_shape, entry.num_classes)
+    assert (dm.image_shape, dm.num_classes) == (entry.shape_of(dm.settings), entry.classes_of(dm.settings))
     assert dm.batch_size == 128 and dm.num_labels is None and not dm.augment

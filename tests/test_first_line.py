@@ -15,7 +15,7 @@ from swwae.errors import ConfigError, one_line
 HEAVY = {"torch", "lightning", "pytorch_lightning"}
 ENTRY_POINTS = {"python train.py": [ROOT / "train.py"], "swwae train": ["-m", "swwae", "train"]}
 BAD_INPUT = {
-    "bad beta": (["model=swwae_soft", "model.beta=0"], 2, "error: model.beta must be a finite number > 0"),
+    "bad beta": (["model=swwae_soft", "model.beta=0"], 2, "error: model.beta=0 is not allowed: must be > 0"),
     "bad arch": (["model.arch=(16)5x-2p"], 2, 'error: model.arch="(16)5x-2p": `(16)5x` is not a layer'),
     "kernel over its maps": (["model.kernel_size=41"], 2, "error: model stage 1 of 2: its 41x41 conv kernel"),
     "run name a path": (["run_name=../x"], 2, "error: run_name='../x' is not a name"),

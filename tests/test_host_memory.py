@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-import swwae.training.run
+import swwae.training.process
 from swwae.training.run import train
 
 # four 12 MiB tensors a step, allocated and freed, as a training step's activations are;
@@ -45,6 +45,6 @@ def test_freed_memory_is_reused_instead_of_faulted_in_again():
 @pytest.mark.slow
 def test_the_training_job_asks_for_it_as_configured(make_config, monkeypatch, keep):
     calls = []
-    monkeypatch.setattr(swwae.training.run, "keep_freed_memory", lambda: calls.append(True) or True)
+    monkeypatch.setattr(swwae.training.process, "keep_freed_memory", lambda: calls.append(True) or True)
     train(make_config(f"keep_freed_memory={str(keep).lower()}", "+trainer.fast_dev_run=true", "model.widths=[8,16]"))
     assert calls == ([True] if keep else [])

@@ -130,7 +130,7 @@ def test_cli_bad_value_is_one_error_line_and_nonzero_exit(tmp_path):
         cwd=tmp_path,
     )
     assert result.returncode == 2
-    assert result.stderr.strip().splitlines()[-1].startswith("error: model.beta must be a finite number > 0")
+    assert result.stderr.strip().splitlines()[-1].startswith("error: model.beta=-1 is not allowed: must be > 0")
     assert "Traceback" not in result.stderr
 
 

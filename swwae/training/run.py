@@ -112,7 +112,7 @@ def run_folder(spec: RunSpec, run_config: dict, hydra: Launch) -> RunFolder:
     sections = (run_config.get(key) for key in ("model", "data", "trainer"))
     identity = identity_of(*sections, spec.seed, spec.optimized_metric, spec.optimized_mode)
     entry = table_entry(spec.data.target) if isinstance(spec.data, Section) else None
-    contents = entry.contents_of(spec.data) if entry is not None else None
+    contents = entry.load().contents_of(spec.data) if entry is not None else None
     if contents is not None:  # a folder of the user's images: what it holds is part of the run
         identity["data"]["contents"] = contents
     folder = RunFolder(spec.paths.checkpoint_dir, spec.run_name, identity, spec.paths.output_dir)

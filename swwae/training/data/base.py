@@ -89,6 +89,12 @@ class InMemoryDataModule(lightning.LightningDataModule):
         # checkpoints written before it existed still resume
         self.save_hyperparameters({k: v for k, v in values.items() if k != "num_unlabelled" or v is not None})
 
+    @classmethod
+    def contents_of(cls, settings) -> str | None:
+        """A fingerprint of what ``settings`` point at, for the run identity when it may change
+        under the same settings (a folder of the user's); None for a fixed data set."""
+        return None
+
     def load(self) -> Splits:
         """Read the data and split it into train/val/test (all labels kept)."""
         raise NotImplementedError

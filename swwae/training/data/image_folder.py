@@ -370,6 +370,10 @@ class ImageFolderDataModule(InMemoryDataModule):
 
     fetch_hint = "data.root=<a folder of images>"
 
+    @classmethod
+    def contents_of(cls, settings) -> str:
+        return folder_fingerprint(settings.root)
+
     def load(self) -> Splits:
         contents = read_image_folder(self.root, self.image_size, self.channels, progress=True)
         self.num_classes = len(contents.classes) or None
