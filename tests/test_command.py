@@ -80,7 +80,8 @@ def test_the_entry_point_and_python_m_swwae_are_the_dispatcher(monkeypatch, caps
 
 def test_every_script_of_a_clone_is_a_subcommand(monkeypatch, capsys):
     """``python scripts/<job>.py --help`` is the help of ``swwae <subcommand> --help`` (the
-    benchmarks, ``bench_*.py``, and the docs' table writer are scripts of their own; ``train.py`` is run as itself throughout)."""
+    benchmarks, ``bench_*.py``, and the docs' table writer are scripts of their own; ``train.py``
+    is run as itself throughout)."""
     helps = []
     for name in SUBCOMMANDS:
         if name != "train":
