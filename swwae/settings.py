@@ -258,18 +258,11 @@ def check_network(kernel_size, pool_mode, nonlinearity, dropout, image_shape) ->
 
 
 def check_pool_settings(mode: PoolMode, values: Mapping) -> dict:
-    """A mode's settings (given ones, defaults for the rest), each of its declared type and bounds."""
-    schema = create_model(
-        f"{mode.name}_settings", __base__=Settings, **{n: pool_field(s) for n, s in mode.settings.items()}
-    )
-    try:
-        return schema.model_validate(mode.values(values)).model_dump()
-    except ValidationError as err:
-        first = err.errors(include_url=False)[0]
-        message = first["msg"].replace("Input should be", "must be").replace("Value error, ", "")
-    for words, sign in WORDS_AS_SIGNS:
-        message = message.replace(words, sign)
-        raise ConfigError(f"model.{first['loc'][0]}={first['input']!r} is not allowed: {message}") from None
+    """A mode's settings (given ones, defaults for the rest), each of its declared type and
+    bounds, by the same fields as the model section's (``pool_field``)."""
+    fields = {name: pool_field(setting) for name, setting in mode.settings.items()}
+    schema = create_model(f"{mode.name}_settings", __base__=Settings, **fields)
+    return parse(schema, mode.values(values), "model").model_dump()
 
 
 def network_spec(arch, widths, kernel_size, pool_size, num_classes) -> Arch:

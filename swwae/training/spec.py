@@ -45,7 +45,6 @@ from swwae.settings import (
     Settings,
     check_data,
     check_network,
-    check_pool_settings,
     check_training,
     first_problem,
     model_settings,
@@ -206,7 +205,6 @@ class RunSpec(Frozen):
         image_shape = data.shape_of(self.data)
         num_classes = data.classes_of(self.data) if stored(info) is None else data.num_classes
         check_network(m.kernel_size, m.pool_mode, m.nonlinearity, m.dropout, image_shape)
-        check_pool_settings(pool_mode_of(m.pool_mode), values)
         classes = num_classes if trains_classifier(values) else None
         arch = network_spec(m.arch, list(m.widths), m.kernel_size, m.pool_size, classes)
         check_fits(arch, image_shape, m.pool_stride, m.pool_padding, ceil=pool_mode_of(m.pool_mode).ceil)
