@@ -55,9 +55,9 @@ def test_a_run_leaves_its_log_lines_in_train_log_or_no_train_log(tmp_path):
     quiet = train_cli(tmp_path, "model.widths=[4]", name="quiet")  # logs nothing of its own
     assert quiet.returncode == 0, quiet.stderr[-2000:]
     assert not (tmp_path / "outputs" / "quiet" / "train.log").exists()
-    again = train_cli(tmp_path, "model.widths=[4]", "trainer.max_epochs=2", name="again")  # says it continues
+    again = train_cli(tmp_path, "model.widths=[4]", "resume=false", name="again")  # says it starts over
     assert again.returncode == 0, again.stderr[-2000:]
-    assert "resume=auto: continuing this run from" in (tmp_path / "outputs" / "again" / "train.log").read_text()
+    assert "starting a fresh run (resume=false)" in (tmp_path / "outputs" / "again" / "train.log").read_text()
 
 
 # values the job, Lightning or a data set would reject later, and the override grammar's

@@ -27,6 +27,7 @@ import swwae.commands.outputs
 from helpers.cli import last_error_line, run_cli, train_cli
 from helpers.config import compose_config
 from helpers.disks import read_only_folder
+from helpers.faults import Crash, crash_at
 from swwae.checkpoint_file import CHECKPOINT_CHECKSUM_KEY, content_checksum, read_checkpoint
 from swwae.commands.evaluate import main as evaluate_main
 from swwae.errors import CheckpointError, DiskError, Unreadable
@@ -134,7 +135,8 @@ def copy_run(trained_run: Path, tmp_path: Path) -> Path:
 
 @pytest.mark.slow
 def test_resume_falls_back_to_best_when_last_is_truncated(make_config, tmp_path, caplog):
-    train(make_config("model.widths=[8]", "trainer.max_epochs=2"))
+    with pytest.raises(Crash):  # a run of 3 epochs, stopped at the start of the third
+        train(make_config("model.widths=[8]", "trainer.max_epochs=3", *crash_at(epoch=2)))
     folder = tmp_path / "checkpoints" / RUN
     best_epoch = torch.load(folder / "best.ckpt", weights_only=True)["epoch"]
     data = (folder / "last.ckpt").read_bytes()
@@ -145,7 +147,6 @@ def test_resume_falls_back_to_best_when_last_is_truncated(make_config, tmp_path,
         train(make_config("model.widths=[8]", "trainer.max_epochs=3", "resume=true"))
     assert "cannot resume from last.ckpt" in caplog.text and "unreadable" in caplog.text
     assert f"resuming from {folder / 'best.ckpt'} (after epoch {best_epoch + 1}, step" in caplog.text
-    assert "holds a cosine schedule over 2 epochs; this run has trainer.max_epochs=3" in caplog.text
     assert not (folder / ".last.ckpt.tmp-123-abcd").exists()
     last = torch.load(folder / "last.ckpt", weights_only=True)  # whole again
     assert last["global_step"] == 9  # 3 epochs of 3 batches: none lost, none twice
@@ -366,14 +367,19 @@ def test_a_checkpoint_of_an_earlier_release_loads_and_evaluates(tmp_path, capsys
 
 @pytest.mark.slow
 @pytest.mark.parametrize("release", LEGACY)
-def test_a_checkpoint_of_an_earlier_release_resumes(make_config, tmp_path, release):
+def test_a_run_of_an_earlier_release_is_its_own_command_s_run(make_config, tmp_path, release, capsys):
+    """Its identity, read from its stored config (settings added since count as their defaults),
+    is the identity of the command that made it: that command reports it; a longer one is another run."""
     name = f"legacy_v{release.replace('.', '_')}"
     folder = tmp_path / "checkpoints" / name
     folder.mkdir(parents=True)
     shutil.copy(LEGACY[release][0], folder / "last.ckpt")
-    train(make_config("model.widths=[4,8]", f"run_name={name}", "trainer.max_epochs=3", "resume=true"))
-    resumed = read_checkpoint(folder / "last.ckpt")  # now written with a checksum, and read back through it
-    assert resumed["epoch"] == 2 and resumed["global_step"] == 9  # 1 more epoch of 3 batches after the 6 it had
+    its_command = ["model.widths=[4,8]", f"run_name={name}", "trainer.max_epochs=2"]
+    train(make_config(*its_command))
+    assert f"done: {name} had already finished: 2 of 2 epochs trained" in capsys.readouterr().out
+    assert read_checkpoint(folder / "last.ckpt")["global_step"] == 6  # nothing trained
+    with pytest.raises(CheckpointError, match=r"holds another run \(trainer.max_epochs: 2 -> 3\): give this run"):
+        train(make_config(*its_command, "trainer.max_epochs=3"))
 
 
 # one safe reader: nothing in a checkpoint can run code, whatever the environment says
@@ -428,7 +434,8 @@ def flip_a_byte_inside_a_tensor(path: Path) -> None:
 
 @pytest.mark.slow
 def test_a_checkpoint_whose_bytes_changed_reads_as_corrupt_and_resume_falls_back(make_config, tmp_path, caplog):
-    train(make_config("model.widths=[8]", "trainer.max_epochs=2"))
+    with pytest.raises(Crash):
+        train(make_config("model.widths=[8]", "trainer.max_epochs=3", *crash_at(epoch=2)))
     folder = tmp_path / "checkpoints" / RUN
     flip_a_byte_inside_a_tensor(folder / "last.ckpt")
     torch.load(folder / "last.ckpt", weights_only=True)  # torch itself notices nothing

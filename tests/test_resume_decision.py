@@ -128,7 +128,7 @@ def test_an_unknown_resume_mode_is_one_line():
         resume_mode("maybe")
 
 
-# the identity: what made the weights, and nothing else
+# the identity: what decides what a run reports, and nothing else
 
 BASE = {
     "model": {"_target_": "swwae.training.module.SWWAEModule", "lr": 0.002, "widths": [32, 64]},
@@ -170,12 +170,18 @@ def changed(**sections):
         {"trainer__gradient_clip_val": 1.0},
         {"trainer__precision": "bf16-mixed"},
         {"trainer__limit_train_batches": 3},
+        {"trainer__limit_train_batches": 1},  # one batch, not every batch (1.0)
+        {"trainer__max_epochs": 40},  # a run of 20 epochs is not a run of 40
+        {"trainer__max_steps": 100},
+        {"trainer__devices": 2},  # each process takes its share of every batch
+        {"trainer__limit_val_batches": 2},  # validation picks best.ckpt
+        {"trainer__check_val_every_n_epoch": 2},
         {"optimized_metric": "val/acc"},
         {"optimized_mode": "max"},
         {"data___target_": "swwae.training.data.MNISTDataModule"},
     ],
 )
-def test_a_setting_that_changes_the_weights_changes_the_identity(change):
+def test_a_setting_that_changes_what_the_run_reports_changes_the_identity(change):
     assert run_identity(changed(**change)) != run_identity(BASE)
     assert digest(run_identity(changed(**change))) != digest(run_identity(BASE))
     assert differences(run_identity(BASE), run_identity(changed(**change)))
@@ -184,8 +190,8 @@ def test_a_setting_that_changes_the_weights_changes_the_identity(change):
 @pytest.mark.parametrize(
     "change",
     [
-        {"trainer__max_epochs": 40},
-        {"trainer__devices": 2},
+        {"trainer__accelerator": "gpu"},
+        {"trainer__log_every_n_steps": 1},
         {"data__root": "elsewhere"},
         {"data__num_workers": 4},
         {"logger": {"csv": {}}},
@@ -193,9 +199,10 @@ def test_a_setting_that_changes_the_weights_changes_the_identity(change):
         {"compile": True},
         {"trainer__precision": "32"},
         {"trainer__limit_train_batches": 1.0},
+        {"trainer__limit_val_batches": 1.0},
     ],
 )
-def test_a_setting_that_does_not_change_the_weights_keeps_the_identity(change):
+def test_a_setting_that_does_not_change_what_the_run_reports_keeps_the_identity(change):
     assert run_identity(changed(**change)) == run_identity(BASE)
 
 

@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from helpers.config import MODEL_CONFIGS
+from helpers.faults import Crash, crash_at
 from swwae.errors import ConfigError
 from swwae.training.data import MNISTSampleDataModule
 from swwae.training.data.batching import UNLABELLED, LabelledBatchSampler, SemiSupervisedBatch, batch_loader
@@ -236,8 +237,10 @@ def test_a_resumed_semi_supervised_run_matches_an_uninterrupted_one(make_config,
         "seed=5",
     ]
     train(make_config(*common, "trainer.max_epochs=2", f"paths.checkpoint_dir={tmp_path / 'straight'}"))
-    train(make_config(*common, "trainer.max_epochs=1", f"paths.checkpoint_dir={tmp_path / 'stopped'}"))
-    train(make_config(*common, "trainer.max_epochs=2", f"paths.checkpoint_dir={tmp_path / 'stopped'}", "resume=true"))
+    stopped = [*common, "trainer.max_epochs=2", f"paths.checkpoint_dir={tmp_path / 'stopped'}"]
+    with pytest.raises(Crash):  # at the start of the second epoch
+        train(make_config(*stopped, *crash_at(epoch=1)))
+    train(make_config(*stopped, "resume=true"))
     run = "swwae_hard_mnist_sample_seed5"
     straight, resumed = (
         torch.load(tmp_path / d / run / "last.ckpt", weights_only=True) for d in ("straight", "stopped")

@@ -11,6 +11,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 
 from helpers.cli import run_cli
 from helpers.config import CONFIG_DIR, MODEL_CONFIGS, ROOT
+from helpers.faults import Crash, crash_at
 from swwae.errors import ConfigError
 from swwae.training.run import train
 
@@ -75,7 +76,8 @@ def test_a_short_run_leaves_logs_metrics_and_a_checkpoint_that_reloads(make_conf
 
 @pytest.mark.slow
 def test_resume_continues_from_the_saved_epoch(make_config, tmp_path):
-    train(make_config("model.widths=[8]", "trainer.max_epochs=1"))
+    with pytest.raises(Crash):  # a run of 2 epochs, stopped at the start of the second
+        train(make_config("model.widths=[8]", "trainer.max_epochs=2", *crash_at(epoch=1)))
     last = tmp_path / "checkpoints" / "swwae_hard_mnist_sample_seed0" / "last.ckpt"
     assert torch.load(last, weights_only=True)["global_step"] == 3  # QUICK: 3 batches an epoch
     train(make_config("model.widths=[8]", "trainer.max_epochs=2", "resume=true"))

@@ -74,6 +74,9 @@ def test_arguments_the_schema_does_not_list_reach_the_trainer(make_config):
         ("trainer.val_check_interval='1 minute'", "trainer.val_check_interval='1 minute' is not allowed: an integer"),
         ("+trainer.max_time={minute: 1}", "trainer.max_time={'minute': 1} is not allowed: a duration"),
         ("trainer.limit_train_batches=0", "trainer.limit_train_batches=0 trains nothing"),
+        ("trainer.limit_val_batches=0", "trainer.limit_val_batches=0 never validates, and validation picks best.ckpt"),
+        ("trainer.check_val_every_n_epoch=21", "trainer.check_val_every_n_epoch=21 never validates in a run of"),
+        ("+trainer.fast_dev_run=true", "trainer.fast_dev_run=True is Lightning's smoke test"),
         ("~trainer", "trainer._target_ is missing: the trainer section names no Trainer"),
     ],
 )
@@ -122,9 +125,12 @@ def settings(**values) -> TrainerSpec:
         ({"limit_train_batches": 0.1}, 1, None),  # one batch
         ({"val_check_interval": 10, "limit_train_batches": 0.5}, 1, "trainer.val_check_interval=10 is more than the 5"),
         ({"val_check_interval": 11, "check_val_every_n_epoch": None}, 1, None),  # batches counted across epochs
-        ({"val_check_interval": 11, "limit_val_batches": 0}, 1, None),  # no validation
         ({"val_check_interval": 11, "use_distributed_sampler": False}, 2, "trainer.val_check_interval=11 is more"),
-        ({"val_check_interval": 11, "fast_dev_run": True}, 1, None),  # Lightning's own limits
+        ({"max_steps": 9}, 1, "trainer.max_steps=9 ends the run before it first validates (after 10 training batches"),
+        ({"max_steps": 10}, 1, None),  # validates at the end of its last step's epoch
+        ({"max_steps": 5, "accumulate_grad_batches": 2}, 1, None),  # 10 batches, 5 steps
+        ({"max_steps": 2, "val_check_interval": 2}, 1, None),
+        ({"max_steps": 12, "check_val_every_n_epoch": 2}, 1, "trainer.max_steps=12 ends the run before it first"),
         ({"val_check_interval": "00:00:01:00"}, 1, None),
     ],
 )

@@ -171,7 +171,7 @@ def job_callbacks(
     """The config's callbacks (built: ``configured``) plus the job's own: the run config as
     resolved (``stored``) and its ``identity`` in checkpoints, its tracker ``params`` in the
     trackers, per-batch seeds."""
-    callbacks = [*configured, SaveRunConfig(stored, identity)]
+    callbacks = [*configured, SaveRunConfig(stored, identity), RunClock()]
     # the trackers get the run config (model/lr, data/batch_size, ...), not Lightning's flat
     # copy of the module's and datamodule's arguments on top of it
     module._log_hyperparams = datamodule._log_hyperparams = False
@@ -255,6 +255,46 @@ class LogRunConfig(L.Callback):
                 log_config(logger, self.params)
 
 
+class RunClock(L.Callback):
+    """A run's training time over all its processes: every checkpoint carries the seconds so far
+    (the whole run's, and the current epoch's), so that a run continued after a pre-emption
+    reports epoch times and ``train_time_s`` for the run, not for its last process."""
+
+    def __init__(self):
+        self.started = self.epoch_started = time.perf_counter()  # this process's share
+        self.before = self.epoch_before = 0.0  # earlier processes' shares
+        self.saved_in_epoch: int | None = None  # the epoch a restored save was made in
+        self.trainer: L.Trainer | None = None
+
+    @staticmethod
+    def of(trainer: L.Trainer) -> RunClock | None:
+        return next((c for c in trainer.callbacks if isinstance(c, RunClock)), None)
+
+    def setup(self, trainer: L.Trainer, module: L.LightningModule, stage: str) -> None:
+        self.trainer = trainer
+
+    def seconds(self) -> float:
+        return self.before + time.perf_counter() - self.started
+
+    def epoch_seconds(self) -> float:
+        return self.epoch_before + time.perf_counter() - self.epoch_started
+
+    def on_train_epoch_start(self, trainer: L.Trainer, module: L.LightningModule) -> None:
+        self.epoch_started = time.perf_counter()
+        if trainer.current_epoch != self.saved_in_epoch:  # a new epoch, not the one a save was made in
+            self.epoch_before = 0.0
+        self.saved_in_epoch = None
+
+    def state_dict(self) -> dict:
+        epoch = self.trainer.current_epoch if self.trainer is not None else None
+        return {"seconds": self.seconds(), "epoch": epoch, "epoch_seconds": self.epoch_seconds()}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.before = float(state.get("seconds", 0.0))
+        self.epoch_before = float(state.get("epoch_seconds", 0.0))
+        self.saved_in_epoch = state.get("epoch")
+
+
 class BatchSeed(L.Callback):
     """Reseed torch, numpy and ``random`` before every training batch from (seed, epoch,
     batch, rank), so that dropout and anything else drawing from the global random
@@ -321,7 +361,7 @@ class EpochLines(ShowsTrainLoss, ProgressBar):
 
     def __init__(self):
         super().__init__()
-        self._enabled, self._started = True, 0.0
+        self._enabled, self._started = True, time.perf_counter()
 
     def disable(self) -> None:
         self._enabled = False
@@ -331,6 +371,11 @@ class EpochLines(ShowsTrainLoss, ProgressBar):
 
     def on_train_epoch_start(self, trainer: L.Trainer, module: L.LightningModule) -> None:
         self._started = time.perf_counter()
+
+    def epoch_seconds(self, trainer: L.Trainer) -> float:
+        """The epoch's time, its earlier processes' share included (``RunClock``, in a job)."""
+        clock = RunClock.of(trainer)
+        return clock.epoch_seconds() if clock is not None else time.perf_counter() - self._started
 
     def on_train_epoch_end(self, trainer: L.Trainer, module: L.LightningModule) -> None:
         if not self._enabled or not trainer.is_global_zero:
@@ -345,7 +390,6 @@ class EpochLines(ShowsTrainLoss, ProgressBar):
             for name, value in sorted(shown.items(), key=lambda item: not item[0].startswith("train"))
         )
         print(
-            f"epoch {trainer.current_epoch + 1}/{trainer.max_epochs}: {values} "
-            f"({time.perf_counter() - self._started:.1f} s)",
+            f"epoch {trainer.current_epoch + 1}/{trainer.max_epochs}: {values} ({self.epoch_seconds(trainer):.1f} s)",
             flush=True,
         )

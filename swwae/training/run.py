@@ -37,7 +37,7 @@ from lightning.pytorch.trainer.states import TrainerStatus
 from omegaconf import DictConfig, OmegaConf
 
 from swwae.errors import CheckpointError, ConfigError, DiskError, Interrupted, NonFiniteError, Preempted
-from swwae.training.callbacks import job_callbacks, log_final, run_params
+from swwae.training.callbacks import RunClock, job_callbacks, log_final, run_params
 from swwae.training.checkpoints import build_trainer, check_fits_model
 from swwae.training.composing import Launch, build, build_all, build_loggers, check_monitor, launch
 from swwae.training.folders import check_folders, check_writable, write_failed
@@ -99,7 +99,8 @@ def train(cfg: DictConfig, hydra: Launch | None = None, spec: RunSpec | None = N
         with ExitStack() as stack:
             stack.callback(job.preemption.install().restore)
             metrics, best = fit_and_test(folder, job, resume_from, spec.test, hydra.overrides)
-        metrics["train_time_s"] = time.perf_counter() - started
+        clock = RunClock.of(job.trainer)  # every process's share of the run, this one's setup included
+        metrics["train_time_s"] = clock.seconds() + clock.started - started
         return report(folder, job, spec, run_config, metrics, best)
 
 
@@ -168,8 +169,7 @@ def logged_val_metrics(module) -> list[str]:
 def resume_decision(folder: RunFolder, module, spec: RunSpec) -> Decision:
     """Where the run starts, said in one line where it continues or passes files over; a
     refusal as one error line naming the folder, what it holds and the ways out."""
-    max_epochs = spec.trainer.max_epochs
-    decision = folder.decide(spec.resume, max_epochs, spec.trainer.max_steps)
+    decision = folder.decide(spec.resume, spec.trainer.max_epochs, spec.trainer.max_steps)
     for warning in decision.warnings:
         log.warning("%s %s", folder.path, warning)
     if decision.action == "refuse":  # (a folder locked by another run was refused by folder.own already)
@@ -182,7 +182,6 @@ def resume_decision(folder: RunFolder, module, spec: RunSpec) -> Decision:
     if decision.checkpoint is not None:
         path, checkpoint = folder.checkpoint(decision.checkpoint)
         check_fits_model(path, checkpoint, module)
-        warn_about_schedule(path, checkpoint, max_epochs)
         if decision.warnings:
             log.warning("resuming from %s instead", describe_checkpoint(path, checkpoint))
         elif decision.action == "continue":
@@ -210,6 +209,7 @@ def report_finished_run(folder: RunFolder, job: Job, decision: Decision, spec: R
         write_test_outcomes(folder.output_dir, job.module)
     elif job.owns_run:  # the outcomes the run wrote beside its metrics.json, if any (a sweep reads them per job)
         copy_test_outcomes(checkpoint, folder.output_dir)
+    value = monitored_value(spec.optimized_metric, summary["metrics"])
     if job.owns_run:
         folder.write_metrics(summary)
         print(
@@ -218,7 +218,7 @@ def report_finished_run(folder: RunFolder, job: Job, decision: Decision, spec: R
             f"retrained or logged again (resume=false trains it again, under the loggers now asked for) "
             f"-> {spec.paths.output_dir}"
         )
-    return monitored_value(spec.optimized_metric, summary["metrics"])
+    return value
 
 
 def start_training(folder: RunFolder, job: Job, decision: Decision, logger_nodes) -> Path | None:
@@ -234,19 +234,6 @@ def start_training(folder: RunFolder, job: Job, decision: Decision, logger_nodes
     if (position := mid_epoch_position(checkpoint)) is not None:
         job.datamodule.resume_at(*position, world_size=job.trainer.world_size)
     return path
-
-
-def warn_about_schedule(path: Path, checkpoint: dict, max_epochs: int | None) -> None:
-    for scheduler in checkpoint.get("lr_schedulers") or []:
-        if scheduler.get("T_max") not in (None, max_epochs):
-            log.warning(
-                "%s holds a cosine schedule over %s epochs; this run has trainer.max_epochs=%s: the "
-                "learning rate keeps the old schedule (0 after epoch %s, rising after)",
-                path,
-                scheduler["T_max"],
-                max_epochs,
-                scheduler["T_max"],
-            )
 
 
 # 5. fit and test
@@ -328,6 +315,7 @@ def report(folder: RunFolder, job: Job, spec: RunSpec, run_config: dict, metrics
     """The trained run's report, by the process that owns it: metrics.json, test_outcomes.csv,
     the final metrics to every logger, the done: line; the monitored value for sweepers."""
     trainer = job.trainer
+    value = monitored_value(spec.optimized_metric, metrics)  # a run that never validated reports nothing
     summary = run_summary(job, trainer.current_epoch, best, metrics)
     if trainer.is_global_zero:
         folder.write_metrics(summary)
@@ -337,7 +325,7 @@ def report(folder: RunFolder, job: Job, spec: RunSpec, run_config: dict, metrics
             f"done: {spec.run_name}: {metrics_line(metrics, spec.optimized_metric)} "
             f"({metrics['train_time_s']:.0f} s) -> {spec.paths.output_dir}"
         )
-    return monitored_value(spec.optimized_metric, metrics)
+    return value
 
 
 def run_summary(job: Job, epochs: int, checkpoint: str | None, metrics: dict) -> dict:
@@ -400,5 +388,8 @@ def metrics_line(metrics: dict, monitor: str) -> str:
 def monitored_value(metric: str, metrics: dict) -> float:
     value = metrics.get(metric, math.nan)
     if not math.isfinite(value):
-        raise ConfigError(f"{metric} was not computed (is it a metric this run logs?)")
+        raise ConfigError(
+            f"{metric} was not computed: the run stopped before it validated once (trainer.max_time?), "
+            f"so it has no result to report; its checkpoints are kept"
+        )
     return value

@@ -269,12 +269,33 @@ class CheckedTrainer(BaseModel):
 
     @model_validator(mode="after")
     def _length(self):
+        """A run that trains nothing, never validates (validation picks best.ckpt and gives the
+        monitored metric) or is Lightning's one-batch smoke test would report a model it did not
+        make: one line before anything is written."""
         for key in ("max_epochs", "max_steps", "limit_train_batches"):
-            if getattr(self, key) == 0:  # a run that trains nothing would report an untrained model
+            if getattr(self, key) == 0:
                 raise ConfigError(
                     f"trainer.{key}=0 trains nothing: give it at least 1 (to evaluate a checkpoint "
-                    f"without training, use python scripts/evaluate.py <checkpoint>)"
+                    f"without training, use swwae evaluate <checkpoint>)"
                 )
+        if self.limit_val_batches == 0:
+            raise ConfigError(
+                "trainer.limit_val_batches=0 never validates, and validation picks best.ckpt and gives "
+                "the metric a run reports: give at least 1 (batches) or a fraction"
+            )
+        every, epochs = self.check_val_every_n_epoch, self.max_epochs
+        if every is not None and epochs is not None and every > epochs and self.max_steps == -1:
+            raise ConfigError(
+                f"trainer.check_val_every_n_epoch={every} never validates in a run of "
+                f"trainer.max_epochs={epochs}, and validation picks best.ckpt and gives the metric a run "
+                f"reports: validate every {'epoch' if epochs == 1 else f'{epochs} epochs or fewer'}"
+            )
+        if self.fast_dev_run not in (False, 0):
+            raise ConfigError(
+                f"trainer.fast_dev_run={self.fast_dev_run} is Lightning's smoke test: a batch or two, no "
+                f"checkpoint, nothing a run could report; for a check in seconds that trains, saves and "
+                f"reports, use debug=quick"
+            )
         return self
 
     @model_validator(mode="after")
@@ -328,13 +349,53 @@ def check_epoch(settings: CheckedTrainer, datamodule, world_size: int = 1) -> No
                 f"trainer.limit_{split}_batches={limit} leaves no {words} batch: {limit} of the {count} "
                 f"{words} batches{each} is less than one (give at least {1 / count:.2g}, or a number of batches)"
             )
-    interval = settings.val_check_interval
-    if not whole(interval) or settings.check_val_every_n_epoch is None or settings.limit_val_batches == 0:
-        return
     count = batches("train")
-    if count and interval > (epoch := limited(count, settings.limit_train_batches)):
+    if not count:
+        return
+    epoch = limited(count, settings.limit_train_batches)
+    interval = settings.val_check_interval
+    if whole(interval) and settings.check_val_every_n_epoch is not None and interval > epoch:
         raise ConfigError(
             f"trainer.val_check_interval={interval} is more than the {epoch} training batches of an "
             f"epoch{each}: validate every {epoch} batches or fewer, or a fraction of the epoch (0.5), "
             f"or count batches across epochs with trainer.check_val_every_n_epoch=null"
         )
+    check_first_validation(settings, epoch)
+
+
+def first_validation(settings: CheckedTrainer, epoch: int) -> tuple[int, int] | None:
+    """(training batches, optimiser steps) before the run first validates, as Lightning counts
+    them for an epoch of ``epoch`` batches; None when it depends on the clock."""
+    interval, every = settings.val_check_interval, settings.check_val_every_n_epoch
+    accumulate = settings.accumulate_grad_batches
+    steps_an_epoch = math.ceil(epoch / accumulate)  # the epoch's last batch always steps
+    if every is None:  # every `interval` batches, counted across epochs
+        if not whole(interval):
+            return None
+        done_epochs, within = divmod(interval, epoch)
+    else:
+        if interval is None or (isinstance(interval, float) and interval == 1.0):
+            within = epoch
+        elif whole(interval):
+            within = interval
+        elif isinstance(interval, float):
+            within = max(1, int(epoch * interval))
+        else:  # a time: the clock decides
+            return None
+        done_epochs = every - 1
+    steps = done_epochs * steps_an_epoch + (steps_an_epoch if within >= epoch else within // accumulate)
+    return done_epochs * epoch + within, steps
+
+
+def check_first_validation(settings: CheckedTrainer, epoch: int) -> None:
+    """A step budget that ends the run before it validates once: the run would have no best
+    checkpoint and no metric to report."""
+    first = first_validation(settings, epoch)
+    if first is None or settings.max_steps in (None, -1) or settings.max_steps >= first[1]:
+        return
+    batches, steps = first
+    raise ConfigError(
+        f"trainer.max_steps={settings.max_steps} ends the run before it first validates (after {batches} "
+        f"training batches, step {steps}), and validation picks best.ckpt and gives the metric a run "
+        f"reports: give at least trainer.max_steps={steps}, or validate sooner (trainer.val_check_interval)"
+    )

@@ -28,6 +28,28 @@ class AtBatch(L.Callback):
         raise NotImplementedError
 
 
+class Crash(Exception):
+    """A run that crashed (``CrashAt``)."""
+
+
+class CrashAt(AtBatch):
+    """Raise ``Crash``: a run that stops part way, in the test's own process, leaving the
+    checkpoints of the epochs it finished (an in-process stand-in for ``KillAt``)."""
+
+    def act(self, trainer, module) -> None:
+        raise Crash(f"crashed in epoch {trainer.current_epoch + 1}")
+
+
+def crash_at(epoch: int, batch: int = 0) -> list[str]:
+    """The overrides that add ``CrashAt`` to a run: it stops at the start of training batch
+    ``batch`` of epoch ``epoch`` (counted from 0)."""
+    return [
+        "+callbacks.crash._target_=helpers.faults.CrashAt",
+        f"+callbacks.crash.epoch={epoch}",
+        f"+callbacks.crash.batch={batch}",
+    ]
+
+
 class KillAt(AtBatch):
     """SIGKILL this very process: no handler, no cleanup, like the OOM killer or a lost node."""
 

@@ -1,13 +1,17 @@
-"""A run's identity: the settings that made its weights, and nothing else.
+"""A run's identity: every setting that decides what the run reports, and nothing else.
 
-Two configs with the same identity train the same network the same way: the same command (or a
-requeued job, or one that asks for more epochs) finds its own run and continues it. Two configs
-whose identities differ are different runs, and never share a checkpoint folder.
+Two configs with the same identity train the same network the same way, as far, and measure it
+the same way: the same command (or a requeued job) finds its own run and continues or reports
+it. Two configs whose identities differ are different runs and never share a checkpoint folder:
+a command asking for 1 epoch never reports a 20-epoch run as its own, and a run is never
+extended past the length it was started with (its learning-rate schedule spans that length);
+the refusal says how to start over.
 
 In: the model and the data (where the data live and how they are read excepted: ``root``,
-``download``, ``num_workers``), the seed, the trainer settings that change the updates
-(``TRAINER``) and the monitor that picks ``best.ckpt``. Out: ``max_epochs`` and ``max_steps``
-(a run can be extended), loggers, callbacks, paths, devices and strategy, ``compile``, ``test``.
+``download``, ``num_workers``), the seed, the trainer settings that change the updates, the
+length, the batches measured or the number of processes (``TRAINER``) and the monitor that
+picks ``best.ckpt``. Out: loggers, callbacks, paths, the accelerator and strategy, ``compile``,
+``test``: how and where a run is computed and shown, not what it reports.
 
 Plain Python over plain dicts (``swwae.stored.plain``: tuples as lists): the job passes its
 resolved config, a checkpoint its stored one. A setting that one side predates (added to the
@@ -30,15 +34,30 @@ from pathlib import PurePath
 from swwae.errors import ConfigError
 from swwae.stored import plain
 
-# the trainer settings that change what the optimiser does, with Lightning's defaults
+# the trainer settings that decide what a run reports, with Lightning's defaults: the updates,
+# the length, the batches trained and measured, when it validates (which picks best.ckpt), and
+# the processes (each takes its own share of every batch)
 TRAINER = {
     "gradient_clip_val": None,
     "gradient_clip_algorithm": None,
     "accumulate_grad_batches": 1,
     "precision": "32-true",
-    "limit_train_batches": None,
     "deterministic": False,
+    "max_epochs": None,
+    "max_steps": -1,
+    "max_time": None,
+    "min_epochs": None,
+    "min_steps": None,
+    "limit_train_batches": None,
+    "limit_val_batches": None,
+    "limit_test_batches": None,
+    "overfit_batches": 0.0,
+    "val_check_interval": None,
+    "check_val_every_n_epoch": 1,
+    "devices": "auto",
+    "num_nodes": 1,
 }
+ALL_BATCHES = ("limit_train_batches", "limit_val_batches", "limit_test_batches", "val_check_interval")
 FREE_DATA_KEYS = ("root", "download", "num_workers")  # where the files are, how they are read
 PRECISION_NAMES = {"32": "32-true", "16": "16-mixed", "bf16": "bf16-mixed", "64": "64-true"}
 IDENTITY_KEY = "swwae_run_identity"  # in every checkpoint: {"identity": {...}, "digest": "..."}
@@ -49,8 +68,10 @@ IDENTITY_KEY = "swwae_run_identity"  # in every checkpoint: {"identity": {...}, 
 def trainer_setting(key: str, value):
     if key == "precision" and value is not None:
         return PRECISION_NAMES.get(str(value), str(value))
-    if key == "limit_train_batches" and value in (1.0, None):  # every batch, said two ways
+    if key in ALL_BATCHES and isinstance(value, float) and value == 1.0:  # every batch, as None says
         return None
+    if key == "overfit_batches" and value in (0, 0.0):
+        return 0.0
     return value
 
 
@@ -155,8 +176,7 @@ def sweep_tag(mode, overrides, unnamed=()) -> str:
     what the name says already (model, data, arch, seed), sorted by key, each value made a name
     (``[8,16]`` -> ``8-16``). ``-m model.lr=1e-3,1e-4`` runs ``..._lr0.001_seed0`` and
     ``..._lr0.0001_seed0`` (Hydra writes a swept number out), one run folder each. Nothing in a
-    single run (its name stays what it was) or for a setting outside the identity (``max_epochs``:
-    a run can be extended)."""
+    single run (its name stays what it was) or for a setting outside the identity (a logger)."""
     if getattr(mode, "name", mode) != "MULTIRUN":
         return ""
     skipped = NAMED | {str(key) for key in unnamed or ()}
