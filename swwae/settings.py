@@ -57,14 +57,16 @@ def finite(value):
     raise ValueError("must be a finite number")
 
 
-def finite_number(gt=None, ge=None, lt=None):
+def finite_number(gt=None, ge=None, lt=None, le=None):
     """The type of a finite number (ints welcome, kept as written) within bounds."""
-    said = " and ".join(f"{word} {bound:g}" for word, bound in ((">", gt), (">=", ge), ("<", lt)) if bound is not None)
+    bounds = ((">", gt), (">=", ge), ("<", lt), ("<=", le))
+    said = " and ".join(f"{word} {bound:g}" for word, bound in bounds if bound is not None)
 
     def check(value):
         value = finite(value)
         low = (gt is not None and not value > gt) or (ge is not None and not value >= ge)
-        if low or (lt is not None and not value < lt):
+        high = (lt is not None and not value < lt) or (le is not None and not value <= le)
+        if low or high:
             raise ValueError(f"must be {said}")
         return value
 
@@ -194,9 +196,9 @@ def pool_field(setting: Setting) -> tuple[Any, Any]:
     else:
         kind = Any
     if kind is Number:
-        kind = finite_number(gt=setting.gt, ge=setting.ge)
+        kind = finite_number(gt=setting.gt, ge=setting.ge, le=setting.le)
         return kind, Field(default, description=setting.help)
-    bounds = {k: v for k, v in (("gt", setting.gt), ("ge", setting.ge)) if v is not None}
+    bounds = {k: v for k, v in (("gt", setting.gt), ("ge", setting.ge), ("le", setting.le)) if v is not None}
     return kind, Field(default, description=setting.help, **bounds)
 
 

@@ -216,7 +216,7 @@ def parse_metrics(record, source: str) -> dict:
     if odd is not None:
         raise Unreadable(f"{source} is unreadable: metric {odd[:60]} is {kind(metrics[odd])}, not a number")
     record["metrics"] = {k: float(v) for k, v in metrics.items()}
-    for key in ("status", "error", "run_name", "checkpoint", "identity", "model", "arch"):
+    for key in ("status", "error", "run_name", "checkpoint", "identity", "model", "arch", "reported_again"):
         text(record.get(key), source, key)
     sha = record.get("checkpoint_sha256")
     if sha is not None and not (isinstance(sha, str) and SHA256.fullmatch(sha)):

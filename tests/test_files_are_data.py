@@ -182,5 +182,6 @@ def test_missing_files_of_a_stored_run_say_how_the_command_fetches_them(tmp_path
     with pytest.raises(DataError) as err:
         datamodule.setup("test")
     line = str(err.value)
-    assert f"{fetch_hint or '--download'} fetches them" in line and "data.download" not in line
+    assert f"--data-root <folder> says where they are, {fetch_hint or '--download'} fetches them" in line
+    assert "data.download" not in line and "data.root" not in line
     assert str(tmp_path) in line and "\n" not in line and not (tmp_path / "elsewhere").exists()

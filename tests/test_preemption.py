@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import stat
+import time
 from pathlib import Path
 
 import pytest
@@ -66,6 +68,7 @@ SLURM = {
 @pytest.mark.slow
 @pytest.mark.parametrize("signum", ["SIGTERM", "SIGUSR1"])
 def test_a_signal_saves_mid_epoch_and_the_same_command_continues_bit_identically(tmp_path, signum, uninterrupted):
+    started = time.perf_counter()
     stopped = train_cli(
         tmp_path,
         *REPRO,
@@ -84,9 +87,16 @@ def test_a_signal_saves_mid_epoch_and_the_same_command_continues_bit_identically
     assert "Traceback" not in stopped.stderr
     saved = torch.load(folder / "last.ckpt", weights_only=True)
     assert saved["global_step"] == 5 and saved["swwae_preempted"] == {"epoch": 1, "batches_done": 2}
+    clock = saved["callbacks"]["RunClock"]  # the time so far, carried to the process that continues
+    assert clock["epoch"] == 1 and 0 < clock["epoch_seconds"] < clock["seconds"]
 
     again = train_cli(tmp_path, *REPRO, name="again")  # the same command, no resume=true
+    wall = time.perf_counter() - started
     assert again.returncode == 0, again.stderr[-2000:]
+    times = [float(t) for t in re.findall(r"^epoch \d/3: .* \(([0-9.]+) s\)$", again.stdout, re.MULTILINE)]
+    assert len(times) == 2 and times[0] > clock["epoch_seconds"] and sum(times) < wall  # epoch 2 counts both shares
+    train_time = json.loads((tmp_path / "outputs" / "again" / "metrics.json").read_text())["metrics"]["train_time_s"]
+    assert clock["seconds"] < train_time < wall
     assert "resume=auto: continuing this run from" in again.stdout + again.stderr
     expected, reference = uninterrupted
     assert metrics_of(tmp_path, "again") == expected  # every val and test metric, bit for bit

@@ -114,6 +114,27 @@ def test_a_grid_sweep_whose_jobs_share_a_run_folder_is_refused_before_its_first_
 
 
 @pytest.mark.slow
+def test_a_command_never_reports_continues_or_extends_a_run_of_another_length(tmp_path):
+    """The same run name, asked for fewer or more epochs than its run had: another run, refused
+    in one line with the ways out, the finished run's weights untouched (its metrics.json still
+    names them); the run's own command reports it."""
+    assert train_cli(tmp_path, *SMALL, "trainer.max_epochs=2", name="long").returncode == 0
+    folder = tmp_path / "checkpoints" / RUN
+    before = hashes(folder)
+    for epochs, change in ((1, "2 -> 1"), (3, "2 -> 3")):
+        other = train_cli(tmp_path, *SMALL, f"trainer.max_epochs={epochs}", name=f"e{epochs}")
+        assert other.returncode == 2 and "Traceback" not in other.stderr
+        assert last_error_line(other) == (
+            f"error: checkpoints/{RUN} holds another run (trainer.max_epochs: {change}): give this run its own "
+            "folder with run_name=..., or resume=false to start over (the old run is moved aside, not deleted)"
+        )
+    assert hashes(folder) == before
+    again = train_cli(tmp_path, *SMALL, "trainer.max_epochs=2", name="again")
+    assert again.returncode == 0 and f"done: {RUN} had already finished: 2 of 2 epochs trained" in again.stdout
+    assert hashes(folder) == before
+
+
+@pytest.mark.slow
 def test_a_rank_variable_without_ddp_does_not_skip_the_lock(tmp_path):
     folder = tmp_path / "checkpoints" / RUN
     with own_run(folder, RUN):  # another run holds it
@@ -172,8 +193,8 @@ def test_a_network_written_out_gets_a_run_name_of_its_own(tmp_path):
 @pytest.mark.slow
 @pytest.mark.parametrize("swept", [["trainer.max_epochs=1,2"], ["seed=0,0"]], ids=["max_epochs", "repeated job"])
 def test_two_jobs_of_a_sweep_that_map_to_one_run_folder_never_share_it(tmp_path, swept):
-    """max_epochs is not in the identity, and a repeated job has the same one: the second job
-    would continue or report the first's run. Where the sweep cannot be checked up front (a
+    """Two jobs of one run name (max_epochs: two runs; a repeated job: one): the second job would
+    meet the first's run in its folder. Where the sweep cannot be checked up front (a
     sweeper that picks its jobs as it goes, here the grid without its check), the second job
     fails alone and the first keeps its weights."""
     sweep = tmp_path / "sweep"

@@ -58,6 +58,7 @@ def test_the_loss_weights_are_checked_together_by_name():
         ({"lr": -1}, "^model.lr=-1 is not allowed: must be > 0$"),
         ({"weight_decay": -1}, "^model.weight_decay=-1 is not allowed: must be >= 0$"),
         ({"beta": 1e400}, "^model.beta=inf is not allowed: must be a finite number$"),
+        ({"beta": 1e308}, "^model.beta=1e\\+308 is not allowed: must be > 0 and <= 10000$"),  # no float32 holds it
         ({"dropout": 1}, "^model.dropout=1 is not allowed: must be >= 0 and < 1$"),
         ({"widths": [32, "a"]}, "^model.widths.1='a' is not allowed"),
         ({"lambda_m": -0.5}, "^model.lambda_m=-0.5 is not allowed: must be >= 0$"),

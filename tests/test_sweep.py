@@ -176,6 +176,23 @@ def test_the_summary_says_which_metric_picked_each_configs_checkpoints_and_which
     assert rows["model=swwae_hard"][0] == "`(8)3c-2p-10fc`" and "Network:" not in text
 
 
+def test_the_summary_flags_arms_of_other_lengths_and_runs_reported_again(tmp_path):
+    """A sweep asking for 1 epoch beside an arm that was a finished 20-epoch run (reported, not
+    trained): the table says both, so no one compares the rows as equals."""
+    fake_job(tmp_path, 0, ["model=swwae_hard", "seed=0"], {"test/acc": 0.97}, epochs=20, reported_again="from x")
+    fake_job(tmp_path, 1, ["model=upsample", "seed=0"], {"test/acc": 0.80}, epochs=1)
+    text = markdown(collect(tmp_path))
+    assert (
+        "Warning: the configs trained for different numbers of epochs: 1 for `model=upsample`; "
+        "20 for `model=swwae_hard`"
+    ) in text
+    assert "Reported again (a run an earlier command had finished; nothing was trained by this sweep): `0_job`" in text
+    fake_job(tmp_path, 2, ["model=avg", "seed=0"], {"test/acc": 0.80}, epochs=20)
+    (tmp_path / "0_job" / "metrics.json").unlink()
+    (tmp_path / "1_job" / "metrics.json").unlink()
+    assert "Warning" not in markdown(collect(tmp_path)) and "Reported again" not in markdown(collect(tmp_path))
+
+
 def test_unfinished_jobs_count_as_failed_and_numeric_keys_become_an_axis(tmp_path):
     jobs = list(itertools.product(["swwae_hard", "upsample"], ["2", "4", "7"]))
     for num, (model, pool) in enumerate(jobs):
@@ -380,7 +397,8 @@ def test_a_single_run_keeps_its_name_whatever_its_overrides(tmp_path):
         (["model.lr=0.001", "seed=0"], [], "_lr0.001"),
         (["model.lr=0.001", "model.beta=10"], ["model.beta"], "_lr0.001"),  # the same in every job: not named
         (["model=swwae_soft", "data=mnist", "model.arch='(8)3c-2p'", "seed=1"], [], ""),  # in the name already
-        (["trainer.max_epochs=5", "paths.log_dir=/x", "logger=csv", "data.root=/d"], [], ""),  # not the run's identity
+        (["paths.log_dir=/x", "logger=csv", "data.root=/d", "trainer.log_every_n_steps=1"], [], ""),  # not the identity
+        (["trainer.max_epochs=5", "trainer.devices=2"], [], "_devices2_max_epochs5"),  # what the run reports
         (["data.num_labels=100", "trainer.precision=bf16-mixed"], [], "_num_labels100_precisionbf16-mixed"),
         (["model.widths=[8, 16]", "+model.dropout=0.1", "~model.beta"], [], "_dropout0.1_widths8-16"),
         (["optimized_metric=val/acc"], [], "_optimized_metricval-acc"),

@@ -37,6 +37,7 @@ class Setting:
     help: str
     gt: float | None = None  # greater than
     ge: float | None = None  # at least
+    le: float | None = None  # at most
     choices: tuple | None = None  # one of these
 
     def check(self, name: str, value: Any) -> Any:
@@ -53,6 +54,8 @@ class Setting:
             raise ValueError(f"{name} must be > {self.gt:g}, got {value!r}")
         if self.ge is not None and not value >= self.ge:
             raise ValueError(f"{name} must be >= {self.ge:g}, got {value!r}")
+        if self.le is not None and not value <= self.le:
+            raise ValueError(f"{name} must be <= {self.le:g}, got {value!r}")
         if self.choices is not None and value not in self.choices:
             raise ValueError(f"{name} must be one of {', '.join(map(str, self.choices))}, got {value!r}")
         return value
@@ -134,7 +137,8 @@ POOL_MODES: Table[PoolMode] = Table(
             f"{_POOLS}:WhatWherePool",
             "soft where (soft argmax, beta = {beta:g})",
             where="soft",
-            settings={"beta": Setting(100.0, "soft argmax temperature (soft only)", gt=0)},
+            # beta must be a number of the run's precision (float16 holds at most 65504)
+            settings={"beta": Setting(100.0, "soft argmax temperature (soft only)", gt=0, le=1e4)},
         ),
         PoolMode("upsample", f"{_POOLS}:MaxUpsamplePool", "no where: max pooling, nearest upsampling"),
         PoolMode("avg", f"{_POOLS}:AvgPool", "no where: average pooling, nearest upsampling"),

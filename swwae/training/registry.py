@@ -129,5 +129,5 @@ def data_of_run(
     user = {"root": data_root, "download": bool(download)}
     user = {k: v for k, v in user.items() if v is not None and k in accepted}
     datamodule = build_data({k: v for k, v in data.items() if k not in USER_KEYS}, source, **(user | changes))
-    datamodule.fetch_hint = fetch_hint
+    datamodule.fetch_hint, datamodule.root_hint = fetch_hint, "--data-root <folder>"
     return datamodule

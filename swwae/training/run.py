@@ -210,6 +210,7 @@ def report_finished_run(folder: RunFolder, job: Job, decision: Decision, spec: R
     elif job.owns_run:  # the outcomes the run wrote beside its metrics.json, if any (a sweep reads them per job)
         copy_test_outcomes(checkpoint, folder.output_dir)
     value = monitored_value(spec.optimized_metric, summary["metrics"])
+    summary = dict(summary) | {"reported_again": source}  # a sweep's summary says this job trained nothing
     if job.owns_run:
         folder.write_metrics(summary)
         print(

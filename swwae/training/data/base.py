@@ -66,7 +66,9 @@ class InMemoryDataModule(lightning.LightningDataModule):
     float images of a split.
     """
 
-    # what the user sets to fetch missing files, in the words of the command that reads them
+    # what the user sets to point at the files, or to fetch them, in the words of the command
+    # that reads them (a stored run's reader: --data-root, --download)
+    root_hint: str = "data.root=<folder>"
     fetch_hint: str = "data.download=true"
 
     def __init__(self, **settings):

@@ -88,8 +88,8 @@ class TorchvisionDataModule(InMemoryDataModule):
             expected = ", ".join(files)
             if not present and not self.download:
                 msg = (
-                    f"{self.name} files not found in {folder} (expected {expected}): {self.fetch_hint} "
-                    f"fetches them (needs internet), or use {OFFLINE_HINT}"
+                    f"{self.name} files not found in {folder} (expected {expected}): {self.root_hint} says "
+                    f"where they are, {self.fetch_hint} fetches them (needs internet), or use {OFFLINE_HINT}"
                 )
             elif not present:
                 msg = (

@@ -40,6 +40,27 @@ def by_value(summary: Summary, value) -> dict[str, list[str]]:
     return found
 
 
+def notes_on_runs(summary: Summary) -> list[str]:
+    """What a reader must know before comparing rows: configs trained for different numbers of
+    epochs, and jobs that reported a run an earlier command had trained (nothing trained here)."""
+    lines = []
+    epochs = by_value(summary, lambda job: job.record.get("epochs"))
+    if len(epochs) > 1:
+        lines += [
+            "",
+            "Warning: the configs trained for different numbers of epochs: "
+            + "; ".join(f"{n} for `{'`, `'.join(labels)}`" for n, labels in sorted(epochs.items())),
+        ]
+    again = [job for job in summary.jobs if job.ok and job.record.get("reported_again")]
+    if again:
+        lines += [
+            "",
+            "Reported again (a run an earlier command had finished; nothing was trained by this sweep): "
+            + ", ".join(f"`{job.folder.name}`" for job in again),
+        ]
+    return lines
+
+
 def markdown(summary: Summary) -> str:
     """The table: one row per group, mean ± sample std over seeds, seeds run and failed."""
     lines = [f"# Sweep summary: {summary.folder.name}", ""]
@@ -91,6 +112,7 @@ def markdown(summary: Summary) -> str:
             "Warning: jobs share a run_name (one checkpoint folder; extend `run_name` with the swept keys): "
             + "; ".join(f"`{name}`: {', '.join(folders)}" for name, folders in shared.items()),
         ]
+    lines += notes_on_runs(summary)
     if n_failed:
         lines += ["", "Failed jobs:", ""]
         lines += [f"- `{j.folder.name}`: {j.record.get('error', 'failed')}" for j in summary.failed]
