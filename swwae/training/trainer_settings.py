@@ -34,6 +34,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr, create_model, field_validator, model_validator
 
 from swwae.errors import ConfigError
+from swwae.install import command
 from swwae.training.lightning_api import precision_values, trainer_arguments
 
 Count = Annotated[int, Field(strict=True, ge=0)]
@@ -273,7 +274,7 @@ class CheckedTrainer(BaseModel):
             if getattr(self, key) == 0:  # a run that trains nothing would report an untrained model
                 raise ConfigError(
                     f"trainer.{key}=0 trains nothing: give it at least 1 (to evaluate a checkpoint "
-                    f"without training, use python scripts/evaluate.py <checkpoint>)"
+                    f"without training, use {command('evaluate')} <checkpoint>)"
                 )
         return self
 
