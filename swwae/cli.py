@@ -7,6 +7,7 @@ import functools
 import sys
 
 from swwae.errors import ConfigError, UserError
+from swwae.install import as_installed
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -18,8 +19,9 @@ class OneLineParser(argparse.ArgumentParser):
 
 
 def script_parser(doc: str | None) -> OneLineParser:
-    """A script's parser: its module docstring, kept as written, is its ``--help``."""
-    return OneLineParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    """A script's parser: its module docstring, kept as written (in a clone's words, put in
+    this install's by ``swwae.install.as_installed``), is its ``--help``."""
+    return OneLineParser(description=doc and as_installed(doc), formatter_class=argparse.RawDescriptionHelpFormatter)
 
 
 def one_line_errors(main):

@@ -27,6 +27,7 @@ import torch
 from torch import Tensor, nn
 
 from swwae.errors import DiskError, ExportError, one_line
+from swwae.install import install_extra
 from swwae.model import SWWAE, eval_mode
 from swwae.pretrained import check_can_write, reason
 
@@ -79,7 +80,7 @@ def check_onnx_target(path: str | Path) -> Path:
     try:
         import onnxscript  # noqa: F401 - torch's dynamo exporter needs it
     except ImportError:
-        raise ExportError('ONNX export needs onnx and onnxscript: pip install -e ".[onnx]"') from None
+        raise ExportError(f"ONNX export needs onnx and onnxscript: {install_extra('onnx')}") from None
     path = Path(path)
     if path.is_dir():
         raise ExportError(f"{path} is a folder: name the .onnx file to write")

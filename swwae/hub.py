@@ -20,10 +20,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from swwae.install import install_extra
+
 try:
     from huggingface_hub import ModelCard, PyTorchModelHubMixin, snapshot_download
 except ImportError:  # the optional extra
-    raise ImportError('swwae.hub needs huggingface_hub: pip install -e ".[hub]"') from None
+    raise ImportError(f"swwae.hub needs huggingface_hub: {install_extra('hub')}") from None
 
 from swwae import model
 from swwae.card import LICENSE, PAPER_URL, TAGS, RunFacts, model_card

@@ -4,10 +4,17 @@ The one place the panels are built, for every consumer: the logged panels of the
 ``ReconstructionImages`` callback (TensorBoard, MLflow, W&B), the PNG of
 ``scripts/evaluate.py``, the PNG of ``scripts/project.py`` and the sweep figures.
 
-A figure is rows of images, each row named in a label strip on its left. Every image is
-magnified by a whole number (nearest neighbour, so pixels stay pixels) until it is at least
-``MIN_IMAGE_WIDTH`` pixels wide: 3x for 28-pixel digits and 32-pixel CIFAR images, 1x for
-96-pixel STL-10 images. Smaller images of the same figure (the where masks and middle
+A figure is rows of images, each row named in a label strip on its left. A logged panel is
+drawn for the card a logger shows it in (``card_figure``): TensorBoard's default grid shrinks
+an image to about ``CARD_WIDTH`` pixels wide, so a panel holds at most ``CARD_COLUMNS`` images
+a line, each row's label above it (a strip beside the rows would take a third of the width),
+in a font that is ``CARD_FONT`` pixels once shrunk. (Eight digits a row beside a label strip,
+803 pixels wide, showed their labels 4-5 pixels tall there; four digits with the labels above,
+346 pixels wide, show them 10-13 pixels tall.)
+
+Every image is magnified by a whole number (nearest neighbour, so pixels stay pixels) until it
+is at least ``MIN_IMAGE_WIDTH`` pixels wide: 3x for 28-pixel digits and 32-pixel CIFAR images,
+1x for 96-pixel STL-10 images. Smaller images of the same figure (the where masks and middle
 reconstructions of deeper stages) are brought to the same size, so the columns line up.
 """
 
@@ -26,6 +33,9 @@ from swwae.model import SWWAE, SWWAEOutput, eval_mode
 
 MIN_IMAGE_WIDTH = 84  # pixels an image is magnified to at least, at the default zoom
 PAD = 2  # white pixels between the images of a figure
+CARD_WIDTH = 300  # pixels: how wide TensorBoard's image card, in its default grid, shows a panel
+CARD_COLUMNS = 4  # images a line in a logged panel: four 84-pixel images fill such a card
+CARD_FONT = 14  # pixels the labels' font is, seen in the card (the letters about 10 tall)
 
 # helpers
 
@@ -88,6 +98,19 @@ def font_size_for(image_height: int) -> int:
     return int(min(18, max(12, image_height // 6)))
 
 
+def _banner(lines: tuple[str, ...], font: int) -> Tensor:
+    """Lines of text, left-aligned, one under the other: a title, or a row's label above it."""
+    step = int(1.5 * font)
+    centres = tuple(step // 2 + PAD + i * step for i in range(len(lines)))
+    return _text_strip(lines, centres, len(lines) * step + PAD, font, align="left")
+
+
+def _stacked(*figures: Tensor) -> Tensor:
+    """Figures one under the other, the narrower ones made as wide with white on the right."""
+    width = max(figure.shape[2] for figure in figures)
+    return torch.cat([F.pad(figure, (0, width - figure.shape[2]), value=1.0) for figure in figures], dim=1)
+
+
 # figures
 
 
@@ -125,19 +148,29 @@ def labelled_figure(
         strip = _text_strip(tuple(label for label, _ in rows), centres, grid.shape[1], font)
         grid = torch.cat([strip, grid], dim=2)
     if title:  # one line per line of the title
-        lines = tuple(title.splitlines())
-        step = int(1.5 * font)
-        banner = _text_strip(
-            lines,
-            tuple(step // 2 + PAD + i * step for i in range(len(lines))),
-            len(lines) * step + PAD,
-            font,
-            align="left",
-        )
-        width = max(banner.shape[2], grid.shape[2])
-        banner, grid = (F.pad(t, (0, width - t.shape[2]), value=1.0) for t in (banner, grid))
-        grid = torch.cat([banner, grid], dim=1)
+        grid = _stacked(_banner(tuple(title.splitlines()), font), grid)
     return grid
+
+
+def card_figure(
+    rows: list[tuple[str, Tensor]], scale: int | None = None, size: tuple[int, int] | None = None
+) -> Tensor:
+    """(3, H, W) image in [0, 1]: ``rows`` as ``labelled_figure`` draws them, for a logger's
+    card: at most ``CARD_COLUMNS`` images a line (more images take more lines, every row
+    again), each row's label above its images, in a font that is still ``CARD_FONT`` pixels
+    when the card shrinks the figure to ``CARD_WIDTH`` pixels wide."""
+    size = tuple(size or rows[0][1].shape[-2:])
+    n = max(len(images) for _, images in rows)
+    lines = [
+        (label, images[start : start + CARD_COLUMNS])
+        for start in range(0, n, CARD_COLUMNS)
+        for label, images in rows
+        if len(images) > start
+    ]
+    grids = [labelled_figure([line], scale=scale, labels=False, size=size) for line in lines]
+    width = max(grid.shape[2] for grid in grids)
+    font = max(font_size_for(grids[0].shape[1] - 2 * PAD), math.ceil(CARD_FONT * width / CARD_WIDTH))
+    return _stacked(*(_stacked(_banner((label,), font), grid) for (label, _), grid in zip(lines, grids)))
 
 
 @torch.no_grad()
@@ -175,13 +208,14 @@ def panel_rows(net: SWWAE, x: Tensor) -> dict[str, list[tuple[str, Tensor]]]:
 
 
 def reconstruction_panels(net: SWWAE, x: Tensor, scale: int | None = None, labels: bool = True) -> dict[str, Tensor]:
-    """name -> (3, H, W) figure in [0, 1] of each panel of ``panel_rows``: labelled rows,
-    every image at the input's size times ``scale`` (default: ``upscale_factor``).
-    ``scale=1, labels=False`` gives the bare grid, one pixel per pixel."""
+    """name -> (3, H, W) figure in [0, 1] of each panel of ``panel_rows``, every image at the
+    input's size times ``scale`` (default: ``upscale_factor``): as the loggers show it
+    (``card_figure``), or with ``labels=False`` the bare grid, one line of images per row
+    (``scale=1``: one pixel per pixel)."""
     size = tuple(x.shape[-2:])
-    return {
-        name: labelled_figure(rows, scale=scale, labels=labels, size=size) for name, rows in panel_rows(net, x).items()
-    }
+    if not labels:
+        return {name: labelled_figure(rows, scale, False, size=size) for name, rows in panel_rows(net, x).items()}
+    return {name: card_figure(rows, scale, size) for name, rows in panel_rows(net, x).items()}
 
 
 def evaluation_figure(net: SWWAE, x: Tensor, scale: int | None = None, title: str | None = None) -> Tensor:

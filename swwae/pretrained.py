@@ -41,6 +41,7 @@ from torch import Tensor
 from swwae.card import CARD_FILE, RunFacts, RunMetrics, model_card
 from swwae.errors import CheckpointError, DiskError, NonFiniteError, Unreadable, one_line
 from swwae.files import read_json
+from swwae.install import command
 from swwae.stored import kind, parse_network_settings, parse_stored_config, plain
 from swwae.version import __version__
 
@@ -316,7 +317,7 @@ def read_config(folder: Path) -> dict:
     if not (path.exists() or path.is_symlink()):  # anything else there is read with bounds, and refused
         raise CheckpointError(
             f"{folder} holds no {CONFIG_FILE}: it is not a model folder (write one with "
-            f"swwae.save_pretrained or scripts/export.py --to)"
+            f"swwae.save_pretrained or {command('export')} --to)"
         )
     config = read_json(path, "model folder file", CONFIG_LIMIT)  # size bounded before parsing
     if not isinstance(config, dict):

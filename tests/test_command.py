@@ -1,6 +1,7 @@
 """The ``swwae`` command (swwae/commands/): every subcommand reachable with its own help, the
 overview without torch, one error line for a wrong subcommand, ``train`` as ``python train.py``,
-and the table of ``swwae runs``."""
+help and hints in the words of the install (a clone's or a wheel's), and the table of
+``swwae runs``."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ import yaml
 import swwae
 from helpers.cli import run_cli
 from helpers.config import QUICK, ROOT
+from swwae import install
 from swwae.checkpoint_file import POSITION_KEY, with_checksum
 from swwae.commands import runs
 from swwae.commands.dispatch import SUBCOMMANDS, main
@@ -90,12 +92,61 @@ def test_every_script_of_a_clone_is_a_subcommand(monkeypatch, capsys):
     scripts = sorted((ROOT / "scripts").glob("*.py"))
     shims = [p for p in scripts if not p.name.startswith("bench_") and "swwae.commands" in p.read_text()]
     assert shims
+    # the clone's files that swwae.install names, each the shim of its subcommand's module
+    assert {str(p.relative_to(ROOT)) for p in shims} | {"train.py"} == set(install.CLONE_FILES.values())
+    for name, file in install.CLONE_FILES.items():
+        assert f"from swwae.commands.{SUBCOMMANDS[name].module} import main" in (ROOT / file).read_text(), file
     for shim in shims:
         monkeypatch.setattr(sys, "argv", [str(shim), "--help"])
         with pytest.raises(SystemExit) as done:
             runpy.run_path(str(shim), run_name="__main__")
         assert done.value.code == 0, shim.name
         assert help_body(capsys.readouterr().out) in helps, shim.name
+
+
+# a wheel's words: no clone files, the wheel's extras
+
+
+@pytest.fixture
+def from_a_wheel(monkeypatch):
+    """As if installed from a wheel: no clone around the package (swwae.install)."""
+    monkeypatch.setattr(install, "in_a_clone", lambda: False)
+
+
+def test_from_a_wheel_every_help_shows_the_swwae_command(from_a_wheel, capsys):
+    assert main(["--help"]) == 0
+    helps = {"": capsys.readouterr().out}
+    for name in SUBCOMMANDS:
+        if name != "train":  # train's help: Hydra's
+            assert main([name, "--help"]) == 0
+            helps[name] = capsys.readouterr().out
+            assert f"\n    swwae {name} " in helps[name], name  # its examples, as a wheel's user types them
+    for name, text in helps.items():
+        assert "python scripts/" not in text and "python train.py" not in text, name
+        assert "pip install -e" not in text, name
+    assert 'pip install "swwae[onnx]"' in helps["export"]
+
+
+@pytest.mark.parametrize("clone", [True, False])
+def test_hints_name_what_this_install_has(monkeypatch, capsys, tmp_path, clone):
+    """A missing extra, and the other commands an error line or Ctrl-C points to: a clone's
+    files and ``pip install -e``, or a wheel's ``swwae`` command and ``pip install "swwae[...]"``."""
+    from swwae.training.run import continue_command
+
+    monkeypatch.setattr(install, "in_a_clone", lambda: clone)
+    monkeypatch.setitem(sys.modules, "mlflow", None)  # as if not installed
+    monkeypatch.chdir(tmp_path)
+    assert main(["train", "debug=quick", "logger=mlflow"]) == 2
+    assert main(["train", "debug=quick", "trainer.max_epochs=0"]) == 2
+    extra, train, evaluate = (
+        ('pip install -e ".[mlflow]"', "python train.py", "python scripts/evaluate.py")
+        if clone
+        else ('pip install "swwae[mlflow]"', "swwae train", "swwae evaluate")
+    )
+    missing, untrained = capsys.readouterr().err.splitlines()
+    assert missing == f"error: logger=mlflow needs mlflow: {extra}"
+    assert untrained.endswith(f"use {evaluate} <checkpoint>)")
+    assert continue_command(("debug=quick", "resume=auto")) == f"{train} debug=quick resume=true"
 
 
 def test_an_install_without_the_shipped_configs_is_one_error_line(monkeypatch, capsys):

@@ -321,6 +321,33 @@ def test_a_folder_of_images_trains_continues_and_exports(tmp_path):
 
 
 @pytest.mark.slow
+def test_a_folder_run_is_probed_on_the_folder_named_again(tmp_path, capsys, monkeypatch):
+    """``swwae probe`` of a folder run reads the folder given with --data-root (a file never
+    says where data lies): the run's probes beside the pixel and random-weights controls;
+    without it, one error line."""
+    import json
+
+    from swwae.commands.probe import main as probe_main
+
+    folder = write_image_folder(tmp_path / "pics", classes=("a", "b", "c"), per_class=8)
+    metrics, _ = folder_run(tmp_path, folder)
+    out = tmp_path / "probes.json"
+    probe = [metrics["checkpoint"], "--labels", "all", "--k", "3", "--json", str(out)]
+    assert probe_main([*probe, "--data-root", str(folder)]) == 0
+    result = json.loads(out.read_text())
+    assert result["train_images"] == 24 - 4 - 4
+    pixels, random, run = result["rows"]
+    assert pixels["name"] == "pixels" and random["name"].startswith("random weights")
+    assert run["name"] == "swwae_hard_image_folder_seed0" and 0 <= run["knn"]["all"] <= 1
+    assert set(run["invariance"]) == {"pixels", "stage_1"}  # the one stage of model.widths=[4]
+    monkeypatch.chdir(tmp_path)
+    capsys.readouterr()
+    assert probe_main(probe) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith("error: image folder ") and "not found" in line
+
+
+@pytest.mark.slow
 def test_a_flat_folder_trains_its_reconstruction_only(tmp_path):
     folder = write_image_folder(tmp_path / "pics", classes=(), per_class=24)
     metrics, _ = folder_run(tmp_path, folder, "data.channels=1")

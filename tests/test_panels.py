@@ -1,5 +1,6 @@
 """Readable panels (swwae/images.py): magnified by whole numbers, labelled rows, the same
-figures for the loggers, scripts/evaluate.py and scripts/project.py."""
+figures for the loggers, scripts/evaluate.py and scripts/project.py; a logged panel still
+readable where TensorBoard shows it, shrunk into its card."""
 
 from __future__ import annotations
 
@@ -10,9 +11,12 @@ import torch
 from torchvision.utils import make_grid
 
 from swwae.images import (
+    CARD_COLUMNS,
+    CARD_WIDTH,
     MIN_IMAGE_WIDTH,
     PAD,
     Picture,
+    card_figure,
     evaluation_figure,
     labelled_figure,
     panel_rows,
@@ -37,6 +41,26 @@ def grid_width(n, tile):
     return n * (tile + PAD) + PAD
 
 
+def top_of(image, figure):
+    """The row of ``figure`` (3, H, W) where ``image`` (h, w) sits at the left edge, or None."""
+    h, w = image.shape
+    column = figure[0, :, PAD : PAD + w]
+    return next((y for y in range(len(column) - h + 1) if torch.equal(column[y : y + h], image)), None)
+
+
+def letter_heights(figure) -> list[int]:
+    """The heights of the bands of pixel rows holding a dark pixel, top to bottom: on a figure
+    of white images, each band is a label's letters."""
+    inked = (figure < 0.5).any(0).any(1).tolist()
+    heights, run = [], 0
+    for dark in [*inked, False]:
+        if dark:
+            run += 1
+        elif run:
+            heights, run = [*heights, run], 0
+    return heights
+
+
 @pytest.mark.parametrize("width, factor", [(28, 3), (32, 3), (96, 1), (14, 6), (84, 1), (200, 1)])
 def test_images_are_magnified_by_a_whole_number_to_84_pixels(width, factor):
     assert upscale_factor(width) == factor and width * factor >= MIN_IMAGE_WIDTH
@@ -52,18 +76,15 @@ def test_panels_are_labelled_and_magnified_and_the_columns_line_up():
     panels = reconstruction_panels(model, x)
     tile = 28 * 3
     for name, panel in panels.items():
-        assert panel.shape[1] == len(rows[name]) * (tile + PAD) + PAD, name
-        assert panel.shape[2] > grid_width(8, tile), name  # the grid and a label strip left of it
+        assert panel.shape[2] == grid_width(CARD_COLUMNS, tile), name  # the images fill the width, labels above
+        assert panel.shape[1] > 2 * len(rows[name]) * (tile + PAD), name  # 8 images: every row on two lines
         assert 0 <= panel.min() and panel.max() <= 1
-    # pixels stay pixels: the input row is each digit repeated 3x3 (nearest), right of the labels
+    # pixels stay pixels: each digit repeated 3x3 (nearest), the fifth at the start of the second line
     figure = panels["reconstructions"]
-    strip = figure.shape[2] - grid_width(8, tile)
-    first = figure[0, PAD : PAD + tile, strip + PAD : strip + PAD + tile]
-    assert torch.equal(first, x[0, 0].repeat_interleave(3, 0).repeat_interleave(3, 1))
-    # each row's label is drawn beside it (dark pixels in the strip, row by row)
-    for r in range(3):
-        band = figure[:, PAD + r * (tile + PAD) : (r + 1) * (tile + PAD), :strip]
-        assert (band < 0.5).any(), r
+    first, fifth = (top_of(x[i, 0].repeat_interleave(3, 0).repeat_interleave(3, 1), figure) for i in (0, 4))
+    assert first is not None and fifth is not None and first < fifth
+    # each row's label is drawn above it: a band of letters over every line of images
+    assert len(letter_heights(figure[:, :first])) == 1
 
 
 def test_bare_panels_are_the_plain_grid():
@@ -80,7 +101,22 @@ def test_bare_panels_are_the_plain_grid():
 def test_colour_images_of_other_sizes(shape, factor):
     model, x = net(image_shape=shape), images(4, shape)
     figure = reconstruction_panels(model, x)["reconstructions"]
-    assert figure.shape[1] == 3 * (shape[1] * factor + PAD) + PAD
+    assert figure.shape[2] == grid_width(4, shape[1] * factor)
+    assert top_of(x[0, 0].repeat_interleave(factor, 0).repeat_interleave(factor, 1), figure) is not None
+
+
+@pytest.mark.parametrize("shape", [(1, 28, 28), (3, 32, 32), (3, 96, 96), (3, 160, 160)])
+def test_a_logged_panel_is_readable_in_tensorboards_card(shape):
+    """TensorBoard's default grid shows an image about CARD_WIDTH (300) pixels wide: shrunk to
+    that, every label of every panel is 9 pixels tall or more (measured on the drawn figure:
+    with white images, every dark pixel is a letter), and a line holds CARD_COLUMNS images."""
+    for name, rows in panel_rows(net(image_shape=shape), images(8, shape)).items():
+        white = [(label, torch.ones_like(x)) for label, x in rows]
+        figure = card_figure(white, size=shape[1:])
+        heights = letter_heights(figure)
+        assert len(heights) == 2 * len(rows), name  # 8 images: each row's label on both lines
+        assert min(heights) * min(1, CARD_WIDTH / figure.shape[2]) >= 9, (name, heights, figure.shape)
+        assert figure.shape[2] == grid_width(CARD_COLUMNS, upscale_factor(shape[2]) * shape[2]), name
 
 
 def test_the_evaluate_figure_has_a_title_and_a_row_per_where_mask():

@@ -1,20 +1,29 @@
 """From a wheel, in an empty folder, every subcommand works and writes where the user stands:
 train, a ``-m`` sweep with its summary.md, runs, evaluate, export (model folder and ONNX),
-probe, project, compare. The wheel is built from this clone and installed into a fresh virtual
-environment (its dependencies this one's); nothing of the clone is on its path."""
+probe, project, compare; and on a folder of the user's own images, train (the same command
+again reports the finished run), evaluate, export and probe. Help and hints name what a
+wheel's user has: ``swwae <subcommand>``, ``pip install "swwae[extra]"``. The wheel is built
+from this clone and installed into a fresh virtual environment (its dependencies this one's);
+nothing of the clone is on its path."""
 
 from __future__ import annotations
 
 import importlib.util
 import json
 import os
+from pathlib import Path
 
 import pytest
 
 import swwae
+from helpers.image_folders import write_image_folder
 from helpers.wheel import build_wheel, run, venv_with
 
 RUN = "swwae_hard_mnist_sample_seed0"
+FOLDER_RUN = "swwae_hard_image_folder_seed0"
+# the smallest run of a folder of images that the same command reports again (debug=quick alone starts over)
+FOLDER_SETTINGS = ["debug=quick", "resume=auto", "data=image_folder", "data.root=pets", "data.image_size=16"]
+FOLDER_SETTINGS += ["data.val_size=2", "data.test_size=2", "model.widths=[4]"]
 
 
 @pytest.mark.slow(longest=True)  # started first: a long test at the end keeps one worker alone
@@ -26,12 +35,18 @@ def test_every_subcommand_from_a_wheel_in_an_empty_folder(tmp_path):
     work.mkdir()
     env = {"PYTHONPATH": "", "PATH": f"{bin_}{os.pathsep}{os.environ['PATH']}"}
 
-    def swwae_(*args):
-        return run(bin_ / "swwae", *args, cwd=work, env=env)
+    def swwae_(*args, status=0):
+        return run(bin_ / "swwae", *args, cwd=work, env=env, status=status)
 
     where = run(bin_ / "python", "-c", "import swwae, swwae.configs; print(swwae.configs.__file__)", cwd=work, env=env)
     assert where.stdout.startswith(str(tmp_path / "venv"))  # the wheel's package and configs, not the clone's
     assert swwae_("--version").stdout.strip() == f"swwae {swwae.__version__}"
+    helped = swwae_("compare", "--help").stdout  # its examples: in a clone, python scripts/compare_runs.py
+    assert "\n    swwae compare multirun/" in helped and "scripts/" not in helped
+    missing = [name for name in ("wandb", "mlflow") if importlib.util.find_spec(name) is None]  # logger, package, extra
+    if missing:  # a logger whose extra is not installed: one line, the wheel's way to add it
+        refused = swwae_("train", f"logger={missing[0]}", status=2).stderr.strip().splitlines()
+        assert refused == [f'error: logger={missing[0]} needs {missing[0]}: pip install "swwae[{missing[0]}]"']
 
     trained = swwae_("train", "debug=quick")
     assert f"done: {RUN}" in trained.stdout + trained.stderr
@@ -62,5 +77,18 @@ def test_every_subcommand_from_a_wheel_in_an_empty_folder(tmp_path):
     swwae_("compare", sweep.relative_to(work))
     assert (sweep / "summary.png").is_file()
 
+    # a folder of one's own images (two classes of PNGs): the commands that read the run take it again
+    write_image_folder(work / "pets", per_class=6)
+    trained = swwae_("train", *FOLDER_SETTINGS)
+    assert f"done: {FOLDER_RUN}" in trained.stdout + trained.stderr
+    assert "had already finished" in swwae_("train", *FOLDER_SETTINGS).stdout
+    folder_ckpt = Path("checkpoints", "quick", FOLDER_RUN, "best.ckpt")
+    swwae_("evaluate", folder_ckpt, "--data-root", "pets", "--out", "pets.png")
+    swwae_("export", folder_ckpt, "--to", "pets_model/")
+    swwae_("probe", folder_ckpt, "--data-root", "pets", "--labels", "all", "--k", "3", "--json", "pets_probes.json")
+    assert (work / "pets.png").is_file() and (work / "pets_model" / "model.safetensors").is_file()
+    assert json.loads((work / "pets_probes.json").read_text())["rows"][-1]["name"] == FOLDER_RUN
+
     expected = {"checkpoints", "logs", "outputs", "multirun", "m", "recon.png", "probes.json", "proj.png"}
+    expected |= {"pets", "pets.png", "pets_model", "pets_probes.json"}
     assert {p.name for p in work.iterdir()} - {"m.onnx", "m.onnx.data"} == expected

@@ -38,7 +38,7 @@ class Subcommand:
 
 
 SUBCOMMANDS = {
-    "train": Subcommand("train", "train a model: Hydra overrides as for python train.py (-m sweeps; --help)"),
+    "train": Subcommand("train", "train a model: Hydra overrides such as model=swwae_hard (-m sweeps; --help)"),
     "evaluate": Subcommand("evaluate", "test metrics and a reconstruction PNG of a checkpoint"),
     "export": Subcommand("export", "a model folder (safetensors) and/or an ONNX file of a network"),
     "probe": Subcommand("probe", "linear and k-NN probes of frozen features, with controls"),

@@ -12,8 +12,8 @@ full disk or a read-only folder leaves an existing ``m/`` as it was; the folder 
 take a new folder. Weights that are not finite (NaN, infinity) are refused before anything is
 written. The ONNX file maps
 ``image`` (batch, C, H, W) in [0, 1] to ``recon``, ``logits`` (with a classifier head) and
-``top_what``, with a dynamic batch axis; with onnxruntime installed (``pip install -e
-".[onnx]"``) it is run here and compared with PyTorch's outputs.
+``top_what``, with a dynamic batch axis; with onnxruntime installed
+(``pip install -e ".[onnx]"``) it is run here and compared with PyTorch's outputs.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ from swwae.card import RunFacts, run_metrics
 from swwae.cli import one_line_errors, script_parser
 from swwae.errors import ConfigError, ExportError
 from swwae.export import check_onnx, check_onnx_target, example_images, export_onnx, onnx_signature
+from swwae.install import install_extra
 from swwae.pretrained import CONFIG_FILE, WEIGHTS_FILE, check_finite, check_folder_target
 from swwae.progress import progress
 
@@ -80,7 +81,7 @@ def export_onnx_file(net, path: Path) -> str:
     line = f"wrote {path} ({size(path)}, {onnx_signature(path)})"
     differences = check_onnx(path, net)
     if differences is None:
-        return line + '; not run: onnxruntime is not installed (pip install -e ".[onnx]")'
+        return line + f"; not run: onnxruntime is not installed ({install_extra('onnx')})"
     worst = max(differences.values())
     if not worst <= ONNX_TOLERANCE:
         raise ExportError(
@@ -93,7 +94,7 @@ def export_onnx_file(net, path: Path) -> str:
 @one_line_errors
 def main(argv=None) -> int:
     parser = script_parser(__doc__)
-    parser.add_argument("model", type=Path, help="a checkpoint (.ckpt) written by train.py, or a model folder")
+    parser.add_argument("model", type=Path, help="a checkpoint (.ckpt) of a run, or a model folder")
     parser.add_argument(
         "--to",
         type=Path,

@@ -1,5 +1,5 @@
 """The feature study's table and figure: every checkpoint of a sweep probed with the frozen-
-feature probes of scripts/probe.py, beside its own architecture with random weights (the
+feature probes of ``python scripts/probe.py``, beside its own architecture with random weights (the
 job's seed) and the raw pixels; mean ± sample std over seeds per config.
 
     python train.py -m experiment=feature_study

@@ -150,7 +150,7 @@ def list_runs(root: Path, previous: bool = False) -> tuple[list[RunRow], int]:
     """(the runs under ``root``, how many moved-aside old runs were left out)."""
     if not root.is_dir():
         raise ConfigError(
-            f"{root} is not a folder of runs (--dir names the folder train.py saves checkpoints "
+            f"{root} is not a folder of runs (--dir names the folder training saves checkpoints "
             f"into: paths.checkpoint_dir, by default checkpoints/ of the folder it ran in)"
         )
     rows, skipped = [], 0

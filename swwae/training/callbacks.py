@@ -203,10 +203,10 @@ register_tracker_resolvers()
 class ReconstructionImages(L.Callback):
     """Every ``every_n_epochs``, on the same first ``num_images`` validation images, log the
     panels of ``swwae.images.reconstruction_panels`` (labelled rows, magnified so an image
-    is at least 84 pixels wide) to every logger that takes images (``log_image``:
-    TensorBoard, MLflow, W&B; not CSV)."""
+    is at least 84 pixels wide, drawn to be read in TensorBoard's card) to every logger that
+    takes images (``log_image``: TensorBoard, MLflow, W&B; not CSV)."""
 
-    def __init__(self, num_images: int = 8, every_n_epochs: int = 1):
+    def __init__(self, num_images: int = 4, every_n_epochs: int = 1):
         self.num_images, self.every_n_epochs = num_images, every_n_epochs
         self._images = None
 

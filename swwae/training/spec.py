@@ -37,6 +37,7 @@ from pydantic import (
 from swwae.arch import check_fits
 from swwae.datasets import DATA_SETS
 from swwae.errors import CheckpointError, ConfigError, UserError
+from swwae.install import install_extra
 from swwae.loss_terms import loss_weights
 from swwae.settings import (
     DataSettings,
@@ -305,7 +306,8 @@ EXTRAS = {"MLFlowLogger": ("mlflow", "mlflow"), "WandbLogger": ("wandb", "wandb"
 
 def check_extras(loggers: Mapping | None) -> None:
     """ConfigError (one line, before any training) for each logger of the config's ``logger``
-    section whose package is missing: ``logger=mlflow needs mlflow: pip install -e ".[mlflow]"``."""
+    section whose package is missing: ``logger=mlflow needs mlflow: pip install -e ".[mlflow]"`` (in a
+    clone; ``swwae.install`` words it for the install)."""
     for key, node in (loggers or {}).items():
         target = str(node.get("_target_", "")) if isinstance(node, Mapping) else ""
         needs = EXTRAS.get(target.rsplit(".", 1)[-1])
@@ -313,7 +315,7 @@ def check_extras(loggers: Mapping | None) -> None:
             continue
         package, extra = needs
         if find_spec(package) is None:
-            raise ConfigError(f'logger={key} needs {package}: pip install -e ".[{extra}]"')
+            raise ConfigError(f"logger={key} needs {package}: {install_extra(extra)}")
 
 
 def parse_stored(config: Mapping, source: str) -> RunSpec:

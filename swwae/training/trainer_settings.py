@@ -34,6 +34,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr, create_model, field_validator, model_validator
 
 from swwae.errors import ConfigError
+from swwae.install import command
 from swwae.training.lightning_api import precision_values, trainer_arguments
 
 Count = Annotated[int, Field(strict=True, ge=0)]
@@ -276,7 +277,7 @@ class CheckedTrainer(BaseModel):
             if getattr(self, key) == 0:
                 raise ConfigError(
                     f"trainer.{key}=0 trains nothing: give it at least 1 (to evaluate a checkpoint "
-                    f"without training, use swwae evaluate <checkpoint>)"
+                    f"without training, use {command('evaluate')} <checkpoint>)"
                 )
         if self.limit_val_batches == 0:
             raise ConfigError(

@@ -13,7 +13,8 @@ from pathlib import Path
 from helpers.config import ROOT
 
 
-def run(*args, cwd: Path, timeout: int = 600, env: dict | None = None) -> subprocess.CompletedProcess:
+def run(*args, cwd: Path, timeout: int = 600, env: dict | None = None, status: int = 0) -> subprocess.CompletedProcess:
+    """``args`` run in ``cwd``; asserts the exit ``status``."""
     result = subprocess.run(
         [*map(str, args)],
         cwd=cwd,
@@ -22,7 +23,7 @@ def run(*args, cwd: Path, timeout: int = 600, env: dict | None = None) -> subpro
         timeout=timeout,
         env=dict(os.environ, PYTHONWARNINGS="ignore", **(env or {})),
     )
-    assert result.returncode == 0, f"{args}: exit status {result.returncode}\n{result.stderr[-3000:]}"
+    assert result.returncode == status, f"{args}: exit status {result.returncode}\n{result.stderr[-3000:]}"
     return result
 
 

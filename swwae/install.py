@@ -1,0 +1,65 @@
+"""What a user of this install types: the lines of help and hints that differ between a clone
+and a wheel, decided in one place.
+
+A clone (``pip install -e .``) runs its jobs as ``python train.py`` and ``python
+scripts/<job>.py``, and installs an extra with ``pip install -e ".[onnx]"``; a wheel has
+neither the files nor a folder to install from, only the ``swwae`` command and
+``pip install "swwae[onnx]"``. The help texts are written in a clone's words, and
+:func:`as_installed` turns them into a wheel's where there is no clone; messages ask
+:func:`command` and :func:`install_extra`. The install is told by the package's own folder:
+in a clone it sits beside the clone's ``pyproject.toml`` and ``scripts/``, in a wheel's
+install among other packages, with neither. (Not by how a command was called: a library call
+such as ``swwae.export.export_onnx`` has no command line, and ``python scripts/evaluate.py
+--help`` and ``swwae evaluate --help`` are the same help.)
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from pathlib import Path
+
+PACKAGE = "swwae"
+# each subcommand of the swwae command (swwae.commands.dispatch) that a clone also runs as a file
+CLONE_FILES = {
+    "train": "train.py",
+    "evaluate": "scripts/evaluate.py",
+    "export": "scripts/export.py",
+    "probe": "scripts/probe.py",
+    "project": "scripts/project.py",
+    "compare": "scripts/compare_runs.py",
+    "feature-study": "scripts/feature_study.py",
+    "semi-map": "scripts/semi_map.py",
+}
+CLONE_EXTRA = re.compile(r'pip install -e "\.\[([\w,-]+)\]"')  # a clone's extra, in a help text
+
+
+@functools.cache
+def in_a_clone() -> bool:
+    """Whether this package is a clone's (its folder beside pyproject.toml and scripts/)."""
+    root = Path(__file__).resolve().parent.parent
+    return (root / "pyproject.toml").is_file() and (root / "scripts").is_dir()
+
+
+def install_extra(extra: str) -> str:
+    """The command that adds an optional extra (pyproject.toml's optional-dependencies)."""
+    return f'pip install -e ".[{extra}]"' if in_a_clone() else f'pip install "{PACKAGE}[{extra}]"'
+
+
+def command(name: str) -> str:
+    """How a subcommand is typed here: ``python scripts/evaluate.py`` in a clone, ``swwae
+    evaluate`` otherwise (and for a subcommand that has no file of its own)."""
+    if in_a_clone() and name in CLONE_FILES:
+        return f"python {CLONE_FILES[name]}"
+    return f"{PACKAGE} {name}"
+
+
+def as_installed(text: str) -> str:
+    """A help text written in a clone's words, in this install's: without a clone, every
+    ``python <clone file>`` becomes its ``swwae`` subcommand and every ``pip install -e
+    ".[extra]"`` the wheel's ``pip install "swwae[extra]"``."""
+    if in_a_clone():
+        return text
+    for name, file in CLONE_FILES.items():
+        text = re.sub(rf"\bpython {re.escape(file)}(?!\w)", f"{PACKAGE} {name}", text)
+    return CLONE_EXTRA.sub(lambda found: install_extra(found[1]), text)
