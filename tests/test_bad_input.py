@@ -78,7 +78,7 @@ BAD_VALUES = [
     ("trainer.accumulate_grad_batches=0", "error: trainer.accumulate_grad_batches=0 is not allowed: must be >= 1"),
     ("trainer.max_steps=0", "error: trainer.max_steps=0 trains nothing"),
     # runs that would train but never validate (nothing picks best.ckpt, no metric to report)
-    ("trainer.limit_val_batches=0", "error: trainer.limit_val_batches=0 never validates"),
+    ("+trainer.limit_val_batches=0", "error: trainer.limit_val_batches=0 never validates"),
     ("trainer.check_val_every_n_epoch=1000000", "error: trainer.check_val_every_n_epoch=1000000 never validates"),
     ("debug=quick trainer.max_steps=1", "error: trainer.max_steps=1 ends the run before it first validates (after 3"),
     ("+trainer.fast_dev_run=true", "error: trainer.fast_dev_run=True is Lightning's smoke test"),

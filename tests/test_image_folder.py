@@ -344,7 +344,7 @@ def test_a_folder_run_is_probed_on_the_folder_named_again(tmp_path, capsys, monk
     capsys.readouterr()
     assert probe_main(probe) == 2
     (line,) = capsys.readouterr().err.splitlines()
-    assert line.startswith("error: image folder ") and "not found" in line
+    assert line.startswith("error: image folder ") and "not found: --data-root <folder> says where the images" in line
 
 
 @pytest.mark.slow

@@ -105,14 +105,14 @@ def hidden(name: str) -> bool:
     return name.startswith(".")
 
 
-def list_image_folder(root: str | os.PathLike) -> Listing:
+def list_image_folder(root: str | os.PathLike, root_hint: str = "data.root=<folder>") -> Listing:
     """The image files under ``root`` in either layout, without opening them: one DataError
-    line for a missing or empty folder, one class only, a class folder without images, and
-    images both at the top and in class folders."""
+    line for a missing or empty folder (``root_hint``: how the command names another), one class
+    only, a class folder without images, and images both at the top and in class folders."""
     folder = Path(root).expanduser().absolute()
     if not folder.is_dir():
         what = "is not a folder" if folder.exists() else "not found"
-        raise DataError(f"image folder {folder} {what}: set data.root to a folder of images ({layouts()})")
+        raise DataError(f"image folder {folder} {what}: {root_hint} says where the images are ({layouts()})")
     top = sorted(e.name for e in os.scandir(folder) if e.is_file() and not hidden(e.name) and is_image_name(e.name))
     classes = [c for c in find_classes_or_none(folder) if not hidden(c)]
     index = {c: i for i, c in enumerate(classes)}
@@ -212,6 +212,7 @@ def read_image_folder(
     progress: bool = True,
     max_bytes: int = MEMORY_LIMIT,
     threads: int | None = None,
+    root_hint: str = "data.root=<folder>",
 ) -> ImageFolderContents:
     """Every image under ``root`` as ``channels`` x ``image_size`` x ``image_size`` uint8 (the
     module's docstring says how), with labels and the fingerprint. One DataError line for a bad
@@ -222,7 +223,7 @@ def read_image_folder(
     size = check_int("image_size", image_size, 1)
     if isinstance(channels, bool) or channels not in CHANNEL_MODES:
         raise ConfigError(f"data.channels={channels!r} must be 1 (grey) or 3 (RGB)")
-    listing = list_image_folder(root)
+    listing = list_image_folder(root, root_hint)
     count = len(listing.paths)
     check_memory(listing.root, count, size, channels, max_bytes)
     images = torch.empty((count, channels, size, size), dtype=torch.uint8)
@@ -368,14 +369,12 @@ class ImageFolderDataModule(InMemoryDataModule):
     here. A flat folder has no labels: its images train the reconstruction terms only, and no
     accuracy is reported. Its settings: ``swwae.datasets.ImageFolderSettings``."""
 
-    fetch_hint = "data.root=<a folder of images>"
-
     @classmethod
     def contents_of(cls, settings) -> str:
         return folder_fingerprint(settings.root)
 
     def load(self) -> Splits:
-        contents = read_image_folder(self.root, self.image_size, self.channels, progress=True)
+        contents = read_image_folder(self.root, self.image_size, self.channels, root_hint=self.root_hint)
         self.num_classes = len(contents.classes) or None
         self.class_names = contents.classes
         return Splits(*image_folder_splits(contents, self.val_size, self.test_size, self.split_seed))
