@@ -78,6 +78,11 @@ def one_line(err: BaseException, limit: int = 300) -> str:
     return shortened(text, limit)
 
 
+def plural(n: int, word: str) -> str:
+    """``1 job``, ``2 jobs``: a count in a message or a report."""
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
 def shortened(text: str, limit: int = 300) -> str:
     """``text`` cut to at most ``limit`` characters, at the last word boundary that keeps more
     than half of it (a word is never cut in two), with ``...`` to say that more was there."""

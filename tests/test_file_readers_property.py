@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from swwae.checkpoint_file import POSITION_KEY, verified
 from swwae.commands.runs import run_row
-from swwae.errors import UserError
+from swwae.errors import Unreadable, UserError
 from swwae.pretrained import read_config
 from swwae.stored import parse_metrics, parse_network_settings, parse_overrides, parse_stored_config
 from swwae.training.runs.folder import IDENTITY_KEYS, describe_checkpoint, identity_of, mid_epoch_position
@@ -131,4 +131,7 @@ def test_a_sweep_job(record, overrides):
         job = read_job(job)  # never raises: a bad file makes a failed job that says why
         assert job.ok or "\n" not in job.record["error"]
         assert all(math.isnan(v) or isinstance(v, float) for v in job.metrics.values())
-        job.monitor, job.seed, job.checkpoint()  # what the table and the figures read
+        try:
+            job.monitor, job.seed, job.checkpoint()  # what the table and the figures read
+        except Unreadable as err:  # a checkpoint it may not read: one line
+            assert "\n" not in str(err)

@@ -143,7 +143,10 @@ def entry_points(tmp_path, checkpoint, folder) -> dict[str, tuple]:
         "evaluate": ("evaluate", [checkpoint, "--out", tmp_path / "e.png"]),
         "project": ("project", [checkpoint, "images=20", "top=2", f"out={tmp_path / 'p.png'}"]),
         "probe": ("probe", [checkpoint, "--labels", "20", "--no-controls"]),
-        "compare --recon": ("compare_runs", [crafted_sweep(tmp_path, checkpoint), "--recon"]),
+        "compare --recon": (
+            "compare_runs",
+            [crafted_sweep(tmp_path, checkpoint), "--recon", "--out", tmp_path, "--checkpoints", checkpoint.parent],
+        ),
         "probe (model folder)": ("probe", [folder, "--labels", "20", "--no-controls"]),
     }
 

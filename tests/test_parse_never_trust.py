@@ -6,7 +6,9 @@ checksums, so the checksum is not what catches them."""
 
 from __future__ import annotations
 
+import builtins
 import importlib.util
+import io
 import json
 import os
 import shutil
@@ -253,10 +255,11 @@ def test_compare_lists_every_job_and_marks_the_unreadable_ones(tmp_path, capsys)
     jobs = {job.folder.name: job for job in collect(sweep).jobs}
     assert jobs["0_good"].ok and len(jobs) == 6
     for name in set(jobs) - {"0_good"}:
-        assert not jobs[name].ok and "is unreadable: " in jobs[name].record["error"], jobs[name].record
-    assert script_main("compare_runs")([str(sweep)]) == 1  # a job failed; the summary is written anyway
+        assert jobs[name].record["status"] == "unreadable" and "\n" not in jobs[name].record["error"]
+    assert script_main("compare_runs")([str(sweep), "--out", str(tmp_path)]) == 1  # the summary is written anyway
     out, err = capsys.readouterr()
-    assert "Traceback" not in err and "`3_junk_overrides`: sweep file" in out
+    assert "Traceback" not in err and "`3_junk_overrides`: .hydra/overrides.yaml: not YAML" in out
+    assert "`2_strings`: metrics.json: metric test/recon_mse is str 'low', not a number" in out
 
 
 # a file never says where data lie or whether to download
@@ -301,7 +304,7 @@ def test_a_file_that_asks_to_download_elsewhere_downloads_nothing(tmp_path, entr
     else:
         record = {"status": "ok", "checkpoint": str(checkpoint), "checkpoint_sha256": file_sha256(checkpoint)}
         sweep = sweep_job(tmp_path / "sweep", "0_run", record | {"metrics": {"test/recon_mse": 0.1}}).parent
-        status = script_main("compare_runs")([str(sweep), "--recon"])
+        status = script_main("compare_runs")([str(sweep), "--recon", "--checkpoints", str(checkpoint.parent)])
     out, err = capsys.readouterr()
     assert status == 2 and "Traceback" not in err, (out, err)
     assert f"files not found in {tmp_path / 'data'}" in (out + err).strip().splitlines()[-1]
@@ -381,8 +384,40 @@ def test_a_sweep_job_takes_the_checkpoint_its_metrics_json_names_only_from_its_o
     record = {"run_name": "r", "status": "ok", "checkpoint": str(path), "checkpoint_sha256": sha}
     job = sweep_job(tmp_path / "sweep", "0_r", record | {"metrics": {"test/recon_mse": 0.1}})
     (job / ".hydra" / "config.yaml").write_text(f"paths:\n  checkpoint_dir: {tmp_path / 'checkpoints'}\n")
-    (taken,) = [j.checkpoint() for j in collect(job.parent).jobs]
-    assert taken == (own if named == "its own" else None)
+    (job,) = collect(job.parent).jobs
+    if named == "its own":
+        assert job.checkpoint([tmp_path / "checkpoints"]) == own
+    else:
+        with pytest.raises(Unreadable):
+            job.checkpoint([tmp_path / "checkpoints", Path("/dev")])
+
+
+@pytest.mark.parametrize("entry", ["compare --recon", "feature-study"])
+@pytest.mark.parametrize("measured", [None, "a" * 64], ids=["no sha", "a sha"])
+def test_a_checkpoint_a_record_names_outside_the_users_folders_is_never_opened(
+    tmp_path, entry, measured, monkeypatch, capsys, caplog
+):
+    """A crafted record (``checkpoint_dir: /``, run ``etc``, checkpoint ``/etc/passwd``) is
+    refused in one line before the file is opened, to be hashed or loaded."""
+    record = {"run_name": "etc", "status": "ok", "checkpoint": "/etc/passwd", "checkpoint_sha256": measured}
+    job = sweep_job(tmp_path / "sweep", "0_crafted", record | {"metrics": {"test/recon_mse": 0.1}})
+    (job / ".hydra" / "config.yaml").write_text("paths:\n  checkpoint_dir: /\n")
+    opened = []
+    for module, name in ((os, "open"), (builtins, "open"), (io, "open")):
+        real = getattr(module, name)
+        monkeypatch.setattr(
+            module, name, lambda path, *a, real=real, **k: opened.append(str(path)) or real(path, *a, **k)
+        )
+    monkeypatch.chdir(tmp_path)
+    if entry == "feature-study":
+        from swwae.commands.feature_study import main
+    else:
+        from swwae.commands.compare import main
+    status = main([str(job.parent), *(["--recon"] if entry == "compare --recon" else [])])
+    out, err = capsys.readouterr()
+    refused = f"{job}: unreadable: checkpoint /etc/passwd lies outside {job.parent} and checkpoints"
+    assert status == 2 and "Traceback" not in err and "/etc/passwd" not in opened
+    assert refused in err + caplog.text
 
 
 def test_a_dangling_or_device_checkpoint_in_a_run_folder_is_passed_over(tmp_path):

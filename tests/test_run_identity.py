@@ -13,7 +13,7 @@ import pytest
 
 from helpers.cli import last_error_line, run_cli, train_cli
 from helpers.config import QUICK, ROOT
-from swwae.errors import ConfigError
+from swwae.errors import ConfigError, Unreadable
 from swwae.training.runs.folder import lock_path, own_run
 from swwae.training.runs.identity import check_run_name
 
@@ -175,9 +175,10 @@ def test_a_sweep_reader_leaves_out_a_checkpoint_that_no_longer_holds_the_measure
             }
         )
     )
-    assert read_job(job).checkpoint() == best
+    assert read_job(job).checkpoint([best.parent.parent]) == best
     best.write_bytes(b"another run's weights")  # e.g. a later run of the same name with resume=false
-    assert read_job(job).checkpoint() is None
+    with pytest.raises(Unreadable, match="no longer holds the weights metrics.json measured"):
+        read_job(job).checkpoint([best.parent.parent])
 
 
 def test_a_network_written_out_gets_a_run_name_of_its_own(tmp_path):

@@ -4,12 +4,17 @@ else, and every arm of ``experiment=semi_map`` trains for the same number of ste
 from __future__ import annotations
 
 import itertools
+import json
+import math
+from pathlib import Path
 
 import pytest
 import torch
+import yaml
 from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
+from swwae.commands.semi_map import main as semi_map_main
 from swwae.errors import ConfigError
 from swwae.training.data import MNISTSampleDataModule
 
@@ -114,13 +119,11 @@ def fake_run(sweep, num, model, labels, pool, seed, error_pct):
     }  # as Hydra saves it: an interpolation
     (folder / ".hydra" / "config.yaml").write_text(OmegaConf.to_yaml({"seed": seed, "data": data}))
     record = {"run_name": f"run{num}", "model": model, "seed": seed, "metrics": {"test/acc": 1 - error_pct / 100}}
-    (folder / "metrics.json").write_text(__import__("json").dumps(record))
+    (folder / "metrics.json").write_text(json.dumps(record))
 
 
 @pytest.mark.slow
 def test_the_map_pairs_each_seed_with_its_twin(tmp_path, capsys):
-    from swwae.commands.semi_map import main as semi_map_main
-
     labels, pools = tmp_path / "labels", tmp_path / "pools"
     num = itertools.count()
     for seed in range(3):
@@ -139,20 +142,74 @@ def test_the_map_pairs_each_seed_with_its_twin(tmp_path, capsys):
     assert (tmp_path / "map.png").stat().st_size > 1000
 
 
-def test_the_report_reads_a_jobs_saved_config_with_bounds(tmp_path):
-    from swwae.commands.semi_map import saved_config
-    from swwae.errors import Unreadable
+CHAIN = "a0: x\n" + "".join(f"a{i}: ${{a{i - 1}}}${{a{i - 1}}}\n" for i in range(1, 30))  # 2^29 x, resolved
+BAD_JOBS = {  # what a job's records hold -> the why of its one line
+    "a home read from the environment": ({"num_labels": "${oc.env:HOME}"}, {}, "data.num_labels is an interpolation"),
+    "a 29-level interpolation chain": ({"num_labels": "${a29}"}, {}, "data.num_labels is an interpolation"),
+    "a seed of abc": ({}, {"seed": "abc"}, "seed is str 'abc', not an integer"),
+    "a null seed": ({}, {"seed": None}, "seed is null, not an integer"),
+    "a NaN metric": ({}, {"metrics": {"test/acc": math.nan}}, "metrics.json: metric test/acc is nan, not a finite"),
+    "an infinite metric": ({}, {"metrics": {"test/acc": -math.inf}}, "metrics.json: metric test/acc is -inf, not"),
+    "an accuracy of 3": ({}, {"metrics": {"test/acc": 3}}, "metric test/acc is 3.0, not an accuracy in [0, 1]"),
+    "data a string": ("x", {}, "data is str 'x', not a mapping"),
+    "data.seed with no seed": ({}, {"config_seed": None}, "data.seed is ${seed}, and the config has no seed"),
+    "junk YAML": (None, {}, ".hydra/config.yaml: not YAML"),
+}
 
-    job = tmp_path / "0_job"
-    (job / ".hydra").mkdir(parents=True)
-    (job / ".hydra" / "config.yaml").write_text("data:\n  num_labels: 100\n  seed: ${seed}\nseed: 3\n")
-    assert saved_config(job).data.seed == 3  # interpolations kept, resolved as before
-    for junk in ("- 1\n- 2\n", "just a string\n"):
-        (job / ".hydra" / "config.yaml").write_text(junk)
-        with pytest.raises(Unreadable, match="is unreadable: not a mapping"):
-            saved_config(job)
-    (job / ".hydra" / "config.yaml").unlink()
-    (job / ".hydra" / "config.yaml").symlink_to("/dev/zero")
-    with pytest.raises(Unreadable) as caught:
-        saved_config(job)
-    assert "\n" not in str(caught.value)
+
+def bad_run(sweep, data, record):
+    """A job of ``fake_run``'s whose saved config's data section is ``data`` (changes, or a
+    value instead of a mapping; None: a config that is not YAML) and whose metrics.json has
+    ``record``'s changes."""
+    fake_run(sweep, 9, "swwae_hard", 100, None, 0, 10.0)
+    folder = sweep / "9_job"
+    config = yaml.safe_load((folder / ".hydra" / "config.yaml").read_text())
+    config["data"] = config["data"] | data if isinstance(data, dict) else data
+    if "config_seed" in record:
+        del config["seed"]
+    text = "{data: [1,\n" if data is None else yaml.safe_dump(config) + CHAIN
+    (folder / ".hydra" / "config.yaml").write_text(text)
+    saved = json.loads((folder / "metrics.json").read_text())
+    (folder / "metrics.json").write_text(json.dumps(saved | {k: v for k, v in record.items() if k != "config_seed"}))
+    return folder
+
+
+@pytest.mark.parametrize("case", BAD_JOBS)
+def test_a_jobs_records_are_read_as_data_and_a_bad_one_is_one_line(tmp_path, capsys, monkeypatch, case):
+    """The saved config is plain YAML, never resolved: no ${oc.env:...} read and printed, no
+    interpolation chain doubled 29 times; values are checked. With no job left: one line."""
+    data, record, why = BAD_JOBS[case]
+    monkeypatch.chdir(tmp_path)
+    job = bad_run(tmp_path / "sweep", data, record)
+    assert semi_map_main([str(tmp_path / "sweep")]) == 2
+    out, err = capsys.readouterr()
+    error = [line for line in err.splitlines() if not line.startswith("semi map: reading")]  # the progress lines
+    assert len(error) == 1 and error[0].startswith(
+        f"error: no finished semi-supervised job in {tmp_path / 'sweep'}; {job}: unreadable: {why}"
+    )
+    assert out == "" and "Traceback" not in err and str(Path.home()) not in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["sweep"]  # nothing written
+
+
+@pytest.mark.slow
+def test_a_bad_job_is_marked_and_the_map_of_the_rest_is_written_here(tmp_path, capsys, monkeypatch):
+    sweep = tmp_path / "sweep"
+    for num, model in enumerate(["swwae_hard", "classifier_only"]):
+        fake_run(sweep, num, model, 100, None, 0, 10.0)
+    job = bad_run(sweep, {}, {"seed": "abc"})
+    before = sorted(p.name for p in sweep.iterdir())
+    monkeypatch.chdir(tmp_path)
+    assert semi_map_main([str(sweep)]) == 1  # a job was left out; the rest is reported
+    out = capsys.readouterr().out.splitlines()
+    assert f"{job}: unreadable: seed is str 'abc', not an integer" in out and out[-1] == "-> semi_map.md, semi_map.png"
+    assert (tmp_path / "semi_map.md").is_file() and (tmp_path / "semi_map.png").is_file()
+    assert sorted(p.name for p in sweep.iterdir()) == before  # the sweep folder is only read
+
+
+def test_an_out_that_cannot_be_written_is_one_line_before_anything_is_read(tmp_path, capsys):
+    (tmp_path / "a file").write_text("")
+    assert semi_map_main([str(tmp_path / "no sweep"), "--out", str(tmp_path / "a file" / "map")]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        f"error: cannot write the report map in {tmp_path / 'a file'}: {tmp_path / 'a file'} is a file, not a "
+        "folder; set --out=... to write elsewhere"
+    ]

@@ -8,6 +8,7 @@ import importlib.util
 import itertools
 import json
 import math
+import os
 
 import pytest
 from hydra import compose, initialize_config_module
@@ -17,6 +18,7 @@ from hydra.core.hydra_config import HydraConfig
 import swwae.training.runs.identity  # noqa: F401 - registers ${swwae.arch_tag:}, which run names use
 from helpers.cli import run_cli
 from helpers.config import CONFIG_DIR, QUICK, ROOT
+from helpers.disks import read_only_folder
 from swwae.training.composing import CONFIG_MODULE, register_resolvers
 from swwae.training.sweep import collect, markdown, numeric_axis, write_summary
 
@@ -70,17 +72,29 @@ def test_a_sweep_ends_with_a_summary_table_and_plot(hard_soft_sweep):
 
 
 @pytest.mark.slow
-def test_compare_runs_rebuilds_the_summary_and_a_reconstruction_figure(hard_soft_sweep, capsys):
-    before = (hard_soft_sweep / "summary.md").read_text()
-    (hard_soft_sweep / "summary.md").unlink()
-    (hard_soft_sweep / "summary.png").unlink()
+def test_compare_runs_rebuilds_the_summary_and_a_reconstruction_figure(hard_soft_sweep, tmp_path, capsys):
     from swwae.commands.compare import main
 
-    assert main([str(hard_soft_sweep), "--recon", "--num-images", "4"]) == 0
-    assert (hard_soft_sweep / "summary.md").read_text() == before
+    checkpoints = hard_soft_sweep.parent / "checkpoints"
+    assert (
+        main(
+            [
+                str(hard_soft_sweep),
+                "--recon",
+                "--num-images",
+                "4",
+                "--out",
+                str(tmp_path),
+                "--checkpoints",
+                str(checkpoints),
+            ]
+        )
+        == 0
+    )
+    assert (tmp_path / "summary.md").read_text() == (hard_soft_sweep / "summary.md").read_text()
     assert "model=swwae_soft" in capsys.readouterr().out
-    assert (hard_soft_sweep / "summary.png").is_file()
-    assert (hard_soft_sweep / "reconstructions.png").stat().st_size > 5000
+    assert (tmp_path / "summary.png").is_file()
+    assert (tmp_path / "reconstructions.png").stat().st_size > 5000
 
 
 def test_compare_runs_on_a_missing_folder_is_one_error_line(tmp_path, capsys):
@@ -247,6 +261,7 @@ def test_published_figures_are_drawn_beside_ours_over_the_label_axis(tmp_path, c
     )
     from swwae.commands.compare import main
 
+    monkeypatch.chdir(tmp_path)
     assert main([str(tmp_path), "--reference", "paper=100:11.7,1000:4.0"]) == 0
     assert drawn.count("paper") == 1  # on the error panel only
     assert (tmp_path / "summary.png").is_file()
@@ -254,6 +269,43 @@ def test_published_figures_are_drawn_beside_ours_over_the_label_axis(tmp_path, c
     assert main([str(tmp_path), "--reference", "paper=100-11.7"]) == 2
     [line] = capsys.readouterr().err.strip().splitlines()  # one line, not usage then error
     assert line.startswith("error: argument --reference: 'paper=100-11.7': expected LABEL=x:y")
+
+
+def test_compare_writes_here_never_into_a_read_only_sweep(tmp_path, capsys, monkeypatch):
+    """The summary goes to the current folder (or --out); the counts read as English, and a
+    swept value that Hydra escaped in the job's overrides reads as typed."""
+    from swwae.commands.compare import main
+
+    fill = lambda f: fake_job(f / "sweep", 0, ["model.beta=$\\{model.lr\\}", "seed=0"], {"test/acc": 0.9})  # noqa: E731
+    with read_only_folder(tmp_path / "theirs", fill=fill) as theirs:
+        here = tmp_path / "here"
+        here.mkdir()
+        monkeypatch.chdir(here)
+        assert main([str(theirs / "sweep")]) == 0
+        text = (here / "summary.md").read_text()
+        assert "1 job, 1 config, 0 failed." in text and "Common overrides: `model.beta=${model.lr}`" in text
+        assert capsys.readouterr().out.splitlines()[-1] == "-> summary.md, summary.png"
+        assert sorted(p.name for p in here.iterdir()) == ["summary.md", "summary.png"]
+        assert main([str(theirs / "sweep"), "--out", str(theirs / "sweep")]) == 2
+        assert capsys.readouterr().err.splitlines() == [
+            f"error: cannot write the report summary in {theirs / 'sweep'}: "
+            + ("Read-only file system" if os.geteuid() == 0 else "Permission denied")
+            + "; set --out=... to write elsewhere"
+        ]
+
+
+def test_a_reference_with_no_numeric_axis_to_draw_on_is_one_line(tmp_path, capsys, monkeypatch):
+    from swwae.commands.compare import main
+
+    for num, model in enumerate(["swwae_hard", "upsample"]):
+        fake_job(tmp_path / "sweep", num, [f"model={model}", "seed=0"], {"test/acc": 0.9})
+    monkeypatch.chdir(tmp_path)
+    assert main([str(tmp_path / "sweep"), "--reference", "paper=100:11.7"]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        "error: --reference draws published error % over a numeric swept override (data.num_labels, "
+        f"model.pool_size...); {tmp_path / 'sweep'} sweeps none"
+    ]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["sweep"]
 
 
 # presets

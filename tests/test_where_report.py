@@ -7,11 +7,15 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import shutil
+from pathlib import Path
 
 import pytest
 
 from helpers.cli import run_cli
 from helpers.config import ROOT
+from helpers.disks import read_only_folder
 from swwae.commands.where_report import main
 from swwae.stats import mcnemar, mean_std, mean_std_text, paired_difference, t_interval, verdict, wilcoxon_p
 
@@ -171,6 +175,35 @@ def test_a_failed_job_is_listed_and_the_rest_reported(sweep, tmp_path, capsys):
     assert main([str(sweep), "--out", str(tmp_path / "r")]) == 1
     text = (tmp_path / "r.md").read_text()
     assert "| classifier_only | 4 |" in text and f"failed: {job}: boom" in text
+
+
+def test_the_report_goes_here_and_never_into_a_read_only_sweep(sweep, tmp_path, capsys, monkeypatch):
+    """Written into the current folder (or --out), never beside the records it reads; a bad
+    job is one line and the rest is reported; its saved config is data, never resolved."""
+    hard = next(sweep.glob("0_swwae_hard_seed0"))
+    (hard / ".hydra" / "config.yaml").write_text("model:\n  lambda_rec: ${oc.env:HOME}\n")
+    upsample = next(sweep.glob("1_upsample_seed0"))
+    record = json.loads((upsample / "metrics.json").read_text())
+    (upsample / "metrics.json").write_text(json.dumps(record | {"seed": "abc"}))
+    with read_only_folder(tmp_path / "theirs", fill=lambda f: shutil.copytree(sweep, f / "sweep")) as theirs:
+        here = tmp_path / "here"
+        here.mkdir()
+        monkeypatch.chdir(here)
+        assert main([str(theirs / "sweep")]) == 1  # two jobs left out, the rest reported
+        out, err = capsys.readouterr()
+        lines = [
+            f"{theirs / 'sweep' / hard.name}: unreadable: model.lambda_rec is an interpolation, not a value",
+            f"{theirs / 'sweep' / upsample.name}: unreadable: seed is str 'abc', not an integer",
+        ]
+        assert all(line in out.splitlines() for line in lines) and str(Path.home()) not in out + err
+        assert out.splitlines()[-1] == "-> where.md, where.png" and "| swwae_hard | 4 |" in out
+        assert sorted(p.name for p in here.iterdir()) == ["where.md", "where.png"]
+        assert main([str(theirs / "sweep"), "--out", str(theirs / "where")]) == 2
+        assert capsys.readouterr().err.splitlines() == [
+            f"error: cannot write the report where in {theirs}: "
+            + ("Read-only file system" if os.geteuid() == 0 else "Permission denied")
+            + "; set --out=... to write elsewhere"
+        ]
 
 
 # the preset, end to end

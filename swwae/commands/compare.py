@@ -1,17 +1,24 @@
 """Summarise a sweep folder again: summary.md (a table, mean ± std over seeds per config)
-and summary.png, the same files the sweep wrote at its end.
+and summary.png, the files the sweep wrote into its folder at its end, written here into the
+current folder (or --out: a folder, or a prefix for its .md and .png), never into the sweep
+folder (which may be read-only, or another user's).
 
-    python scripts/compare_runs.py multirun/2026-01-01_12-00-00
-    python scripts/compare_runs.py <sweep dir> --recon            # + reconstructions.png
-    python scripts/compare_runs.py <sweep dir> --recon docs/pool_size.png --num-images 6
-    python scripts/compare_runs.py <sweep dir> --reference "paper=100:11.7,600:5.3,1000:4.0,3000:2.7"
+    swwae compare multirun/2026-01-01_12-00-00
+    swwae compare <sweep dir> --out results/                      # results/summary.md, .png
+    swwae compare <sweep dir> --recon                             # + ./reconstructions.png
+    swwae compare <sweep dir> --recon docs/pool_size.png --num-images 6
+    swwae compare <sweep dir> --reference "paper=100:11.7,600:5.3,1000:4.0,3000:2.7"
 
 --recon also assembles one figure of reconstructions, one panel per config (its first
 finished seed's best checkpoint, rows input | reconstruction | reconstruction with the
 where dropped); with a numeric override such as model.pool_size the panels form a grid over
-it. --reference LABEL=x:y,... draws published error % (a dashed line) on the error panel over
-the numeric axis, e.g. a paper's figures against the number of labels. Exit status: 0, or 1
-when a job of the sweep failed (the summary is written anyway), or 2 for a bad folder.
+it. A checkpoint is read only from the sweep folder or --checkpoints (the folder train.py
+wrote them into: ./checkpoints unless paths.checkpoint_dir said otherwise); one a record names
+elsewhere is left out, in one line, before it is opened. --reference LABEL=x:y,... draws
+published error % (a dashed line) on the error panel over the numeric axis, e.g. a paper's
+figures against the number of labels; a sweep without such an axis, or without a test
+error, has nowhere to draw it: one error line. Exit status: 0, or 1 when a job of the sweep
+failed (the summary is written anyway), or 2 for bad input.
 """
 
 from __future__ import annotations
@@ -27,7 +34,9 @@ import warnings
 from pathlib import Path
 
 from swwae.cli import one_line_errors, script_parser
-from swwae.training.sweep import reconstruction_figure, write_summary
+from swwae.commands.outputs import picture_path, report_prefix
+from swwae.errors import ConfigError
+from swwae.training.sweep import collect, markdown, numeric_axis, reconstruction_figure, write_summary_files
 
 
 def reference(text: str) -> tuple[str, dict[float, float]]:
@@ -42,17 +51,44 @@ def reference(text: str) -> tuple[str, dict[float, float]]:
     return label, series
 
 
+def check_references(summary, references: list) -> None:
+    """ConfigError when the summary's figure has nowhere to draw ``--reference``: it is drawn on
+    the test (or val) error panel over a numeric swept override."""
+    if not references:
+        return
+    if numeric_axis(summary) is None:
+        raise ConfigError(
+            "--reference draws published error % over a numeric swept override (data.num_labels, "
+            f"model.pool_size...); {summary.folder} sweeps none"
+        )
+    if not any(m.endswith("/error_pct") for m in summary.columns):
+        raise ConfigError(
+            f"--reference draws on the error panel; {summary.folder} has no finished job with an accuracy"
+        )
+
+
 @one_line_errors
 def main(argv=None) -> int:
     parser = script_parser(__doc__)
     parser.add_argument("sweep_dir", type=Path)
+    parser.add_argument(
+        "--out", type=Path, default=None, help="a folder for summary.md and .png, or their prefix (default: ./summary)"
+    )
     parser.add_argument(
         "--recon",
         nargs="?",
         const="",
         default=None,
         metavar="PNG",
-        help="also write a reconstruction figure (default: <sweep dir>/reconstructions.png)",
+        help="also write a reconstruction figure (default: reconstructions.png beside the summary)",
+    )
+    parser.add_argument(
+        "--checkpoints",
+        type=Path,
+        action="append",
+        default=None,
+        metavar="DIR",
+        help="a folder --recon may read checkpoints from, besides the sweep folder (repeatable; default: checkpoints)",
     )
     parser.add_argument("--num-images", type=int, default=6)
     parser.add_argument("--split", choices=["val", "test"], default="test")
@@ -66,11 +102,18 @@ def main(argv=None) -> int:
     )
     warnings.filterwarnings("ignore")
     args = parser.parse_args(argv)
-    summary = write_summary(args.sweep_dir, references=dict(args.reference))
-    print((args.sweep_dir / "summary.md").read_text(), end="")
+    prefix = report_prefix(args.out, "summary", "--out")
+    recon = None
     if args.recon is not None:
-        out = Path(args.recon) if args.recon else args.sweep_dir / "reconstructions.png"
-        print(f"reconstructions: {reconstruction_figure(summary, out, args.num_images, args.split)}")
+        recon = picture_path(Path(args.recon) if args.recon else prefix.parent, "reconstructions.png", "--recon")
+    summary = collect(args.sweep_dir)
+    check_references(summary, args.reference)
+    write_summary_files(summary, prefix, references=dict(args.reference))
+    print(markdown(summary), end="")
+    print(f"-> {prefix.with_suffix('.md')}" + (f", {prefix.with_suffix('.png')}" if summary.columns else ""))
+    if recon is not None:
+        roots = args.checkpoints or [Path("checkpoints")]
+        print(f"reconstructions: {reconstruction_figure(summary, recon, args.num_images, args.split, roots)}")
     return 1 if summary.failed else 0
 
 

@@ -1,14 +1,19 @@
 """The feature study's table and figure: every checkpoint of a sweep probed with the frozen-
-feature probes of ``python scripts/probe.py``, beside its own architecture with random weights (the
+feature probes of swwae probe, beside its own architecture with random weights (the
 job's seed) and the raw pixels; mean ± sample std over seeds per config.
 
     python train.py -m experiment=feature_study
-    python scripts/feature_study.py multirun/<time> --out docs/feature_study
+    swwae feature-study multirun/<time> --out docs/feature_study
 
-writes <out>.md (the table), <out>.png (the figure) and <out>.json (every row, per seed).
-Every model is probed on the same labelled subsets (--seed), its regularisation picked on
-the validation split, the test split read once per model. Exit status 0, 1 when a job of the
-sweep failed (the rest is reported), 2 for bad input.
+writes <out>.md (the table), <out>.png (the figure) and <out>.json (every row, per seed):
+--out is a prefix, or a folder for features.md/.png/.json there; without it, features.* in
+the current folder (never in the sweep folder, which may be read-only). A checkpoint is read
+only from the sweep folder or --checkpoints (the folder train.py wrote them into:
+./checkpoints unless paths.checkpoint_dir said otherwise); a job whose record names one
+elsewhere, or none there, is left out in one line, before anything is opened. Every model is
+probed on the same labelled subsets (--seed), its regularisation picked on the validation
+split, the test split read once per model. Exit status 0, 1 when a job of the sweep failed or
+was left out (the rest is reported), 2 for bad input or when no job is left.
 """
 
 from __future__ import annotations
@@ -25,13 +30,15 @@ from pathlib import Path
 
 import swwae
 from swwae.cli import one_line_errors, script_parser
-from swwae.errors import ConfigError
+from swwae.commands.outputs import report_prefix, writing
+from swwae.errors import ConfigError, Unreadable
 from swwae.probe import random_like
 from swwae.progress import progress
 from swwae.stats import mean_std, mean_std_text
 from swwae.training.probing import check_same_split, encoder_key, load_data, parse_labels, probe_model, subsets_for
 from swwae.training.sweep.figures import save_figure
-from swwae.training.sweep.jobs import collect
+from swwae.training.sweep.jobs import Job, collect
+from swwae.training.sweep.records import bad_job, none_left, not_ok, seed_of, trains_reconstruction
 
 # helpers
 
@@ -41,24 +48,41 @@ def top_change(row: dict, px: int) -> float:
     return top[px] if px in top else top[str(px)]  # int keys, or str ones read back from the .json
 
 
-def probe_sweep(sweep_dir: Path, labels, seed: int, k: int, shifts) -> dict:
+def probe_job(job: Job, roots) -> tuple[Path, int]:
+    """The job's checkpoint (``Job.checkpoint``: only from the sweep folder or ``roots``) and
+    its seed; ``Unreadable`` says why the job cannot be probed."""
+    path, seed = job.checkpoint(roots), seed_of(job)
+    if path is None or not path.is_file():
+        raise Unreadable(f"no checkpoint at {path}" if path is not None else "no checkpoint named, nor a run folder")
+    return path, seed
+
+
+def probe_sweep(sweep_dir: Path, labels, seed: int, k: int, shifts, roots=()) -> dict:
     summary = collect(sweep_dir)
-    jobs = [j for j in summary.jobs if j.ok and j.checkpoint() and j.checkpoint().is_file()]
+    failed, bad = not_ok(summary.jobs)
+    jobs = []  # (job, its checkpoint, its seed)
+    for job in (j for j in summary.jobs if j.ok):
+        try:
+            jobs.append((job, *probe_job(job, roots)))
+        except Unreadable as err:
+            bad.append(bad_job(job, err))
     if not jobs:
-        raise ConfigError(f"no finished job with a checkpoint in {sweep_dir}")
+        raise none_left("finished job with a checkpoint", [sweep_dir], bad)
     label = {id(j): " ".join(g.keys.values()) or g.label for g in summary.groups for j in g.jobs}
-    nets = {str(j.checkpoint()): swwae.load(j.checkpoint()) for j in jobs}
+    nets = {str(path): swwae.load(path) for _, path, _ in jobs}
     check_same_split({path: net.config for path, net in nets.items()})
     first = next(iter(nets))
     data = load_data((nets[first].config or {}).get("data"), source=first)
     subsets = subsets_for(data, labels, seed)
     rows = [probe_model("pixels", data, subsets, k=k, shifts=shifts) | {"group": "pixels", "seed": None}]
     randoms = {}
-    for job in progress(jobs, "feature study: probing", name=lambda job: str(job.record.get("run_name"))):
-        net = nets[str(job.checkpoint())]
-        group, job_seed = label[id(job)], int(job.seed)
+    for job, path, job_seed in progress(
+        jobs, "feature study: probing", name=lambda entry: str(entry[0].record.get("run_name"))
+    ):
+        net = nets[str(path)]
+        group = label[id(job)]
         row = probe_model(str(job.record.get("run_name")), data, subsets, net, k, shifts=shifts)
-        trains_recon = float(net.config.get("model", {}).get("lambda_rec", 1.0)) > 0  # else its decoder is untrained
+        trains_recon = trains_reconstruction(net.config)  # else its decoder is untrained
         rows.append(
             row
             | {
@@ -82,7 +106,8 @@ def probe_sweep(sweep_dir: Path, labels, seed: int, k: int, shifts) -> dict:
         "seed": seed,
         "k": k,
         "shifts": list(shifts),
-        "failed": [str(j.folder.name) for j in summary.failed],
+        "failed": [str(j.folder.name) for j in failed],
+        "left_out": bad,
         "rows": rows,
     }
 
@@ -187,7 +212,15 @@ def main(argv=None) -> int:
     parser = script_parser(__doc__)
     parser.add_argument("sweep_dir", type=Path)
     parser.add_argument(
-        "--out", type=Path, default=None, help="prefix of the .md/.png/.json (default: <sweep>/features)"
+        "--out", type=Path, default=None, help="prefix of the .md/.png/.json, or a folder (default: ./features)"
+    )
+    parser.add_argument(
+        "--checkpoints",
+        type=Path,
+        action="append",
+        default=None,
+        metavar="DIR",
+        help="a folder the checkpoints may be read from, besides the sweep folder (repeatable; default: checkpoints)",
     )
     parser.add_argument("--labels", nargs="+", default=["100", "1000", "all"])
     parser.add_argument("--seed", type=int, default=0, help="draws the labelled subsets")
@@ -198,16 +231,21 @@ def main(argv=None) -> int:
     labels = parse_labels(args.labels)
     if 2 not in args.shifts:
         raise ConfigError("--shifts must include 2: the table reports the 2 px shift")
-    result = probe_sweep(args.sweep_dir, labels, args.seed, args.k, args.shifts)
-    out = args.out or args.sweep_dir / "features"
-    out.parent.mkdir(parents=True, exist_ok=True)
+    out = report_prefix(args.out, "features", "--out")
+    roots = args.checkpoints or [Path("checkpoints")]
+    result = probe_sweep(args.sweep_dir, labels, args.seed, args.k, args.shifts, roots)
     text = markdown(result)
-    out.with_suffix(".md").write_text(text)
-    out.with_suffix(".json").write_text(json.dumps(result, indent=2))
-    figure(result, out.with_suffix(".png"))
+    with writing(out.with_suffix(".md")) as path:
+        path.write_text(text)
+    with writing(out.with_suffix(".json")) as path:
+        path.write_text(json.dumps(result, indent=2))
+    with writing(out.with_suffix(".png")) as path:
+        figure(result, path)
     print(text, end="")
+    for line in [*(f"failed: {name}" for name in result["failed"]), *result["left_out"]]:
+        print(line)
     print(f"-> {out.with_suffix('.md')}, {out.with_suffix('.png')}, {out.with_suffix('.json')}")
-    return 1 if result["failed"] else 0
+    return 1 if result["failed"] or result["left_out"] else 0
 
 
 if __name__ == "__main__":

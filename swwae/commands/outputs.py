@@ -1,21 +1,32 @@
-"""Where a command's pictures go: where the user said, else the current folder; never beside
-the file it reads (a checkpoint's folder may be read-only, or another user's).
+"""Where a command's outputs go: where the user said, else the current folder; never beside
+the file or folder it reads (a checkpoint's folder or a sweep folder may be read-only, or
+another user's).
 
-``picture_path`` settles the path and checks that its folder takes a file before any work
-(one ``error:`` line, not a traceback after the evaluation); ``write_picture`` writes it
-atomically, and a write that fails anyway (a full disk) is one line naming the file.
+``picture_path`` (one PNG) and ``report_prefix`` (a report's ``.md``, ``.png``... files) settle
+the path and check that its folder takes a file before any work (one ``error:`` line, not a
+traceback after the evaluation); ``write_picture`` writes a picture atomically, ``writing`` turns
+any other write that fails anyway (a full disk) into one line naming the file. No torch until a
+picture is written: a report's bad input answers without it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
-
-from torch import Tensor
+from typing import TYPE_CHECKING
 
 from swwae.errors import ConfigError
-from swwae.images import save_png
 from swwae.training.folders import check_writable, write_failed
+
+if TYPE_CHECKING:
+    from torch import Tensor
+
+
+def settled(out: Path | None, default: str) -> Path:
+    """``out`` (a folder: ``default`` inside it; else the path itself), or ``default`` in the
+    current folder."""
+    return Path(default) if out is None else Path(out) / default if Path(out).is_dir() else Path(out)
 
 
 def picture_path(out: Path | None, default: str, setting: str) -> Path:
@@ -23,11 +34,38 @@ def picture_path(out: Path | None, default: str, setting: str) -> Path:
     ``ConfigError`` unless it names a PNG, ``DiskError`` unless its folder takes a file
     (``setting``, the option that names another: ``--out``). Folders made for the check are
     removed again: a command that stops later leaves nothing behind."""
-    path = Path(default) if out is None else Path(out) / default if Path(out).is_dir() else Path(out)
+    path = settled(out, default)
     if path.suffix.lower() != ".png":
         raise ConfigError(f"{setting}={out}: name a .png file (or a folder for {default})")
     check_writable(path.parent, f"the picture {path.name}", setting, keep=False)
     return path
+
+
+def report_prefix(out: Path | None, default: str, setting: str) -> Path:
+    """The prefix of a report's files (``<prefix>.md``, ``<prefix>.png``...): ``out`` (a folder:
+    ``default`` inside it; else the prefix itself), or ``default`` in the current folder;
+    ``DiskError`` unless its folder takes a file, checked as ``picture_path`` checks."""
+    prefix = settled(out, default)
+    check_writable(prefix.parent, f"the report {prefix.name}", setting, keep=False)
+    return prefix
+
+
+@contextlib.contextmanager
+def writing(path: Path):
+    """Write ``path`` inside the block (its folder made first); an ``OSError`` there (disk
+    full, a folder made read-only meanwhile) is one ``DiskError`` line naming the file."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        yield path
+    except OSError as err:
+        raise write_failed(path, err) from None
+
+
+def save_png(image: Tensor, path) -> None:
+    """``swwae.images.save_png``, imported when a picture is written (it needs torch)."""
+    from swwae.images import save_png as save
+
+    save(image, path)
 
 
 def write_picture(image: Tensor, path: Path) -> None:
@@ -35,10 +73,8 @@ def write_picture(image: Tensor, path: Path) -> None:
     a temp file: a reader sees the old picture or the new one; ``DiskError`` if it fails."""
     temp = path.with_name(f".{path.stem}.{os.getpid()}.tmp.png")
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        save_png(image, temp)
-        os.replace(temp, path)
-    except OSError as err:
-        raise write_failed(path, err) from None
+        with writing(path):
+            save_png(image, temp)
+            os.replace(temp, path)
     finally:
         temp.unlink(missing_ok=True)

@@ -3,13 +3,17 @@
 of the unlabelled pool.
 
     python train.py -m experiment=semi_map
-    python scripts/semi_map.py multirun/<time> [more sweep dirs] --out docs/semi_map
+    swwae semi-map multirun/<time> [more sweep dirs] --out docs/semi_map
 
-writes <out>.md (the table) and <out>.png (errors and paired gains). A job pairs with the
+writes <out>.md (the table) and <out>.png (errors and paired gains): --out is a prefix, or a
+folder for semi_map.md and semi_map.png there; without it, semi_map.md and semi_map.png in the
+current folder (never in a sweep folder, which may be read-only). A job pairs with the
 twin of the same seed, labels and pool; a pool the twin was not run at (its loss reads no
 unlabelled image, so only its dropout draws and epoch length change) takes the twin of the
-full pool at the same seed and labels, and the table says so. Exit status 0, 1 when a job
-failed (the rest is reported), 2 for bad input.
+full pool at the same seed and labels, and the table says so. Each job's records are read as
+data (its saved config as plain YAML, never resolved); a job whose records do not hold what
+the map needs is left out, in one line saying why. Exit status 0, 1 when a job failed or was
+left out (the rest is reported), 2 for bad input or when no job is left.
 """
 
 from __future__ import annotations
@@ -24,16 +28,24 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
-from omegaconf import OmegaConf
-
 from swwae.cli import one_line_errors, script_parser
+from swwae.commands.outputs import report_prefix, writing
 from swwae.errors import ConfigError, Unreadable
-from swwae.files import read_yaml
 from swwae.progress import progress
 from swwae.stats import mean_std, mean_std_text
 from swwae.training.probing import load_data
 from swwae.training.sweep.figures import save_figure
-from swwae.training.sweep.jobs import collect
+from swwae.training.sweep.jobs import Job, collect
+from swwae.training.sweep.records import (
+    accuracy_of,
+    bad_job,
+    count,
+    none_left,
+    not_ok,
+    saved_config,
+    section,
+    seed_of,
+)
 
 TWIN = "classifier_only"
 
@@ -46,38 +58,39 @@ class Cell:
     pool: int | None  # label-hidden training images kept; None: all of them
 
 
-def saved_config(job_folder: Path):
-    """A job's saved config, read with bounds (``swwae.files``) and as plain YAML first."""
-    path = job_folder / ".hydra" / "config.yaml"
-    value = read_yaml(path, "saved config")
-    if not isinstance(value, dict):
-        raise Unreadable(f"saved config {path} is unreadable: not a mapping")
-    return OmegaConf.create(value)
+def job_run(job: Job) -> tuple[tuple, float, dict]:
+    """(model, Cell, seed), the test error % and the data section of a finished job, every value
+    checked (``Unreadable`` says which is not what the map needs)."""
+    data = section(saved_config(job), "data")
+    if data.get("num_labels") is None or "test/acc" not in job.metrics:
+        raise ConfigError(f"{job.folder} is not a semi-supervised run with a test accuracy")
+    labels, pool = count(data["num_labels"], "data.num_labels"), data.get("num_unlabelled")
+    cell = Cell(labels, None if pool is None else count(pool, "data.num_unlabelled"))
+    return (job.record.get("model"), cell, seed_of(job)), 100 * (1 - accuracy_of(job)), data
 
 
-def read_runs(sweep_dirs) -> tuple[dict, list[str], int]:
-    """{(model, Cell, seed): test error %}, the failed jobs, and the training split's size
-    (read from the first job's data config)."""
-    runs, failed, first = {}, [], None
+def read_runs(sweep_dirs) -> tuple[dict, list[str], list[str], int]:
+    """{(model, Cell, seed): test error %}, the failed jobs, the lines of the jobs left out, and
+    the training split's size (read from the first job's data config)."""
+    runs, failed, bad, first = {}, [], [], None
     for folder in progress(sweep_dirs, "semi map: reading", name=str):
         summary = collect(folder)
-        failed += [f"{folder}/{j.folder.name}" for j in summary.failed]
+        failed_jobs, unreadable = not_ok(summary.jobs)
+        failed += [f"{folder}/{j.folder.name}" for j in failed_jobs]
+        bad += unreadable
         for job in (j for j in summary.jobs if j.ok):
-            config = saved_config(job.folder)
-            data = config.data
-            if data.get("num_labels") is None or "test/acc" not in job.metrics:
-                raise ConfigError(f"{job.folder} is not a semi-supervised run with a test accuracy")
-            cell = Cell(int(data.num_labels), None if data.get("num_unlabelled") is None else int(data.num_unlabelled))
-            runs[(job.record.get("model"), cell, int(job.seed))] = 100 * (1 - job.metrics["test/acc"])
-            first = first or job.folder
+            try:
+                key, error, data = job_run(job)
+            except Unreadable as err:
+                bad.append(bad_job(job, err))
+                continue
+            runs[key] = error
+            first = first or (job, data)
     if not runs:
-        raise ConfigError(f"no finished semi-supervised job in {', '.join(map(str, sweep_dirs))}")
-    config = OmegaConf.to_container(saved_config(first).data, resolve=True)  # data.seed: ${seed}
-    return (
-        runs,
-        failed,
-        len(load_data(config, source=str(first / ".hydra" / "config.yaml")).train_y),
-    )  # the training split, every image
+        raise none_left("finished semi-supervised job", sweep_dirs, bad)
+    job, data = first
+    source = str(job.folder / ".hydra" / "config.yaml")
+    return runs, failed, bad, len(load_data(data, source=source).train_y)  # the training split, every image
 
 
 def pairs(runs: dict, model: str) -> dict[Cell, dict]:
@@ -167,24 +180,29 @@ def figure(table: dict, model: str, out: Path, train_size: int | None) -> Path:
 def main(argv=None) -> int:
     parser = script_parser(__doc__)
     parser.add_argument("sweep_dirs", type=Path, nargs="+")
-    parser.add_argument("--out", type=Path, default=None, help="prefix of the .md and .png (default: <first>/semi_map)")
+    parser.add_argument(
+        "--out", type=Path, default=None, help="prefix of the .md and .png, or a folder (default: ./semi_map)"
+    )
     parser.add_argument("--model", default="swwae_hard", help="the model paired with its twin")
     warnings.filterwarnings("ignore")
     args = parser.parse_args(argv)
-    runs, failed, train_size = read_runs(args.sweep_dirs)
+    out = report_prefix(args.out, "semi_map", "--out")
+    runs, failed, bad, train_size = read_runs(args.sweep_dirs)
     table = pairs(runs, args.model)
     if not table:
-        raise ConfigError(f"no {args.model} job in {', '.join(map(str, args.sweep_dirs))}")
-    out = args.out or args.sweep_dirs[0] / "semi_map"
-    out.parent.mkdir(parents=True, exist_ok=True)
+        raise none_left(f"{args.model} job", args.sweep_dirs, bad)
     text = markdown(table, args.model, train_size)
-    out.with_suffix(".md").write_text(text)
-    figure(table, args.model, out.with_suffix(".png"), train_size)
+    with writing(out.with_suffix(".md")) as path:
+        path.write_text(text)
+    with writing(out.with_suffix(".png")) as path:
+        figure(table, args.model, path, train_size)
     print(text, end="")
     for job in failed:
         print(f"failed: {job}")
+    for line in bad:
+        print(line)
     print(f"-> {out.with_suffix('.md')}, {out.with_suffix('.png')}")
-    return 1 if failed else 0
+    return 1 if failed or bad else 0
 
 
 if __name__ == "__main__":

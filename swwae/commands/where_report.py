@@ -9,10 +9,15 @@ mean with its 95% t interval over seeds. Per pair of arms: the difference by see
 t interval and Wilcoxon's signed-rank test over seeds, and McNemar's exact test on the test
 images of all seeds pooled (each run's ``test_outcomes.csv``: the runs of one seed are
 tested on the same images, so they pair image by image). Writes <out>.md (the tables) and
-<out>.png (the paired differences, one dot a seed). Nothing is trained or evaluated again:
-the numbers are the ones each run wrote when it read its test split, once.
+<out>.png (the paired differences, one dot a seed): --out is a prefix, or a folder for where.md
+and where.png there; without it, where.md and where.png in the current folder (never in a sweep
+folder, which may be read-only). Nothing is trained or evaluated again: the numbers are the
+ones each run wrote when it read its test split, once. Each job's records are read as data
+(its saved config as plain YAML, never resolved); a job whose records do not hold what the
+report needs is left out, in one line saying why.
 
-Exit status 0, 1 when a job failed (the rest is reported), 2 for bad input.
+Exit status 0, 1 when a job failed or was left out (the rest is reported), 2 for bad input or
+when no job is left.
 """
 
 from __future__ import annotations
@@ -23,16 +28,23 @@ import itertools
 from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
-
 from swwae.cli import one_line_errors, script_parser
-from swwae.errors import ConfigError, UserError
+from swwae.commands.outputs import report_prefix, writing
+from swwae.errors import ConfigError, Unreadable, plural
 from swwae.files import read_text
 from swwae.stats import Interval, McNemar, PairedDifference, mcnemar, paired_difference, t_interval, verdict
 from swwae.training.run import MAX_OUTCOMES_BYTES
-from swwae.training.sweep.jobs import collect
-
-MAX_CONFIG_BYTES = 2**20
+from swwae.training.sweep.jobs import Job, collect
+from swwae.training.sweep.records import (
+    accuracy_of,
+    bad_job,
+    left_out,
+    none_left,
+    not_ok,
+    saved_config,
+    seed_of,
+    trains_reconstruction,
+)
 
 # classes
 
@@ -80,42 +92,40 @@ def read_outcomes(path: Path) -> list[tuple[int, int]]:
     return rows
 
 
-def reconstructs(job_folder: Path) -> bool:
-    """lambda_rec > 0 in the job's saved config (plain YAML, read as data)."""
-    try:
-        config = yaml.safe_load(bounded_text(job_folder / ".hydra" / "config.yaml", MAX_CONFIG_BYTES))
-        return float(config["model"]["lambda_rec"]) > 0
-    except (UserError, KeyError, TypeError, ValueError, yaml.YAMLError):
-        return True  # no saved config: report its MSE, as the run measured it
+def job_run(job: Job, seen: dict) -> Run:
+    """A finished job's run, every value checked (``Unreadable``: what its records lack);
+    ``seen`` ({(arm, seed): job folder}) refuses a second run of an arm and seed."""
+    metrics = job.metrics
+    if "test/acc" not in metrics:
+        raise ConfigError(f"{job.folder} has no test/acc: not a tested run with a classifier")
+    arm, seed, accuracy = str(job.record.get("model")), seed_of(job), accuracy_of(job)
+    reconstructs = trains_reconstruction(saved_config(job, required=False))
+    if (arm, seed) in seen:
+        raise ConfigError(f"{job.folder} and {seen[arm, seed]} are both {arm} seed {seed}")
+    seen[arm, seed] = job.folder
+    outcomes = read_outcomes(job.folder / "test_outcomes.csv")
+    right = sum(y == p for y, p in outcomes) / len(outcomes) if outcomes else float("nan")
+    if abs(right - accuracy) > 1e-6:
+        raise ConfigError(f"{job.folder}: test_outcomes.csv gives accuracy {right:.4f}, metrics.json {accuracy:.4f}")
+    return Run(arm, seed, metrics["test/error_pct"], metrics.get("test/recon_mse"), reconstructs, outcomes)
 
 
 def read_runs(sweep_dirs: list[Path]) -> tuple[list[Run], list[str]]:
-    runs, failed, seen = [], [], {}
+    """Every finished job's run, and one line for each job that failed or was left out."""
+    runs, failed, bad, seen = [], [], [], {}
     for sweep_dir in sweep_dirs:
         summary = collect(sweep_dir)
-        failed += [f"{j.folder}: {j.record.get('error', 'failed')}" for j in summary.failed]
-        for job in summary.jobs:
-            if not job.ok:
-                continue
-            metrics = job.metrics
-            if "test/acc" not in metrics:
-                raise ConfigError(f"{job.folder} has no test/acc: not a tested run with a classifier")
-            arm, seed = str(job.record.get("model")), int(job.seed)
-            if (arm, seed) in seen:
-                raise ConfigError(f"{job.folder} and {seen[arm, seed]} are both {arm} seed {seed}")
-            seen[arm, seed] = job.folder
-            outcomes = read_outcomes(job.folder / "test_outcomes.csv")
-            accuracy = sum(y == p for y, p in outcomes) / len(outcomes) if outcomes else float("nan")
-            if abs(accuracy - metrics["test/acc"]) > 1e-6:
-                raise ConfigError(
-                    f"{job.folder}: test_outcomes.csv gives accuracy {accuracy:.4f}, "
-                    f"metrics.json {metrics['test/acc']:.4f}"
-                )
-            recon = metrics.get("test/recon_mse")
-            runs.append(Run(arm, seed, metrics["test/error_pct"], recon, reconstructs(job.folder), outcomes))
+        failed_jobs, unreadable = not_ok(summary.jobs)
+        failed += [f"failed: {j.folder}: {j.record.get('error', 'failed')}" for j in failed_jobs]
+        bad += unreadable
+        for job in (j for j in summary.jobs if j.ok):
+            try:
+                runs.append(job_run(job, seen))
+            except Unreadable as err:
+                bad.append(bad_job(job, err))
     if not runs:
-        raise ConfigError(f"no finished job in {', '.join(map(str, sweep_dirs))}")
-    return runs, failed
+        raise none_left("finished job", sweep_dirs, bad)
+    return runs, failed + bad
 
 
 # statistics
@@ -163,7 +173,8 @@ def compare(runs: list[Run], a: str, b: str) -> Comparison:
 def markdown(runs: list[Run], arms: list[str], comparisons: list[Comparison], failed: list[str]) -> str:
     seeds = sorted({r.seed for r in runs})
     lines = [
-        f"{len(runs)} runs, seeds {seeds[0]}-{seeds[-1]} ({len(seeds)}); 95% t intervals over seeds in brackets.",
+        f"{plural(len(runs), 'run')}, seeds {seeds[0]}-{seeds[-1]} ({len(seeds)}); "
+        "95% t intervals over seeds in brackets.",
         "",
         "| arm | seeds | test error % | per seed | test recon MSE |",
         "|---|---:|---:|---|---:|",
@@ -171,7 +182,8 @@ def markdown(runs: list[Run], arms: list[str], comparisons: list[Comparison], fa
     for arm in arms:
         mine = sorted(by_seed(runs, arm).values(), key=lambda r: r.seed)
         error = t_interval([r.error_pct for r in mine])
-        recon = t_interval([r.recon_mse for r in mine]) if all(r.reconstructs for r in mine) else None
+        measured = all(r.reconstructs and r.recon_mse is not None for r in mine)
+        recon = t_interval([r.recon_mse for r in mine]) if measured else None
         lines.append(
             f"| {arm} | {len(mine)} | {error.text()} | {', '.join(f'{r.error_pct:.1f}' for r in mine)} | "
             f"{recon.text(4) if recon else '- (not trained)'} |"
@@ -208,7 +220,7 @@ def markdown(runs: list[Run], arms: list[str], comparisons: list[Comparison], fa
                 f"| {c.a} - {c.b} | {c.recon.interval.n} | {c.recon.interval.text(5, sign=True)} | "
                 f"{c.recon.interval.mean / b_mean:+.0%} | {c.recon.wilcoxon_p:.3g} | {verdict(c.recon)} |"
             )
-    lines += ["", *(f"failed: {f}" for f in failed)] if failed else []
+    lines += ["", *failed] if failed else []
     return "\n".join(lines) + "\n"
 
 
@@ -252,19 +264,22 @@ def figure(comparisons: list[Comparison], out: Path) -> Path:
 def main(argv=None) -> int:
     parser = script_parser(__doc__)
     parser.add_argument("sweep_dirs", type=Path, nargs="+")
-    parser.add_argument("--out", type=Path, default=None, help="prefix of the .md and .png (default: <first>/where)")
+    parser.add_argument(
+        "--out", type=Path, default=None, help="prefix of the .md and .png, or a folder (default: ./where)"
+    )
     parser.add_argument("--arms", nargs="+", default=None, help="the arms (model choices) in order (default: all)")
     args = parser.parse_args(argv)
+    out = report_prefix(args.out, "where", "--out")
     runs, failed = read_runs(args.sweep_dirs)
     arms = arms_of(runs, args.arms)
     if len(arms) < 2:
-        raise ConfigError(f"one arm ({arms[0]}): nothing to compare")
+        raise ConfigError(f"one arm ({arms[0]}): nothing to compare{left_out(failed)}")
     comparisons = [compare(runs, a, b) for a, b in itertools.combinations(arms, 2)]
-    out = args.out or args.sweep_dirs[0] / "where"
-    out.parent.mkdir(parents=True, exist_ok=True)
     text = markdown([r for r in runs if r.arm in arms], arms, comparisons, failed)
-    out.with_suffix(".md").write_text(text)
-    figure(comparisons, out.with_suffix(".png"))
+    with writing(out.with_suffix(".md")) as path:
+        path.write_text(text)
+    with writing(out.with_suffix(".png")) as path:
+        figure(comparisons, path)
     print(text, end="")
     print(f"-> {out.with_suffix('.md')}, {out.with_suffix('.png')}")
     return 1 if failed else 0

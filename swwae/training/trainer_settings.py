@@ -33,7 +33,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr, create_model, field_validator, model_validator
 
-from swwae.errors import ConfigError
+from swwae.errors import ConfigError, plural
 from swwae.install import command
 from swwae.training.lightning_api import precision_values, trainer_arguments
 
@@ -91,10 +91,6 @@ def mps_available() -> bool:
 
     mps = getattr(torch.backends, "mps", None)
     return bool(mps is not None and mps.is_available())
-
-
-def plural(n: int, word: str) -> str:
-    return f"{n} {word}{'' if n == 1 else 's'}"
 
 
 def wanted_indices(devices) -> list[int] | None:

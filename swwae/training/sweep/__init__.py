@@ -10,9 +10,11 @@ mean and the sample std (n - 1) over its seeds.
     summary = write_summary("multirun/2026-01-01_12-00-00")   # summary.md + summary.png
 
 ``SweepSummary`` is the Hydra callback that does this at the end of every multirun
-(``configs/hydra/default.yaml``); ``scripts/compare_runs.py`` does it on demand.
+(``configs/hydra/default.yaml``); ``swwae compare`` does it on demand, into a folder of its
+user's (``write_summary_files``).
 
 Modules: ``jobs`` (reading job folders: Job, Group, Summary, collect; failure records),
+``records`` (a job's saved config and values as the study reports read them: data, checked),
 ``tables`` (summary.md), ``figures`` (summary.png, reconstructions of a sweep; write_summary, both files).
 The names below are imported when first used (PEP 562): Hydra imports this package for its
 callback before every run, and the summary's modules need torch.
@@ -30,7 +32,7 @@ from pathlib import Path
 
 from hydra.experimental.callback import Callback
 
-from swwae.errors import one_line
+from swwae.errors import one_line, plural
 
 HOMES = {
     "numeric_axis": "figures",
@@ -38,6 +40,7 @@ HOMES = {
     "reconstruction_figure": "figures",
     **dict.fromkeys(("Group", "Job", "Summary", "collect", "read_job", "write_failed_job"), "jobs"),
     "write_summary": "figures",
+    "write_summary_files": "figures",
     "header": "tables",
     "markdown": "tables",
 }
@@ -64,11 +67,12 @@ def summarise(sweep_dir: Path, fail_on_error: bool = True) -> None:
     except Exception as err:  # a summary problem must not hide the jobs' own results
         print(f"error: could not write the sweep summary in {sweep_dir}: {one_line(err)}", file=sys.stderr)
         raise SystemExit(1) from None
-    print(f"sweep summary: {sweep_dir / 'summary.md'} ({len(summary.jobs)} jobs, {len(summary.failed)} failed)")
+    jobs = plural(len(summary.jobs), "job")
+    print(f"sweep summary: {sweep_dir / 'summary.md'} ({jobs}, {len(summary.failed)} failed)")
     if summary.failed and fail_on_error:
         names = ", ".join(j.folder.name for j in summary.failed)
         print(
-            f"error: {len(summary.failed)} of {len(summary.jobs)} sweep jobs failed ({names}): "
+            f"error: {len(summary.failed)} of {plural(len(summary.jobs), 'sweep job')} failed ({names}): "
             f"see {sweep_dir / 'summary.md'}",
             file=sys.stderr,
         )

@@ -8,14 +8,18 @@ reconstructions, the checkpoints and the data of the jobs.
 from __future__ import annotations
 
 import json
+import logging
 import math
 import textwrap
 from pathlib import Path
 
-from swwae.errors import ConfigError
+from swwae.errors import ConfigError, Unreadable, plural
 from swwae.progress import progress
 from swwae.training.sweep.jobs import Group, Summary, as_number, collect
+from swwae.training.sweep.records import bad_job
 from swwae.training.sweep.tables import header, markdown
+
+log = logging.getLogger(__name__)
 
 ROW_NAMES = ("input", "reconstruction", "where dropped")  # swwae.images.panel_rows' "reconstructions"
 
@@ -104,17 +108,31 @@ def plot(summary: Summary, out: Path, references: dict[str, dict[float, float]] 
             ax.legend(fontsize=7)
         ax.grid(alpha=0.3)
     failed = f", {len(summary.failed)} failed" if summary.failed else ""
-    fig.suptitle(f"{summary.folder.name}: {len(summary.jobs)} jobs{failed}", fontsize=10)
+    fig.suptitle(f"{summary.folder.name}: {plural(len(summary.jobs), 'job')}{failed}", fontsize=10)
     return save_figure(fig, out)
 
 
 # reconstructions of a whole sweep
 
 
-def reconstruction_figure(summary: Summary, out, num_images: int = 6, split: str = "test") -> Path:
-    """One picture, one panel per config (its first finished seed, best checkpoint): rows
-    input | reconstruction | reconstruction with the where dropped, on the same images
-    (drawn by ``draw_reconstructions``).
+def first_checkpoint(group: Group, roots) -> Path | None:
+    """The checkpoint of the group's first finished seed that has one it may read; each one
+    refused (``Job.checkpoint``) is one warning line, and the next seed is tried."""
+    for job in group.ok:
+        try:
+            path = job.checkpoint(roots)
+        except Unreadable as err:
+            log.warning("%s", bad_job(job, err))
+            continue
+        if path is not None and path.is_file():
+            return path
+    return None
+
+
+def reconstruction_figure(summary: Summary, out, num_images: int = 6, split: str = "test", roots=()) -> Path:
+    """One picture, one panel per config (its first finished seed, best checkpoint, taken only
+    from the sweep folder or ``roots``: ``Job.checkpoint``): rows input | reconstruction |
+    reconstruction with the where dropped, on the same images (drawn by ``draw_reconstructions``).
     With a numeric override (pool size), configs are laid out as a grid over it."""
     import matplotlib
 
@@ -126,7 +144,7 @@ def reconstruction_figure(summary: Summary, out, num_images: int = 6, split: str
 
     cells, images = {}, {}
     for group in progress(summary.groups, "reconstructions", name=lambda g: g.label):
-        ckpt = next((c for c in (j.checkpoint() for j in group.ok) if c is not None and c.is_file()), None)
+        ckpt = first_checkpoint(group, roots)
         if ckpt is None:
             continue
         module, config = load_model(ckpt)
@@ -210,11 +228,17 @@ def draw_reconstructions(cells: dict, rows: list[list[str | None]], out, row_nam
 
 
 def write_summary(sweep_dir, plot_too: bool = True, references=None) -> Summary:
-    """``summary.md`` (and ``summary.png``, with ``references`` as in ``plot``) in ``sweep_dir``;
-    returns what they show. One function for the Hydra callback (at the end of every multirun)
-    and ``swwae compare`` (on demand), so both write the same files."""
+    """``summary.md`` and ``summary.png`` in the sweep folder (the Hydra callback, at the end of
+    every multirun: the folder Hydra made for the sweep); returns what they show."""
     summary = collect(sweep_dir)
-    (summary.folder / "summary.md").write_text(markdown(summary))
-    if plot_too and summary.columns:
-        plot(summary, summary.folder / "summary.png", references)
+    write_summary_files(summary, summary.folder / "summary", plot_too, references)
     return summary
+
+
+def write_summary_files(summary: Summary, prefix: Path, plot_too: bool = True, references=None) -> None:
+    """``<prefix>.md`` (and ``<prefix>.png``, with ``references`` as in ``plot``): one function
+    for the Hydra callback and ``swwae compare`` (on demand, where its user says), so both write
+    the same files."""
+    prefix.with_suffix(".md").write_text(markdown(summary))
+    if plot_too and summary.columns:
+        plot(summary, prefix.with_suffix(".png"), references)

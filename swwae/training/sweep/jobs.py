@@ -4,15 +4,18 @@ grouped into ``Group``s by the overrides that vary, seed excepted, in one ``Summ
 The data model that the table, the plots and the Hydra callback all read; it also writes
 the ``metrics.json`` of a job that raised (``train.py``), so that the reader and the writer
 of that record live side by side. Every file of a job folder is read with bounds and parsed
-(``swwae.files``, ``swwae.stored``): one that does not makes that job a failed one saying why,
-and the others are read on. No plotting, no Hydra callback here.
+(``swwae.files``, ``swwae.stored``): one that does not makes that job an unreadable one saying
+why in a few words, and the others are read on. A checkpoint a record names is taken only from
+the sweep folder or the folders the user names (``Job.checkpoint``). No plotting, no Hydra
+callback here.
 """
 
 from __future__ import annotations
 
 import json
-import logging
 import math
+import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -22,7 +25,7 @@ from swwae.stats import mean_std
 from swwae.stored import parse_metrics, parse_overrides
 
 SEED_KEYS = ("seed", "+seed", "++seed")
-log = logging.getLogger(__name__)
+HYDRA_ESCAPED = re.compile(r"\\([\\()\[\]{}:=, \t])")  # what Hydra escapes in a sweep job's overrides
 
 # helpers
 
@@ -49,10 +52,23 @@ def pretty_key(key: str) -> str:
     return key.rsplit("/", 1)[-1]
 
 
+def readable(value: str) -> str:
+    """An override's value as the user typed it: Hydra writes a swept string escaped into the
+    job's ``overrides.yaml`` (``$\\{model.lr\\}`` for ``${model.lr}``, ``a\\ b`` for ``a b``)."""
+    return HYDRA_ESCAPED.sub(r"\1", value)
+
+
 def pretty_value(value: str) -> str:
-    """Long floats (Optuna's picks) to 4 significant digits; everything else as given."""
+    """Long floats (Optuna's picks) to 4 significant digits; everything else as typed."""
     number = as_number(value)
-    return f"{number:.4g}" if number is not None and len(value) > 7 and not value.isdigit() else value
+    return f"{number:.4g}" if number is not None and len(value) > 7 and not value.isdigit() else readable(value)
+
+
+def reason(err: Unreadable, path: Path, folder: Path) -> str:
+    """Why a file of a job folder is unreadable, in a few words: ``metrics.json: not JSON (...)``,
+    not the whole message again (the job's folder is named once, by whoever reports it)."""
+    _, found, why = str(err).partition(f"{path} is unreadable: ")
+    return f"{path.relative_to(folder)}: {why}" if found else str(err)
 
 
 def as_number(value: str) -> float | None:
@@ -111,33 +127,34 @@ class Job:
             return None
         return folder / run_name
 
-    def checkpoint(self, name: str = "best.ckpt") -> Path | None:
-        """The checkpoint of this job that its metrics.json reports, taken only while it holds
-        the bytes measured (``checkpoint_sha256``) and lies in the job's run folder (where the
-        saved config tells it; a record without a SHA-256 only there): else None, with a
-        warning. Without a reported checkpoint: the run folder's ``name``."""
+    def checkpoint(self, roots: Sequence[Path] = (), name: str = "best.ckpt") -> Path | None:
+        """The checkpoint of this job that its metrics.json reports (without one: the run
+        folder's ``name``; None when it cannot be told). ``Unreadable`` (a few words: a report
+        leaves the job out in one line) unless it lies where the user's folders hold it, inside
+        the sweep folder or one of ``roots`` (the checkpoint folders the user named), told before
+        anything is opened: a record naming ``/etc/passwd`` is refused, not read. A reported one
+        must then hold the bytes measured (``checkpoint_sha256``) and lie in the job's run folder
+        (where the saved config tells it; a record without a SHA-256 only there)."""
         own = self.run_folder()
         named = self.record.get("checkpoint")
-        if not named:
-            return own / name if own is not None else None
-        return Path(named) if self.trusted(Path(named), own) else None
+        path = Path(named) if named else own / name if own is not None else None
+        if path is None:
+            return None
+        allowed = [self.folder.parent, *roots]
+        if not any(is_inside(path, root) for root in allowed):
+            raise Unreadable(f"checkpoint {path} lies outside {' and '.join(map(str, allowed))}")
+        if named:
+            self.check_measured(path, own)
+        return path
 
-    def trusted(self, path: Path, own: Path | None) -> bool:
-        """Whether ``path``, reported by this job's metrics.json, holds the weights it measured."""
+    def check_measured(self, path: Path, own: Path | None) -> None:
+        """``Unreadable`` unless ``path``, reported by this job's metrics.json, holds the weights
+        it measured."""
         measured, inside = self.record.get("checkpoint_sha256"), own is not None and is_inside(path, own)
         if (own is not None and not inside) or (measured is None and not inside):
-            log.warning("%s reports %s, outside the job's run folder: left out", self.folder / "metrics.json", path)
-            return False
-        if measured is None:
-            return True
-        try:
-            same = sha256_of(path, "checkpoint") == measured
-        except Unreadable as err:
-            log.warning("%s: left out", err)
-            return False
-        if not same:
-            log.warning("%s no longer holds the weights %s measured: left out", path, self.folder / "metrics.json")
-        return same
+            raise Unreadable(f"metrics.json names checkpoint {path}, outside the job's run folder")
+        if measured is not None and sha256_of(path, "checkpoint") != measured:
+            raise Unreadable(f"checkpoint {path} no longer holds the weights metrics.json measured")
 
 
 @dataclass
@@ -173,20 +190,29 @@ class Summary:
 
 def read_job(folder: Path) -> Job:
     """A job folder's overrides and record, each read with bounds and parsed; a file that does
-    not parse makes the job a failed one whose error says why, and the other jobs are read on."""
+    not parse, or a metric that is not a finite number, makes the job an unreadable one whose
+    error says why, and the other jobs are read on. No metrics.json: a failed job."""
     overrides_file, metrics_file = folder / ".hydra" / "overrides.yaml", folder / "metrics.json"
     overrides, problem = {}, None
     if overrides_file.exists() or overrides_file.is_symlink():
         try:
             overrides = parse_overrides(read_yaml(overrides_file, "sweep file"), f"sweep file {overrides_file}")
         except Unreadable as err:
-            problem = str(err)
+            problem = reason(err, overrides_file, folder)
     try:
         record = parse_metrics(read_json(metrics_file, "metrics.json"), f"metrics.json {metrics_file}")
+        odd = next((k for k, v in record["metrics"].items() if not math.isfinite(v)), None)
+        if odd is not None:
+            problem = problem or f"metrics.json: metric {odd[:60]} is {record['metrics'][odd]}, not a finite number"
     except Unreadable as err:
-        missing = not (metrics_file.exists() or metrics_file.is_symlink())
-        error = "no metrics.json: the job did not finish (killed, or still running?)" if missing else str(err)
-        record = {"status": "failed", "error": error, "metrics": {}}
+        record = {"metrics": {}}
+        if metrics_file.exists() or metrics_file.is_symlink():
+            problem = problem or reason(err, metrics_file, folder)
+        else:
+            record |= {
+                "status": "failed",
+                "error": "no metrics.json: the job did not finish (killed, or still running?)",
+            }
     if problem is not None:
         record = record | {"status": "unreadable", "error": problem}
     status = "ok" if record.get("status") is None else record["status"]

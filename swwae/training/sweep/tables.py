@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import math
 
-from swwae.training.sweep.jobs import Summary
+from swwae.errors import plural
+from swwae.training.sweep.jobs import Summary, readable
 
 NAMES = {"recon_mse": ("recon MSE", ".4f"), "acc": ("acc", ".4f"), "error_pct": ("error %", ".2f")}
 
@@ -66,11 +67,11 @@ def markdown(summary: Summary) -> str:
     lines = [f"# Sweep summary: {summary.folder.name}", ""]
     n_failed = len(summary.failed)
     lines.append(
-        f"{len(summary.jobs)} jobs, {len(summary.groups)} configs, {n_failed} failed. "
+        f"{plural(len(summary.jobs), 'job')}, {plural(len(summary.groups), 'config')}, {n_failed} failed. "
         "Mean ± sample std (n - 1) over seeds."
     )
     if summary.common:
-        lines.append("Common overrides: `" + " ".join(f"{k}={v}" for k, v in summary.common.items()) + "`")
+        lines.append("Common overrides: `" + " ".join(f"{k}={readable(v)}" for k, v in summary.common.items()) + "`")
     monitors = by_value(summary, lambda job: job.monitor)
     if len(monitors) == 1:
         lines.append(f"Checkpoints picked by {next(iter(monitors))}.")
