@@ -1,7 +1,10 @@
 """``python train.py <overrides>`` from a clone: the same command as ``swwae train <overrides>``
-(``swwae.commands.train`` says what it does)."""
+(``swwae.commands.train`` says what it does), over this clone's own ``configs/`` folder, even
+where ``swwae`` was installed from another clone."""
+
+from pathlib import Path
 
 from swwae.commands.train import main
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(main(configs=Path(__file__).resolve().parent / "configs"))

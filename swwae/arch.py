@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from swwae.errors import ConfigError
+from swwae.errors import ConfigError, excerpt
 
 # ASCII digits only: \d and int() also read full-width and other scripts' digits
 CONV = re.compile(r"\(([0-9]+)\)([0-9]+)c")
@@ -56,22 +56,48 @@ class Arch:
 
 
 class ArchError(ConfigError):
-    """A bad ``model.arch``: the message quotes the string; ``column`` and ``width`` locate
-    the bad token inside the message, so that a caret line can point at it."""
+    """A bad ``model.arch``: the message quotes the string (a long one around the bad token
+    only: ``quoted``); ``column`` and ``width`` locate the bad token inside the message, so
+    that a caret line can point at it."""
 
     def __init__(self, arch: str, start: int, end: int, reason: str):
-        super().__init__(f'model.arch="{arch}": `{arch[start:end]}` {reason}')
-        self.column, self.width = len('model.arch="') + start, max(1, end - start)
+        shown, at, token = quoted(arch, start, end)
+        length = f" ({len(arch)} characters)" if shown != arch else ""
+        super().__init__(f'model.arch="{shown}"{length}: `{token}` {reason}')
+        self.column, self.width = len('model.arch="') + at, max(1, len(token))
 
     def caret(self, indent: int = 0) -> str:
         """``^^^`` under the bad token, for a message printed after ``indent`` characters."""
         return " " * (indent + self.column) + "^" * self.width
 
 
+QUOTED = 100  # characters of a layer string an error quotes; a longer one, around its bad token
+AROUND = 30  # characters quoted on either side of the bad token
+TOKEN = 40  # characters of the bad token itself (its start and end)
+
+
+def quoted(arch: str, start: int, end: int) -> tuple[str, int, str]:
+    """(what an error quotes of ``arch``, where the bad token ``arch[start:end]`` starts in it,
+    the token as quoted): the whole string up to ``QUOTED`` characters; a longer one cut to the
+    token and a little either side, each cut marked ``...``."""
+    token = arch[start:end]
+    if len(arch) <= QUOTED:
+        return arch, start, token
+    if len(token) > TOKEN:
+        token = f"{token[: TOKEN // 2]}...{token[-(TOKEN // 2) :]}"
+    before = arch[max(0, start - AROUND) : start]
+    before = f"...{before}" if start > AROUND else before
+    after = arch[end : end + AROUND]
+    after = f"{after}..." if end + AROUND < len(arch) else after
+    return before + token + after, len(before), token
+
+
 def parse(arch: str) -> Arch:
     """Read the notation; :class:`ArchError` names the first token that cannot work."""
     if not isinstance(arch, str) or not arch.strip():
-        raise ConfigError(f"model.arch must be a layer string such as (32)3c-2p-(64)3c-2p-10fc, got {arch!r}")
+        raise ConfigError(
+            f"model.arch must be a layer string such as (32)3c-2p-(64)3c-2p-10fc, got {excerpt(repr(arch))}"
+        )
     stages, convs, classes = [], [], None
     position = stage_start = 0
     for token in arch.split("-"):

@@ -92,3 +92,17 @@ def shortened(text: str, limit: int = 300) -> str:
     space = cut.rfind(" ")
     cut = cut[:space] if space > limit // 2 else cut[:-1]
     return cut.rstrip(" ,;:") + "..."
+
+
+ECHO_LIMIT = 100  # characters of the user's input that an error line shows
+
+
+def excerpt(text: str, limit: int = ECHO_LIMIT) -> str:
+    """What the user gave, as an error line shows it: whole up to ``limit`` characters, a longer
+    text as its start and end around ``...`` with its length (a 100 kB value on the command line
+    must not come back as a 100 kB error)."""
+    text = str(text)
+    if len(text) <= limit:
+        return text
+    half = max(1, (limit - 3) // 2)
+    return f"{text[:half]}...{text[-half:]} ({len(text)} characters)"

@@ -38,7 +38,7 @@ from pydantic import (
 
 from swwae.arch import Arch, shorthand
 from swwae.arch import parse as parse_arch
-from swwae.errors import ConfigError
+from swwae.errors import ConfigError, excerpt
 from swwae.loss_terms import TERMS, loss_weights
 from swwae.pooling.modes import POOL_MODES, PoolMode, Setting
 
@@ -101,9 +101,9 @@ def unknown_key(key: str, known) -> str:
     prefix = f"{section}." if section else ""
     near = difflib.get_close_matches(name, [str(k) for k in known], n=1, cutoff=0.6)
     if near:
-        return f"{key} is not a setting; did you mean {prefix}{near[0]}?"
+        return f"{excerpt(key)} is not a setting; did you mean {prefix}{near[0]}?"
     shown = ", ".join(sorted(map(str, known)))
-    return f"{key} is not a setting{f' of {section}' if section else ''}; the settings are: {shown}"
+    return f"{excerpt(key)} is not a setting{f' of {section}' if section else ''}; the settings are: {shown}"
 
 
 WORDS_AS_SIGNS = (
@@ -132,9 +132,7 @@ def first_problem(err: ValidationError, section: str = "", known=()) -> Exceptio
     message = first["msg"].replace("Input should be", "must be").replace("Value error, ", "")
     for words, sign in WORDS_AS_SIGNS:
         message = message.replace(words, sign)
-    shown = repr(first["input"])
-    shown = shown if len(shown) <= 120 else shown[:100] + "..."
-    return ConfigError(f"{key}={shown} is not allowed: {message}")
+    return ConfigError(f"{key}={excerpt(repr(first['input']))} is not allowed: {message}")
 
 
 def parse(schema: type[Settings], values: Mapping, section: str) -> Settings:
@@ -279,7 +277,7 @@ def network_spec(arch, widths, kernel_size, pool_size, num_classes) -> Arch:
     spec = parse_arch(arch)
     if spec.classes and num_classes and spec.classes != num_classes:
         raise ConfigError(
-            f'model.arch="{arch}" ends with a classifier over {spec.classes} classes, but the '
+            f'model.arch="{excerpt(arch)}" ends with a classifier over {spec.classes} classes, but the '
             f"data have {num_classes}: write {num_classes}fc"
         )
     return spec
@@ -294,7 +292,7 @@ def check_training(weights: Mapping, *, arch) -> None:
         raise ConfigError(f"model.{', '.join(first)} and {last} must be >= 0 and not all 0")
     if arch is not None and parse_arch(arch).classes and weights.get("lambda_nll", 0) == 0:
         raise ConfigError(
-            f'model.arch="{arch}" ends with a classifier that model.lambda_nll=0 never trains: '
+            f'model.arch="{excerpt(arch)}" ends with a classifier that model.lambda_nll=0 never trains: '
             f"drop its fc token, or set model.lambda_nll > 0"
         )
 

@@ -78,13 +78,14 @@ def test_debug_quick_after_a_real_run_never_touches_it(tmp_path):
     folder = tmp_path / "checkpoints" / RUN
     before = hashes(folder)
 
-    quick = train_cli(tmp_path, *SMALL, quick=["debug=quick"], name="quick")  # the setup check, as the README has it
+    quick = run_cli(ROOT / "train.py", "debug=quick", *SMALL, cwd=tmp_path)  # the setup check, as the README has it
     assert quick.returncode == 0, quick.stderr[-2000:]
     assert hashes(folder) == before and not list((tmp_path / "checkpoints").glob("*.previous-*"))
     assert (tmp_path / "checkpoints" / "quick" / RUN / "best.ckpt").is_file()  # a root of its own
     assert (tmp_path / "logs" / "quick" / RUN).is_dir()
-    summary = json.loads((tmp_path / "outputs" / "quick" / "metrics.json").read_text())
-    assert summary["checkpoint"].endswith(f"checkpoints/quick/{RUN}/best.ckpt")
+    assert sorted(p.name for p in (tmp_path / "outputs").iterdir()) == ["quick", "real"]  # its run folder too
+    (metrics,) = (tmp_path / "outputs" / "quick" / RUN).glob("*/metrics.json")
+    assert json.loads(metrics.read_text())["checkpoint"].endswith(f"checkpoints/quick/{RUN}/best.ckpt")
 
     again = train_cli(tmp_path, *SMALL, quick=["debug=quick"], name="quick_again")  # a check checks, every time
     assert again.returncode == 0, again.stderr[-2000:]

@@ -434,7 +434,8 @@ def test_a_sweep_job_is_named_by_the_run_settings_swept(multirun, tmp_path):
         f"model.lr=0.0001 seed=0 {fixed}": ("swwae_hard_mnist_sample_lr0.0001_seed0", "model.lr=0.0001,seed=0"),
         f"model.lr=0.0001 seed=1 {fixed}": ("swwae_hard_mnist_sample_lr0.0001_seed1", "model.lr=0.0001,seed=1"),
     }
-    assert started == [tmp_path / "multirun" / config.hydra.sweep.dir.split("/")[-1]]  # named once the sweep may go
+    # named once the sweep may go; debug=quick's under a root of its own
+    assert started == [tmp_path / "multirun" / "quick" / config.hydra.sweep.dir.split("/")[-1]]
 
 
 def test_a_single_run_keeps_its_name_whatever_its_overrides(tmp_path):

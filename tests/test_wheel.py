@@ -55,7 +55,7 @@ def test_every_subcommand_from_a_wheel_in_an_empty_folder(tmp_path):
     assert len(list((work / "outputs").rglob("metrics.json"))) == 1
 
     swwae_("train", "-m", "debug=quick", "model=swwae_hard,upsample")
-    (sweep,) = (work / "multirun").iterdir()
+    (sweep,) = (work / "multirun" / "quick").iterdir()  # debug=quick's sweeps: a root of their own
     assert "2 jobs, 2 configs, 0 failed" in (sweep / "summary.md").read_text()
 
     listed = swwae_("runs").stdout

@@ -1,9 +1,11 @@
 """The override grammar's errors for common mistakes, as one line: Hydra reads the command line
 before the job runs, and answers an unknown key, a look-alike character or a ``+`` too many with
 four to seven lines of its own, whose advice (``+trainer.max_epoch=3``) may lead to a second
-error. ``run_with_one_line_errors(main)`` runs a ``@hydra.main`` function and turns those into
-one ``error:`` line naming the key and what to write instead (exit status 2); any other error of
-Hydra's is printed as Hydra prints it (exit status 1), and an error of the job is the job's.
+error, a value it cannot merge with no reason at all, and a config file that is not YAML (a
+preset of the user's own) with a hundred lines of traceback. ``run_with_one_line_errors(main)``
+runs a ``@hydra.main`` function and turns those into one ``error:`` line naming the key and
+what to write instead, or the file, line and column (exit status 2); any other error of Hydra's
+is printed as Hydra prints it (exit status 1), and an error of the job is the job's.
 """
 
 from __future__ import annotations
@@ -15,13 +17,18 @@ import unicodedata
 from collections.abc import Callable
 from pathlib import Path
 
+import yaml
 from hydra.errors import CompactHydraException, ConfigCompositionException, OverrideParseException
+from omegaconf.errors import InterpolationResolutionError
 
+from swwae.errors import excerpt
 from swwae.training.runs.sweep_claim import remove_if_empty
 
 FULL_ERROR = "HYDRA_FULL_ERROR"  # Hydra raises instead of printing its own report
 NOT_IN_CONFIG = re.compile(r"Could not override '([^']+)'")
 ALREADY_THERE = re.compile(r"Could not append to config\. An item is already at '([^']+)'")
+NOT_MERGED = re.compile(r"Error merging override (.+)", re.DOTALL)
+WHY_LIMIT = 200  # characters of a parser's or Hydra's reason (it may quote the input)
 
 # helpers
 
@@ -46,7 +53,9 @@ def unreadable(argv: list[str]) -> tuple[str, str] | None:
         try:
             parser.parse_overrides([arg])
         except OverrideParseException as err:
-            return arg, str(err).splitlines()[0]
+            lines = str(err).splitlines() or [""]
+            reasons = [line for line in lines if not line.startswith("Error parsing override")]  # the override again
+            return arg, (reasons or lines)[0]
     return None
 
 
@@ -67,39 +76,98 @@ def grammar_line(argv: list[str]) -> str:
     arg, why = found
     foreign = foreign_character(arg)
     if foreign:
-        return f"{arg}: {foreign}: type it again with plain letters"
-    return f"cannot read {arg!r} as an override: {why} (quote a value with spaces or brackets: 'key=[1, 2]')"
+        return f"{excerpt(arg)}: {foreign}: type it again with plain letters"
+    return (
+        f"cannot read {excerpt(repr(arg))} as an override: {excerpt(why, WHY_LIMIT)} "
+        "(quote a value with spaces or brackets: 'key=[1, 2]')"
+    )
 
 
 def unknown_key_line(key: str, argv: list[str]) -> str:
     """'trainer.max_epoch is not a setting; did you mean trainer.max_epochs?', or how to add a
     setting that the schema knows but the config does not list (a Lightning Trainer argument)."""
     from swwae.settings import unknown_key
-    from swwae.training.spec import setting_names
+    from swwae.training.spec import own_key_typo, setting_names
 
     section, _, name = key.rpartition(".")
     known = setting_names(section)
     if name in known:
         value = override_of(key, argv).partition("=")[2]
-        return f"{key} is not in the {section or 'top-level'} config: add it with +{key}={value}"
+        return f"{key} is not in the {section or 'top-level'} config: add it with +{key}={excerpt(value)}"
+    written = excerpt(override_of(key, argv).lstrip("+"))
     if not known:
-        return f"{key} is not in the config: add it with +{override_of(key, argv).lstrip('+')} if it should be"
+        return f"{excerpt(key)} is not in the config: add it with +{written} if it should be"
+    if not section and own_key_typo(key) is None:  # no setting's look-alike: a key of the user's own
+        return f"{excerpt(key)} is not in the config: add a key of your own with +{written}"
     return unknown_key(key, known)
 
 
+def already_there_line(key: str, argv: list[str]) -> str:
+    return f"{excerpt(override_of(key, argv))}: {key} is already in the config: drop the + ({key}=...)"
+
+
+def merge_line(override: str, cause: BaseException | None, argv: list[str]) -> str:
+    """An override Hydra could not merge, and why (Hydra says only that it could not): a ``+``
+    on a key the config holds as an interpolation (Hydra resolves it to see whether it is
+    there, and fails on ``${hydra:...}`` before the job), or the value's own problem (a word
+    where the config's schema wants a number: ``hydra.sweeper.n_trials=abc``)."""
+    key = override.partition("=")[0]
+    if key.startswith("+") and not key.startswith("++") and isinstance(cause, InterpolationResolutionError):
+        return already_there_line(key.lstrip("+"), argv)
+    why = str(cause).strip().splitlines()[0] if cause is not None and str(cause).strip() else "Hydra could not merge it"
+    return f"{excerpt(override)}: {excerpt(why, WHY_LIMIT)}"
+
+
+def yaml_line(err: BaseException) -> str:
+    """A config file that is not YAML (a preset of the user's own, most often): the file, the
+    line and column of the problem and what it is; "" when ``err`` is no YAML error."""
+    found = next((e for e in causes(err) if isinstance(e, yaml.YAMLError)), None)
+    if found is None:
+        return ""
+    mark = getattr(found, "problem_mark", None) or getattr(found, "context_mark", None)
+    if mark is None:
+        return f"a config file is not valid YAML: {excerpt(' '.join(str(found).split()), WHY_LIMIT)}"
+    where = f"{shown_path(mark.name)}, line {mark.line + 1}, column {mark.column + 1}"
+    problem = found.problem or found.context or "cannot be read"
+    context = getattr(found, "context_mark", None)
+    if found.problem and found.context and context is not None and context.line != mark.line:
+        problem += f" ({found.context}, from line {context.line + 1}, column {context.column + 1})"
+    return f"{where}: not valid YAML: {excerpt(problem, WHY_LIMIT)}"
+
+
+def causes(err: BaseException) -> list[BaseException]:
+    """``err`` and the exceptions it was raised from or during, innermost last."""
+    chain: list[BaseException] = []
+    while err is not None and err not in chain:
+        chain.append(err)
+        err = err.__cause__ or err.__context__
+    return chain
+
+
+def shown_path(name: str) -> str:
+    """A file's path as a user reads it: relative to where they stand, if it is there."""
+    path = Path(name)
+    try:
+        return str(path.absolute().relative_to(Path.cwd()))
+    except ValueError:
+        return name
+
+
 def line_for(err: Exception, argv: list[str]) -> str:
-    """The one line for an override error of Hydra's, or "" when it is not one of those."""
+    """The one line for an override error of Hydra's or a config file that is not YAML, or ""
+    when it is not one of those."""
     text = str(err)
     if isinstance(err, OverrideParseException) or isinstance(err.__cause__, OverrideParseException):
         return grammar_line(argv)
     if not isinstance(err, ConfigCompositionException):
-        return ""
+        return yaml_line(err)
     if match := NOT_IN_CONFIG.search(text):
         return unknown_key_line(match[1], argv)
     if match := ALREADY_THERE.search(text):
-        key = match[1]
-        return f"{override_of(key, argv)}: {key} is already in the config: drop the + ({key}=...)"
-    return ""
+        return already_there_line(match[1], argv)
+    if match := NOT_MERGED.match(text):
+        return merge_line(match[1], err.__cause__, argv)
+    return yaml_line(err)
 
 
 # the entry

@@ -1,7 +1,8 @@
 """Train a Stacked What-Where Auto-encoder: ``swwae train model=swwae_hard`` (from a clone,
 ``python train.py model=swwae_hard`` is the same command).
 
-The Hydra entry point, over the shipped configs (``swwae.configs``: ``swwae.training.composing``).
+The Hydra entry point, over the shipped configs (``swwae.configs``: ``swwae.training.composing``;
+``python train.py``: the clone's own ``configs/``).
 It reads Hydra's own state once (``composing.launch``: the choices, the overrides, the output and
 sweep folders), parses the config once (``swwae.training.spec.check_config``), and hands both to
 the job, ``swwae.training.run.train``. Bad input answers before torch loads: this module and the
@@ -44,7 +45,15 @@ from omegaconf import DictConfig
 from swwae.commands.overrides import run_with_one_line_errors
 from swwae.errors import Interrupted, UserError, one_line
 from swwae.plugins import load_plugins
-from swwae.training.composing import CONFIG_NAME, CONFIG_PATH, Launch, check_installed, launch, register_resolvers
+from swwae.training.composing import (
+    CONFIG_NAME,
+    CONFIG_PATH,
+    Launch,
+    check_installed,
+    config_path,
+    launch,
+    register_resolvers,
+)
 from swwae.training.runs import sweep_claim
 from swwae.training.spec import check_config
 
@@ -106,8 +115,8 @@ def tidy_output_folder(output_dir: str, rejected: bool) -> None:
             parent.rmdir()
 
 
-@hydra.main(config_path=CONFIG_PATH, config_name=CONFIG_NAME, version_base="1.3")
 def run(cfg: DictConfig) -> float | str:
+    """The job (Hydra's task function: ``main`` hands it to ``hydra.main``)."""
     job = launch()  # Hydra's own state, read here once and passed down as values
     multirun = job.sweep is not None
     rejected = False
@@ -164,11 +173,15 @@ def quote_layer_strings(argv: list[str]) -> list[str]:
     return quoted
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, configs: Path | None = None) -> int:
     """``swwae train <argv>``: Hydra's command line (overrides, ``-m`` sweeps, ``--help``,
-    ``--config-dir``); the exit status as ``run`` leaves it (0, or its ``sys.exit``)."""
+    ``--config-dir``) over the shipped configs, or a clone's ``configs`` folder (``python
+    train.py``: ``composing.config_path``); the exit status as ``run`` leaves it (0, or its
+    ``sys.exit``)."""
+    path = config_path(configs)
     try:
-        check_installed()
+        if path == CONFIG_PATH:
+            check_installed()
         if load_plugins():  # a lab's own parts (swwae.plugins): their settings before Hydra composes
             register_resolvers()
     except UserError as err:
@@ -178,7 +191,8 @@ def main(argv: list[str] | None = None) -> int:
     saved = sys.argv
     sys.argv = [saved[0] if argv is None else "train", *quote_layer_strings(args)]
     try:
-        run_with_one_line_errors(run)  # the override grammar's errors for common mistakes
+        app = hydra.main(config_path=path, config_name=CONFIG_NAME, version_base="1.3")(run)
+        run_with_one_line_errors(app)  # the override grammar's errors for common mistakes
     except Exception:
         after_the_sweeper_stopped()
         raise

@@ -17,6 +17,8 @@ import re
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Generic, TypeVar
 
+from swwae.errors import excerpt
+
 Entry = TypeVar("Entry")
 
 
@@ -55,7 +57,8 @@ class Table(Mapping[str, Entry], Generic[Entry]):
     def entry(self, name: object, setting: str | None = None) -> Entry:
         """The entry of ``name``, or ConfigError (one line) naming the choices."""
         if not isinstance(name, str) or name not in self._entries:
-            raise self.error(f"{setting or self.setting}={name!r} is unknown; choose one of {', '.join(self._entries)}")
+            choices = ", ".join(self._entries)
+            raise self.error(f"{setting or self.setting}={excerpt(repr(name))} is unknown; choose one of {choices}")
         return self._entries[name]
 
     def clash(self, entry: Entry) -> str | None:

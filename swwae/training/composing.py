@@ -2,7 +2,8 @@
 
 They are the package ``swwae.configs`` (``configs/`` of a clone, shipped as package data), read
 through Hydra's ``pkg://`` search path, so the job finds them from a wheel as from a clone and
-writes where the user stands. A lab's own folder extends or overrides them: ``swwae train
+writes where the user stands; a clone's ``train.py`` names its own ``configs/`` folder instead
+(``config_path``). A lab's own folder extends or overrides them: ``swwae train
 --config-dir my_configs experiment=mine`` (Hydra puts it before the shipped configs), or
 ``hydra.searchpath=[file://my_configs]`` in a config (after them: adds presets, overrides none).
 
@@ -35,7 +36,7 @@ from importlib.resources import files
 from importlib.util import find_spec
 from pathlib import Path
 
-from swwae.errors import ConfigError, UserError
+from swwae.errors import ConfigError, UserError, excerpt
 from swwae.loss_terms import trains_reconstruction
 from swwae.settings import trains_classifier
 from swwae.training.runs import identity  # noqa: F401 - registers the run name's ${swwae.arch_tag:}
@@ -43,6 +44,16 @@ from swwae.training.runs import identity  # noqa: F401 - registers the run name'
 CONFIG_MODULE = "swwae.configs"
 CONFIG_PATH = f"pkg://{CONFIG_MODULE}"
 CONFIG_NAME = "train"
+
+
+def config_path(folder: Path | None = None) -> str:
+    """Where Hydra reads the configs: a clone's own ``configs/`` folder (``folder``, named by the
+    clone's ``train.py``) when it holds ``train.yaml``, else the package's (``CONFIG_PATH``). So
+    ``python train.py`` in a clone runs that clone's configs, even where ``swwae`` was installed
+    from another clone (whose ``swwae.configs`` is that other clone's folder)."""
+    if folder is not None and (Path(folder) / f"{CONFIG_NAME}.yaml").is_file():
+        return str(Path(folder).absolute())
+    return CONFIG_PATH
 
 
 def check_installed() -> None:
@@ -218,7 +229,7 @@ def check_monitor(metric: str, mode: str, logged: list[str]) -> None:
     watches it at every validation, and sweepers read it at the end."""
     if metric not in logged:
         raise ConfigError(
-            f"optimized_metric={metric} is not a validation metric of this model; "
+            f"optimized_metric={excerpt(metric)} is not a validation metric of this model; "
             f"choose one of {', '.join(sorted(logged))}"
         )
     check_mode(mode)
@@ -226,7 +237,7 @@ def check_monitor(metric: str, mode: str, logged: list[str]) -> None:
 
 def check_mode(mode) -> str:
     if mode not in ("min", "max"):
-        raise ConfigError(f"optimized_mode must be min or max, got {mode!r}")
+        raise ConfigError(f"optimized_mode must be min or max, got {excerpt(repr(mode))}")
     return mode
 
 

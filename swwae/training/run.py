@@ -126,8 +126,7 @@ def run_folder(spec: RunSpec, run_config: dict, hydra: Launch) -> RunFolder:
 def build_job(cfg: DictConfig, spec: RunSpec, run_config: dict, folder: RunFolder, hydra: Launch) -> Job:
     """The data (loaded now: data errors stop the run before any training), the model, the
     callbacks and the one Trainer (its loggers come later: ``start_training``)."""
-    if spec.seed is not None:
-        L.seed_everything(spec.seed, workers=True, verbose=False)
+    L.seed_everything(spec.seed, workers=True, verbose=False)
     datamodule = build(cfg.data, _convert_="all")
     datamodule.prepare_data()
     datamodule.setup("fit")

@@ -16,6 +16,7 @@ own settings when it is built. Plain Python: no torch, no Lightning.
 
 from __future__ import annotations
 
+import difflib
 import functools
 from collections.abc import Mapping
 from importlib.util import find_spec
@@ -36,7 +37,7 @@ from pydantic import (
 
 from swwae.arch import check_fits
 from swwae.datasets import DATA_SETS
-from swwae.errors import CheckpointError, ConfigError, UserError
+from swwae.errors import CheckpointError, ConfigError, UserError, excerpt
 from swwae.install import install_extra
 from swwae.loss_terms import loss_weights
 from swwae.settings import (
@@ -52,6 +53,7 @@ from swwae.settings import (
     network_spec,
     pool_mode_of,
     trains_classifier,
+    unknown_key,
 )
 from swwae.training.composing import check_mode
 from swwae.training.registry import DATA_MODULES, DATASETS, MODEL_MODULES, MODELS, shipped
@@ -124,13 +126,18 @@ class PathsSpec(Frozen):
     log_dir: StrictStr = "logs"
     checkpoint_dir: StrictStr = "checkpoints"
     output_dir: StrictStr | None = None
+    output_root: StrictStr = "outputs"  # of the run folders (configs/hydra/default.yaml)
+    sweep_root: StrictStr = "multirun"  # of the sweep folders
 
 
 class RunSpec(Frozen):
-    """A run's settings: the run itself, then a section for each part of the job."""
+    """A run's settings: the run itself, then a section for each part of the job. A top-level
+    key that is none of them is the user's own (``own_key_typo``)."""
+
+    model_config = ConfigDict(extra="allow", frozen=True, populate_by_name=True)
 
     run_name: StrictStr
-    seed: Int | None = 0
+    seed: Int = 0  # every random draw is a function of it: a run is reproducible, so it is always set
     resume: Literal["auto", "true", "false"] = "auto"
     test: StrictBool = True
     optimized_metric: StrictStr | None = None
@@ -146,6 +153,15 @@ class RunSpec(Frozen):
     callbacks: dict[str, Any] | None = None
     paths: PathsSpec = PathsSpec()
 
+    @model_validator(mode="before")
+    @classmethod
+    def _own_keys(cls, values):
+        if isinstance(values, Mapping):
+            for key in values:
+                if typo := own_key_typo(str(key)):
+                    raise ConfigError(typo)
+        return values
+
     @field_validator("run_name", mode="before")
     @classmethod
     def _name(cls, value):
@@ -154,8 +170,9 @@ class RunSpec(Frozen):
     @field_validator("seed", mode="before")
     @classmethod
     def _seed(cls, value):
-        if value is not None and (not whole(value) or not 0 <= value < 2**32):
-            raise ConfigError(f"seed must be an integer in 0..{2**32 - 1} (or null), got {value!r}")
+        if not whole(value) or not 0 <= value < 2**32:
+            shown = "null" if value is None else excerpt(repr(value))
+            raise ConfigError(f"seed must be an integer in 0..{2**32 - 1}, got {shown}")
         return value
 
     @field_validator("optimized_mode", mode="before")
@@ -214,6 +231,20 @@ class RunSpec(Frozen):
 
 
 # parsing
+
+TYPO_CUTOFF = 0.8  # a top-level key this like a setting's name is taken for a typo of it (seeds, verbos)
+
+
+def own_key_typo(key: str) -> str | None:
+    """Why a top-level key cannot be the user's own, or None when it can. A key that is no
+    setting is the user's (``tags: [dev]`` in a preset of theirs, for their own interpolations
+    and records: kept in the run's config, unused by swwae; docs/configs.md), unless it is so
+    like a setting's name that it reads as a typo of it: 'seeds is not a setting; did you mean
+    seed?'."""
+    known = names_of(RunSpec)
+    if key in known or not difflib.get_close_matches(key, known, n=1, cutoff=TYPO_CUTOFF):
+        return None
+    return unknown_key(key, known)
 
 
 def table_entry(target: str):

@@ -33,7 +33,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr, create_model, field_validator, model_validator
 
-from swwae.errors import ConfigError, plural
+from swwae.errors import ConfigError, excerpt, plural
 from swwae.install import command
 from swwae.training.lightning_api import precision_values, trainer_arguments
 
@@ -46,7 +46,7 @@ DURATION_WORDS = "a duration ('DD:HH:MM:SS', or {minutes: 30}: datetime.timedelt
 
 
 def fails(key: str, value, allowed: str) -> ConfigError:
-    return ConfigError(f"{key}={value!r} is not allowed: {allowed}")
+    return ConfigError(f"{key}={excerpt(repr(value))} is not allowed: {allowed}")
 
 
 def whole(value) -> bool:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from swwae.errors import ConfigError
+from swwae.errors import ConfigError, excerpt
 from swwae.training.runs.identity import differences
 
 RESUME_MODES = ("auto", "true", "false")
@@ -63,7 +63,7 @@ def resume_mode(value) -> str:
     """``resume`` as one of RESUME_MODES (the command line gives booleans or ``auto``)."""
     mode = {True: "true", False: "false"}[value] if isinstance(value, bool) else str(value).lower()
     if mode not in RESUME_MODES:
-        raise ConfigError(f"resume={value!r} is unknown; choose one of {', '.join(RESUME_MODES)}")
+        raise ConfigError(f"resume={excerpt(repr(value))} is unknown; choose one of {', '.join(RESUME_MODES)}")
     return mode
 
 

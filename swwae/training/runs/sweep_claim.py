@@ -14,7 +14,7 @@ Each job its own run: the default run name of a sweep's job says the run setting
 A job is composed from its own overrides, swept and fixed alike, so the sweep tells its jobs which
 keys it does not sweep (``unswept_keys``), through Hydra's own setting for the keys that name no
 job (``hydra.job.config.override_dirname.exclude_keys``, which ``hydra.job.override_dirname``
-reads too). Before any of it, an Optuna search that cannot run is refused (``search_line``).
+reads too). Before any of it, a sweep that cannot run is refused (``sweep_checks.refusal``).
 
 But a run's identity leaves out what a run may change and still be the same run (``max_epochs``),
 and a sweep may repeat a job (``seed=0,0``): two jobs of one sweep can then map to one run
@@ -43,6 +43,7 @@ from pathlib import Path
 from hydra.experimental.callback import Callback
 
 from swwae.errors import ConfigError
+from swwae.training.runs.sweep_checks import refusal
 
 NEW_FOLDER_TRIES = 1000  # <time>, <time>_2 ... <time>_1000: sweeps started in one second
 
@@ -167,46 +168,6 @@ def clash_line(first: int, second: int, folder: Path, differing: list[str]) -> s
     )
 
 
-# before the first job: what an Optuna search needs (it would fail after writing its folder)
-
-OPTUNA_DIRECTIONS = ("minimize", "maximize")
-
-
-def search_line(sweeper, optimized_mode) -> str | None:
-    """The one line that refuses an Optuna search before its first trial (``sweeper``: the
-    ``hydra.sweeper`` node; ``optimized_mode``: the config's, or None where it does not resolve),
-    or None. No trial to run, or a direction Optuna does not know (``${optimized_mode}imize``,
-    as the shipped search says, from an ``optimized_mode`` that is neither min nor max)."""
-    from omegaconf import OmegaConf
-
-    from swwae.training.composing import check_mode
-
-    if not str(sweeper.get("_target_", "")).endswith("OptunaSweeper"):
-        return None
-    trials = sweeper.get("n_trials")
-    if not isinstance(trials, int) or trials < 1:
-        return f"hydra.sweeper.n_trials={trials}: an Optuna search runs at least one trial (n_trials=N, N >= 1)"
-    written = OmegaConf.to_container(sweeper, resolve=False).get("direction")
-    if "optimized_mode" in str(written):
-        try:
-            check_mode(optimized_mode)
-        except ConfigError as err:
-            return f"{err} (the Optuna search's direction follows it: {written})"
-    try:
-        direction = OmegaConf.to_container(sweeper, resolve=True).get("direction")
-    except Exception as err:  # an interpolation that does not resolve: what it says
-        return f"hydra.sweeper.direction does not resolve: {err}".splitlines()[0]
-    directions = direction if isinstance(direction, list) else [direction]
-    names = [getattr(d, "name", d) for d in directions]  # hydra_optuna_sweeper's Direction enum, or a string
-    if not names or any(name not in OPTUNA_DIRECTIONS for name in names):
-        shown = ",".join(map(str, names))
-        return (
-            f"hydra.sweeper.direction={shown}: an Optuna search's direction is minimize or maximize "
-            "(a list of them, one per objective)"
-        )
-    return None
-
-
 # this process's sweep: its folder, for the command should the sweeper stop before the sweep's end
 
 started: list[Path] = []
@@ -214,11 +175,11 @@ started: list[Path] = []
 
 class DistinctRunFolders(Callback):
     """Hydra callback, before a sweep's first job (keep it before the sweep folder's check,
-    ``configs/hydra/default.yaml``: a sweep refused here writes nothing). A search that cannot
-    run (``search_line``) is refused in one line, exit status 2; the keys the sweep does not
-    sweep are set aside (``unswept_keys``), so that each job's default run name says the values
-    swept; a grid sweep (the basic sweeper) in which two jobs would still run in one run folder
-    is refused in one line, exit status 2. Other sweepers (Optuna) choose their jobs as they go:
+    ``configs/hydra/default.yaml``: a sweep refused here writes nothing). A sweep that cannot
+    run (``sweep_checks.refusal``) is refused in one line, exit status 2; the keys the sweep does
+    not sweep are set aside (``unswept_keys``), so that each job's default run name says the
+    values swept; a grid sweep (the basic sweeper) in which two jobs would still run in one run
+    folder is refused in one line, exit status 2. Other sweepers (Optuna) choose their jobs as they go:
     each job's claim (``claim``, by the job) guards those. Then the sweep's folder is named
     (claimed, by default: ``new_folder``) and recorded in ``started``."""
 
@@ -227,11 +188,7 @@ class DistinctRunFolders(Callback):
         from hydra.core.hydra_config import HydraConfig
         from omegaconf import OmegaConf, read_write
 
-        try:
-            mode = config.get("optimized_mode")
-        except Exception:  # its own job says why
-            mode = None
-        refused = search_line(config.hydra.sweeper, mode)
+        refused = refusal(config)
         if refused:
             print(f"error: {refused}", file=sys.stderr)
             raise SystemExit(2)

@@ -1,0 +1,181 @@
+"""Bad input that Hydra, a sweeper or a launcher used to answer with a traceback or a line with
+no reason: a preset of the user's own that is not YAML, a search or a launcher that cannot run,
+an override Hydra cannot merge, a seed that is no integer, a value 100 kB long. Each is one
+``error:`` line, exit status 2, and nothing written where the command ran. Keys of the user's
+own at the top level are theirs; ``python train.py`` reads the configs beside it.
+
+``swwae train`` runs in-process here (``train``): everything these check happens before any
+training."""
+
+from __future__ import annotations
+
+import importlib.util
+import shutil
+
+import pytest
+import yaml
+from hydra.core.global_hydra import GlobalHydra
+
+from helpers.cli import run_cli
+from helpers.config import ROOT
+from swwae.training.spec import check_config
+
+needs_optuna = pytest.mark.skipif(
+    importlib.util.find_spec("hydra_plugins.hydra_optuna_sweeper") is None,
+    reason='needs the optuna extra: pip install -e ".[optuna]"',
+)
+needs_submitit = pytest.mark.skipif(
+    importlib.util.find_spec("hydra_plugins.hydra_submitit_launcher") is None,
+    reason='needs the slurm extra: pip install -e ".[slurm]"',
+)
+
+
+@pytest.fixture
+def train(tmp_path, monkeypatch, capsys):
+    """``train(*args)``: ``swwae train <args>`` launched in ``tmp_path``, as (exit status, the
+    lines it printed, stdout and stderr together)."""
+    import swwae.threads
+
+    monkeypatch.setattr(swwae.threads, "choose_threads", lambda: None)  # the test process's threads are not its own
+    from swwae.commands.train import main
+
+    monkeypatch.chdir(tmp_path)
+
+    def run(*args) -> tuple[int, list[str]]:
+        GlobalHydra.instance().clear()
+        try:
+            status = main(list(args))
+        except SystemExit as done:
+            status = done.code
+        finally:
+            GlobalHydra.instance().clear()
+        printed = capsys.readouterr()
+        return status, (printed.out + printed.err).splitlines()
+
+    return run
+
+
+def left_in(folder, *besides) -> list[str]:
+    return sorted(p.name for p in folder.iterdir() if p.name not in besides)
+
+
+def test_a_preset_of_your_own_that_is_not_yaml_is_one_line_naming_the_file_line_and_column(tmp_path, train):
+    (tmp_path / "mine" / "experiment").mkdir(parents=True)
+    (tmp_path / "mine" / "experiment" / "broken.yaml").write_text("# @package _global_\nmodel:\n  lr: [0.1\nseed: 3\n")
+    assert train("--config-dir", "mine", "experiment=broken") == (
+        2,
+        [
+            "error: mine/experiment/broken.yaml, line 4, column 5: not valid YAML: expected ',' or ']', but got ':' "
+            "(while parsing a flow sequence, from line 3, column 7)"
+        ],
+    )
+    assert left_in(tmp_path) == ["mine"]
+
+
+@needs_optuna
+@pytest.mark.parametrize(
+    ("override", "line"),
+    [
+        ("hydra.sweeper.direction=sideways", "hydra.sweeper.direction=sideways: an Optuna search's direction is"),
+        ("optimized_mode=sideways", "optimized_mode must be min or max, got 'sideways'"),  # every trial would fail
+        ("hydra.sweeper.n_trials=abc", "hydra.sweeper.n_trials=abc: Value 'abc' of type 'str' could not be converted"),
+        (  # a + on a key the config holds as an interpolation: Hydra said only "Error merging override"
+            "+trainer.default_root_dir=here",
+            "+trainer.default_root_dir=here: trainer.default_root_dir is already in the config: drop the +",
+        ),
+    ],
+)
+def test_an_optuna_search_that_cannot_run_is_one_line_with_its_reason(tmp_path, train, override, line):
+    status, printed = train("-m", "hydra/sweeper=optuna", override, "debug=quick")
+    assert status == 2 and len(printed) == 1 and printed[0].startswith(f"error: {line}"), printed
+    assert left_in(tmp_path) == []
+
+
+@needs_submitit
+def test_a_submitit_job_given_no_time_is_one_line(tmp_path, train):
+    status, printed = train("-m", "hydra/launcher=submitit_local", "hydra.launcher.timeout_min=0", "debug=quick")
+    assert status == 2 and printed == [
+        "error: hydra.launcher.timeout_min=0: each job of the sweep is given this many minutes before submitit "
+        "stops it; give it at least 1 (timeout_min=60)"
+    ]
+    assert left_in(tmp_path) == []
+
+
+@needs_submitit
+def test_the_slurm_launcher_off_a_cluster_is_one_line_and_leaves_no_sweep_folder(tmp_path, train, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path / "no_slurm_here"))
+    status, printed = train("-m", "hydra/launcher=submitit_slurm", "debug=quick")
+    assert status == 2 and len(printed) == 1, printed
+    assert printed[0].startswith("error: hydra/launcher=submitit_slurm submits each job with Slurm's sbatch, which")
+    assert left_in(tmp_path) == []  # no multirun/<time>/ holding only multirun.yaml
+
+
+@pytest.mark.parametrize("seed", ["null", "-1", "1.5"])
+def test_a_seed_is_an_integer(tmp_path, train, seed):
+    """Every random draw of a run is a function of its seed (docs/architecture.md): no seed, no run."""
+    status, printed = train(f"seed={seed}")
+    assert status == 2 and printed == [f"error: seed must be an integer in 0..4294967295, got {seed}"]
+    assert left_in(tmp_path) == []
+
+
+LONG_ARCH = "-".join(["(16)3c"] * 17_000)  # 119 kB, and no stage closed
+
+
+@pytest.mark.parametrize(
+    "override",
+    [
+        f"model.arch={LONG_ARCH}",
+        f"model.arch={LONG_ARCH}-2p-5x-2p",  # the bad token at its end
+        f"model.arch={LONG_ARCH}-2p-10fc model.lambda_nll=0",  # a classifier that never trains
+        f"model.pool_mode={'x' * 120_000}",
+        f"resume={'x' * 120_000}",
+        f"model.lr={LONG_ARCH}",  # no override Hydra can read
+    ],
+    ids=["unclosed", "bad token", "untrained classifier", "pool_mode", "resume", "unreadable"],
+)
+def test_an_error_never_echoes_a_long_value_whole(tmp_path, train, override):
+    status, printed = train("run_name=x", *override.split())
+    assert status == 2 and printed and printed[0].startswith("error: "), printed[:1]
+    assert len(printed) == 1 or set(printed[1].strip()) == {"^"}  # a bad layer string: a caret under its token
+    assert all(len(line) <= 400 for line in printed), [len(line) for line in printed]
+    assert left_in(tmp_path) == []
+
+
+def test_a_caret_still_points_at_the_bad_token_of_a_long_layer_string(train):
+    _, (line, caret) = train("run_name=x", f"model.arch={LONG_ARCH}-2p-5x-2p")
+    start = len(caret) - len(caret.lstrip())
+    assert line[start : len(caret)] == "5x"
+
+
+def test_a_top_level_key_of_your_own_is_yours(make_config, train, tmp_path):
+    """``tags: [dev]`` in a preset of yours is kept with the run's config; a key that reads as a
+    typo of a setting is still refused, naming it."""
+    spec = check_config(make_config("+tags=[dev]", "+project=lab1"))
+    assert (spec.model_extra, spec.seed) == ({"tags": ["dev"], "project": "lab1"}, 0)
+    assert train("+seeds=3") == (2, ["error: seeds is not a setting; did you mean seed?"])
+    assert train("tags=[dev]") == (2, ["error: tags is not in the config: add a key of your own with +tags=[dev]"])
+    assert left_in(tmp_path) == []
+
+
+@pytest.mark.slow
+def test_train_py_reads_the_configs_beside_it(tmp_path):
+    """A second clone's ``python train.py``, with swwae installed from the first: its own
+    configs/, not the installed package's."""
+    clone = tmp_path / "clone"
+    clone.mkdir()
+    shutil.copy(ROOT / "train.py", clone)
+    shutil.copytree(ROOT / "configs", clone / "configs")
+    preset = clone / "configs" / "model" / "swwae_hard.yaml"
+    preset.write_text(preset.read_text() + "lr: 0.0123\n")
+    result = run_cli(clone / "train.py", "--cfg", "job", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert yaml.safe_load(result.stdout)["model"]["lr"] == 0.0123
+    assert left_in(tmp_path) == ["clone"]
+
+
+def test_a_config_folder_without_train_yaml_is_not_read_as_the_configs(tmp_path):
+    from swwae.training.composing import CONFIG_PATH, config_path
+
+    assert config_path(tmp_path) == CONFIG_PATH
+    (tmp_path / "train.yaml").write_text("seed: 0\n")
+    assert config_path(tmp_path) == str(tmp_path)
