@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import functools
 import sys
+from pathlib import Path
 
 from swwae.errors import ConfigError, UserError
 from swwae.install import as_installed
@@ -22,6 +23,19 @@ def script_parser(doc: str | None) -> OneLineParser:
     """A script's parser: its module docstring, kept as written (in a clone's words, put in
     this install's by ``swwae.install.as_installed``), is its ``--help``."""
     return OneLineParser(description=doc and as_installed(doc), formatter_class=argparse.RawDescriptionHelpFormatter)
+
+
+def add_checkpoint_folders(parser: argparse.ArgumentParser, reader: str) -> None:
+    """``--checkpoints DIR`` (repeatable; default ``checkpoints``): where ``reader`` may open a
+    checkpoint that a sweep's record names, besides the sweep folder (a record never decides)."""
+    parser.add_argument(
+        "--checkpoints",
+        type=Path,
+        action="append",
+        default=None,
+        metavar="DIR",
+        help=f"a folder {reader} may read checkpoints from, beside the sweep folder (repeatable; default: checkpoints)",
+    )
 
 
 def one_line_errors(main):

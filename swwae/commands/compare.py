@@ -33,7 +33,7 @@ import argparse
 import warnings
 from pathlib import Path
 
-from swwae.cli import one_line_errors, script_parser
+from swwae.cli import add_checkpoint_folders, one_line_errors, script_parser
 from swwae.commands.outputs import picture_path, report_prefix
 from swwae.errors import ConfigError
 from swwae.training.sweep import collect, markdown, numeric_axis, reconstruction_figure, write_summary_files
@@ -82,14 +82,7 @@ def main(argv=None) -> int:
         metavar="PNG",
         help="also write a reconstruction figure (default: reconstructions.png beside the summary)",
     )
-    parser.add_argument(
-        "--checkpoints",
-        type=Path,
-        action="append",
-        default=None,
-        metavar="DIR",
-        help="a folder --recon may read checkpoints from, besides the sweep folder (repeatable; default: checkpoints)",
-    )
+    add_checkpoint_folders(parser, "--recon")
     parser.add_argument("--num-images", type=int, default=6)
     parser.add_argument("--split", choices=["val", "test"], default="test")
     parser.add_argument(

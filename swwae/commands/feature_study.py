@@ -29,7 +29,7 @@ import warnings
 from pathlib import Path
 
 import swwae
-from swwae.cli import one_line_errors, script_parser
+from swwae.cli import add_checkpoint_folders, one_line_errors, script_parser
 from swwae.commands.outputs import report_prefix, writing
 from swwae.errors import ConfigError, Unreadable
 from swwae.probe import random_like
@@ -214,14 +214,7 @@ def main(argv=None) -> int:
     parser.add_argument(
         "--out", type=Path, default=None, help="prefix of the .md/.png/.json, or a folder (default: ./features)"
     )
-    parser.add_argument(
-        "--checkpoints",
-        type=Path,
-        action="append",
-        default=None,
-        metavar="DIR",
-        help="a folder the checkpoints may be read from, besides the sweep folder (repeatable; default: checkpoints)",
-    )
+    add_checkpoint_folders(parser, "the study")
     parser.add_argument("--labels", nargs="+", default=["100", "1000", "all"])
     parser.add_argument("--seed", type=int, default=0, help="draws the labelled subsets")
     parser.add_argument("--k", type=int, default=20)
