@@ -110,11 +110,18 @@ def test_compile_takes_true_false_or_a_backend_name():
 # compile=true in train.py
 
 
+SMALL = ["model.widths=[4,8]", "test=false"]
+
+
 @pytest.mark.slow
 def test_a_compiled_quick_run_trains_and_resumes_with_plain_checkpoints(tmp_path):
+    from helpers.faults import crash_at
+
     run = "swwae_hard_mnist_sample_seed0"
-    first = train_cli(tmp_path, "compile=true", "model.widths=[4,8]", "test=false", name="first", timeout=600)
-    assert first.returncode == 0, first.stderr[-3000:]
+    first = train_cli(  # a run of 2 epochs that stops at the start of the second
+        tmp_path, "compile=true", *SMALL, "trainer.max_epochs=2", *crash_at(epoch=1), name="first", timeout=600
+    )
+    assert first.returncode == 1 and "Crash: crashed in epoch 2" in first.stderr, first.stderr[-3000:]
     last = tmp_path / "checkpoints" / run / "last.ckpt"
     net = swwae.load(last)  # the keys of an eager network: no _orig_mod. prefix
     assert net.config["compile"] is True
@@ -122,10 +129,9 @@ def test_a_compiled_quick_run_trains_and_resumes_with_plain_checkpoints(tmp_path
     more = train_cli(  # traced, not code-generated: what resumes is the checkpoint, whichever backend
         tmp_path,
         "compile=aot_eager",
-        "model.widths=[4,8]",
-        "test=false",
-        "resume=true",
+        *SMALL,
         "trainer.max_epochs=2",
+        "resume=true",
         name="more",
         timeout=600,
     )

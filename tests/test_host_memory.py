@@ -8,6 +8,7 @@ import sys
 import pytest
 
 import swwae.training.process
+from helpers.config import ONE_BATCH
 from swwae.training.run import train
 
 # four 12 MiB tensors a step, allocated and freed, as a training step's activations are;
@@ -46,5 +47,5 @@ def test_freed_memory_is_reused_instead_of_faulted_in_again():
 def test_the_training_job_asks_for_it_as_configured(make_config, monkeypatch, keep):
     calls = []
     monkeypatch.setattr(swwae.training.process, "keep_freed_memory", lambda: calls.append(True) or True)
-    train(make_config(f"keep_freed_memory={str(keep).lower()}", "+trainer.fast_dev_run=true", "model.widths=[8,16]"))
+    train(make_config(f"keep_freed_memory={str(keep).lower()}", *ONE_BATCH, "model.widths=[8,16]"))
     assert calls == ([True] if keep else [])

@@ -1,5 +1,5 @@
 """The paper's experiments (configs/experiment/paper/): every preset runs end to end
-(fast_dev_run) on files the tests write in its dataset's real format, and says in its
+(a batch of each split) on files the tests write in its dataset's real format, and says in its
 comment what the paper reported."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from helpers.config import CONFIG_DIR
+from helpers.config import CONFIG_DIR, ONE_BATCH
 from helpers.datasets import write_cifar, write_mnist, write_stl10, write_svhn
 from swwae.arch import parse
 from swwae.training.run import train
@@ -45,7 +45,7 @@ def test_each_preset_runs_on_files_in_its_datasets_format(preset, make_config, t
     if write is not None:
         write(tmp_path / "data", monkeypatch)
         overrides = [f"data.root={tmp_path / 'data'}", *overrides]
-    cfg = make_config(f"experiment=paper/{preset}", "+trainer.fast_dev_run=true", "data.batch_size=4", *overrides)
+    cfg = make_config(f"experiment=paper/{preset}", *ONE_BATCH, "data.batch_size=4", *overrides)
     spec = parse(cfg.model.arch)
     assert math.isfinite(train(cfg))
     assert (cfg.optimized_metric == "val/acc") == (spec.classes is not None)

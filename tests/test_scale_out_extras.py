@@ -73,5 +73,5 @@ def test_a_sweep_through_the_local_submitit_launcher_runs_two_jobs(tmp_path):
         "0_swwae_hard_mnist_sample_seed0",
         "1_swwae_hard_mnist_sample_seed1",
     ]
-    assert "2 jobs, 1 configs, 0 failed" in (sweep / "summary.md").read_text()
+    assert "2 jobs, 1 config, 0 failed" in (sweep / "summary.md").read_text()
     assert len(summary_rows(sweep)) == 2  # the header and one config over two seeds

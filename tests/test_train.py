@@ -10,7 +10,7 @@ import torch
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from helpers.cli import run_cli
-from helpers.config import CONFIG_DIR, MODEL_CONFIGS, ROOT
+from helpers.config import CONFIG_DIR, MODEL_CONFIGS, ONE_BATCH, ROOT
 from helpers.faults import Crash, crash_at
 from swwae.errors import ConfigError
 from swwae.training.run import train
@@ -28,8 +28,8 @@ def event_tags(log_dir):
 
 @pytest.mark.parametrize("model", MODEL_CONFIGS)
 @pytest.mark.slow
-def test_fast_dev_run_every_model_config(make_config, model):
-    cfg = make_config(f"model={model}", "+trainer.fast_dev_run=true", "model.widths=[8,16]")
+def test_every_model_config_trains_a_batch(make_config, model):
+    cfg = make_config(f"model={model}", *ONE_BATCH, "model.widths=[8,16]")
     value = train(cfg)
     assert math.isfinite(value)
 
@@ -161,7 +161,5 @@ def test_the_training_job_flushes_denormal_floats_as_configured(make_config, mon
 
     calls = []
     monkeypatch.setattr(swwae.training.run.torch, "set_flush_denormal", lambda on: calls.append(on) or True)
-    train(
-        make_config(*([] if flush else ["flush_denormal=false"]), "+trainer.fast_dev_run=true", "model.widths=[8,16]")
-    )
+    train(make_config(*([] if flush else ["flush_denormal=false"]), *ONE_BATCH, "model.widths=[8,16]"))
     assert calls == ([True] if flush else [])

@@ -63,8 +63,8 @@ def test_every_subcommand_from_a_wheel_in_an_empty_folder(tmp_path):
 
     swwae_("project", ckpt.relative_to(work), "stage=1", "out=proj.png")
     assert (work / "proj.png").is_file()
-    swwae_("compare", sweep.relative_to(work))
-    assert (sweep / "summary.png").is_file()
+    swwae_("compare", sweep.relative_to(work))  # into the folder it runs in, never into the sweep's
+    assert "2 jobs, 2 configs, 0 failed" in (work / "summary.md").read_text() and (work / "summary.png").is_file()
 
     # a folder of one's own images (two classes of PNGs): the commands that read the run take it again
     write_image_folder(work / "pets", per_class=6)
@@ -83,4 +83,5 @@ def test_every_subcommand_from_a_wheel_in_an_empty_folder(tmp_path):
     assert json.loads((work / "probes.json").read_text())["rows"][-1]["name"] == FOLDER_RUN
 
     expected = {"checkpoints", "logs", "outputs", "multirun", "m", "probes.json", "proj.png", "pets", "pets.png"}
+    expected |= {"summary.md", "summary.png"}
     assert {p.name for p in work.iterdir()} - {"m.onnx", "m.onnx.data"} == expected

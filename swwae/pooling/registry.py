@@ -14,10 +14,13 @@ from __future__ import annotations
 
 import contextlib
 import re
+import reprlib
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Generic, TypeVar
 
-from swwae.errors import excerpt
+SHORT = reprlib.Repr()  # a name as an error line quotes it: a long one cut in its middle
+SHORT.maxstring = 100
+
 
 Entry = TypeVar("Entry")
 
@@ -58,7 +61,7 @@ class Table(Mapping[str, Entry], Generic[Entry]):
         """The entry of ``name``, or ConfigError (one line) naming the choices."""
         if not isinstance(name, str) or name not in self._entries:
             choices = ", ".join(self._entries)
-            raise self.error(f"{setting or self.setting}={excerpt(repr(name))} is unknown; choose one of {choices}")
+            raise self.error(f"{setting or self.setting}={SHORT.repr(name)} is unknown; choose one of {choices}")
         return self._entries[name]
 
     def clash(self, entry: Entry) -> str | None:

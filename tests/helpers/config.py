@@ -15,6 +15,8 @@ CONFIG_DIR = Path(str(files(CONFIG_MODULE)))  # the shipped configs, where Hydra
 # its checkpoints and logs at the default roots, and the default resume=auto, as a real run's:
 # the tests are runs of the job
 QUICK = ["debug=quick", "paths.checkpoint_dir=checkpoints", "paths.log_dir=logs", "resume=auto"]
+# with QUICK: a batch of each split, the cheapest run that trains, validates, saves and tests
+ONE_BATCH = ["trainer.limit_train_batches=1", "trainer.limit_val_batches=1", "++trainer.limit_test_batches=1"]
 # two CPU processes under Lightning DDP, a couple of quick batches each
 DDP_QUICK = [
     "trainer=ddp",
