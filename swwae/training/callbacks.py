@@ -264,6 +264,7 @@ class RunClock(L.Callback):
         self.started = self.epoch_started = time.perf_counter()  # this process's share
         self.before = self.epoch_before = 0.0  # earlier processes' shares
         self.saved_in_epoch: int | None = None  # the epoch a restored save was made in
+        self.restored: dict | None = None  # a checkpoint's state, until training starts from it
         self.trainer: L.Trainer | None = None
 
     @staticmethod
@@ -290,9 +291,14 @@ class RunClock(L.Callback):
         return {"seconds": self.seconds(), "epoch": epoch, "epoch_seconds": self.epoch_seconds()}
 
     def load_state_dict(self, state: dict) -> None:
-        self.before = float(state.get("seconds", 0.0))
-        self.epoch_before = float(state.get("epoch_seconds", 0.0))
-        self.saved_in_epoch = state.get("epoch")
+        self.restored = state  # taken by training only: a test of the best checkpoint restores it too
+
+    def on_train_start(self, trainer: L.Trainer, module: L.LightningModule) -> None:
+        state, self.restored = self.restored, None
+        if state:
+            self.before = float(state.get("seconds", 0.0))
+            self.epoch_before = float(state.get("epoch_seconds", 0.0))
+            self.saved_in_epoch = state.get("epoch")
 
 
 class BatchSeed(L.Callback):
