@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import shlex
 import signal
+import time
 from pathlib import Path
 
 import pytest
@@ -258,9 +259,11 @@ def test_two_deterministic_runs_with_the_same_seed_give_identical_metrics(make_c
     )
     runs = []
     for resume in ("auto", "false"):  # the second trains again (the same command would report the first)
+        started = time.perf_counter()
         train(make_config(*args, f"resume={resume}"))
+        elapsed = time.perf_counter() - started
         summary = json.loads((tmp_path / "output" / "metrics.json").read_text())
-        summary["metrics"].pop("train_time_s")
+        assert 0 < summary["metrics"].pop("train_time_s") <= elapsed  # testing best.ckpt adds no time of its own
         summary.pop("checkpoint_sha256")  # the file holds its save's own state, the metrics are compared
         runs.append(summary)
     assert "reported_again" not in runs[1]
