@@ -26,7 +26,7 @@ import swwae
 import swwae.commands.outputs
 from helpers.cli import last_error_line, run_cli, train_cli
 from helpers.config import compose_config
-from helpers.disks import read_only_folder
+from helpers.disks import read_only_folder, read_only_reason
 from helpers.faults import Crash, crash_at
 from swwae.checkpoint_file import CHECKPOINT_CHECKSUM_KEY, content_checksum, read_checkpoint
 from swwae.commands.evaluate import main as evaluate_main
@@ -308,7 +308,7 @@ def test_evaluate_writes_its_picture_here_never_beside_the_checkpoint(tmp_path, 
         out, err = capsys.readouterr()
         assert out == "" and err.splitlines() == [  # before the evaluation
             f"error: cannot write the picture recon.png in {theirs}: "
-            + ("Read-only file system" if os.geteuid() == 0 else "Permission denied")
+            + read_only_reason()
             + "; set --out=... to write elsewhere"
         ]
         assert evaluate_main([str(theirs / "best.ckpt"), "--out", "recon.jpg"]) == 2

@@ -8,7 +8,6 @@ import importlib.util
 import itertools
 import json
 import math
-import os
 
 import pytest
 from hydra import compose, initialize_config_module
@@ -18,7 +17,7 @@ from hydra.core.hydra_config import HydraConfig
 import swwae.training.runs.identity  # noqa: F401 - registers ${swwae.arch_tag:}, which run names use
 from helpers.cli import run_cli
 from helpers.config import CONFIG_DIR, QUICK, ROOT
-from helpers.disks import read_only_folder
+from helpers.disks import read_only_folder, read_only_reason
 from swwae.training.composing import CONFIG_MODULE, register_resolvers
 from swwae.training.sweep import collect, markdown, numeric_axis, write_summary
 
@@ -289,7 +288,7 @@ def test_compare_writes_here_never_into_a_read_only_sweep(tmp_path, capsys, monk
         assert main([str(theirs / "sweep"), "--out", str(theirs / "sweep")]) == 2
         assert capsys.readouterr().err.splitlines() == [
             f"error: cannot write the report summary in {theirs / 'sweep'}: "
-            + ("Read-only file system" if os.geteuid() == 0 else "Permission denied")
+            + read_only_reason()
             + "; set --out=... to write elsewhere"
         ]
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import shutil
 from pathlib import Path
 
@@ -15,7 +14,7 @@ import pytest
 
 from helpers.cli import run_cli
 from helpers.config import ROOT
-from helpers.disks import read_only_folder
+from helpers.disks import read_only_folder, read_only_reason
 from swwae.commands.where_report import main
 from swwae.stats import mcnemar, mean_std, mean_std_text, paired_difference, t_interval, verdict, wilcoxon_p
 
@@ -201,7 +200,7 @@ def test_the_report_goes_here_and_never_into_a_read_only_sweep(sweep, tmp_path, 
         assert main([str(theirs / "sweep"), "--out", str(theirs / "where")]) == 2
         assert capsys.readouterr().err.splitlines() == [
             f"error: cannot write the report where in {theirs}: "
-            + ("Read-only file system" if os.geteuid() == 0 else "Permission denied")
+            + read_only_reason()
             + "; set --out=... to write elsewhere"
         ]
 

@@ -51,3 +51,9 @@ def read_only_folder(point: Path, fill: Callable[[Path], object] = lambda folder
         yield point
     finally:
         point.chmod(0o755)
+
+
+def read_only_reason() -> str:
+    """What writing into ``read_only_folder`` fails with: root writes through permissions, so
+    the folder is a read-only mount there, and a folder without write permission otherwise."""
+    return "Read-only file system" if os.geteuid() == 0 else "Permission denied"
