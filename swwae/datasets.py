@@ -21,10 +21,10 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from pydantic import Field, StrictBool, StrictStr
+from pydantic import Field, StrictBool
 
 from swwae.errors import ConfigError
-from swwae.settings import DataSettings, bounded
+from swwae.settings import DataSettings, PathText, bounded
 from swwae.tables import Table
 
 # the shipped data sets' own settings (every data set takes DataSettings')
@@ -38,7 +38,7 @@ class SampleSettings(DataSettings):
 class FolderSettings(DataSettings):
     """A torchvision data set under ``root``."""
 
-    root: StrictStr = Field("./data", description="the folder its files are in (or downloaded to)")
+    root: PathText = Field("./data", description="the folder its files are in (or downloaded to)")
     download: StrictBool = Field(False, description="true: fetch missing files once")
     val_size: bounded(int, ge=1) = Field(5000, description="validation images, carved out of the training set")
 
@@ -46,7 +46,7 @@ class FolderSettings(DataSettings):
 class ImageFolderSettings(DataSettings):
     """A folder of your own images (``swwae.training.data.image_folder``)."""
 
-    root: StrictStr = Field("images", description="the folder: one sub-folder per class (labelled), or images alone")
+    root: PathText = Field("images", description="the folder: one sub-folder per class (labelled), or images alone")
     image_size: bounded(int, ge=4, le=1024) = Field(
         32, description="side S of the square images: shorter side resized to S, centre S x S cropped"
     )

@@ -22,6 +22,7 @@ import difflib
 import functools
 import math
 import numbers
+import os
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
@@ -73,6 +74,25 @@ def finite_number(gt=None, ge=None, lt=None, le=None):
     return Annotated[Any, AfterValidator(check)]
 
 
+NAME_MAX = 255  # bytes in one folder or file name (ext4, APFS, NTFS, ...)
+PATH_MAX = 4096  # bytes in a whole path (Linux)
+
+
+def path_text(value: str) -> str:
+    """A path the job will create or read, short enough for the file system: a longer one would
+    pass every check and fail at its first write, "File name too long", after the run's output
+    folder was made."""
+    encoded = os.fsencode(value)
+    longest = max((len(part) for part in encoded.split(b"/")), default=0)
+    if len(encoded) >= PATH_MAX or longest > NAME_MAX:
+        raise ValueError(
+            f"too long for a path ({len(encoded)} bytes, its longest name {longest}; "
+            f"at most {PATH_MAX - 1} and {NAME_MAX})"
+        )
+    return value
+
+
+PathText = Annotated[StrictStr, AfterValidator(path_text)]
 Int = Annotated[int, Field(strict=True)]
 Number = finite_number()
 

@@ -35,7 +35,7 @@ def test_each_preset_quotes_the_papers_number(preset):
     text = (CONFIG_DIR / "experiment" / "paper" / f"{preset}.yaml").read_text()
     comment = " ".join(line for line in text.splitlines() if line.startswith("#"))
     assert "Zhao et al. 2016" in comment and ("%" in comment or "figure" in comment)
-    assert "python train.py" in comment
+    assert "swwae train" in comment
 
 
 @pytest.mark.parametrize("preset", PRESETS)

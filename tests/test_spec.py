@@ -98,6 +98,21 @@ def test_a_bad_value_is_one_line_naming_the_key(config, section, key, value, mes
     assert str(err.value).startswith(message) and "\n" not in str(err.value)
 
 
+@pytest.mark.parametrize(
+    "key, value",
+    [("checkpoint_dir", "c" * 120_000), ("log_dir", "logs/" + "n" * 256), ("output_dir", "o/" * 2048)],
+)
+def test_a_path_too_long_for_the_file_system_is_one_short_line(config, key, value):
+    """It would pass every other check and fail at the run's first write ("File name too long",
+    after Hydra made the output folder); the line shows a few hundred characters of it, not all."""
+    config["paths"][key] = value
+    with pytest.raises(ConfigError) as err:
+        check_config(config)
+    line = str(err.value)
+    assert line.startswith(f"paths.{key}=") and "too long for a path" in line
+    assert "\n" not in line and len(line) < 400
+
+
 def test_a_class_of_your_own_keeps_its_section_as_written(config):
     config["model"] = {"_target_": "my_lab.MyModule", "depth": 3}
     spec = check_config(config)

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 from hydra.experimental.callback import Callback
 
-from swwae.errors import DiskError, UserError
+from swwae.errors import DiskError, UserError, excerpt
 
 if TYPE_CHECKING:
     from swwae.training.spec import PathsSpec
@@ -42,8 +42,10 @@ def check_writable(folder: Path, what: str, setting: str, keep: bool = True) -> 
         probe.unlink()
     except OSError as err:
         in_the_way = next((p for p in (folder, *folder.parents) if p.exists() and not p.is_dir()), None)
-        why = f"{in_the_way} is a file, not a folder" if in_the_way is not None else reason(err)
-        raise DiskError(f"cannot write {what} in {folder}: {why}; set {setting}=... to write elsewhere") from None
+        why = f"{excerpt(in_the_way)} is a file, not a folder" if in_the_way is not None else reason(err)
+        raise DiskError(
+            f"cannot write {what} in {excerpt(folder)}: {why}; set {setting}=... to write elsewhere"
+        ) from None
     finally:
         if not keep:
             for p in created:  # innermost first
@@ -62,7 +64,7 @@ def check_folders(paths: PathsSpec) -> None:
 
 def write_failed(path, err: OSError) -> DiskError:
     """The one-line error of a write of ``path`` that failed (disk full, quota, read-only)."""
-    return DiskError(f"writing {path} failed: {reason(err)}")
+    return DiskError(f"writing {excerpt(path)} failed: {reason(err)}")
 
 
 class CheckOutputFolder(Callback):

@@ -44,6 +44,7 @@ from swwae.settings import (
     DataSettings,
     Int,
     NetworkSettings,
+    PathText,
     Settings,
     check_data,
     check_network,
@@ -123,11 +124,11 @@ class PathsSpec(Frozen):
 
     model_config = ConfigDict(extra="allow", frozen=True)
 
-    log_dir: StrictStr = "logs"
-    checkpoint_dir: StrictStr = "checkpoints"
-    output_dir: StrictStr | None = None
-    output_root: StrictStr = "outputs"  # of the run folders (configs/hydra/default.yaml)
-    sweep_root: StrictStr = "multirun"  # of the sweep folders
+    log_dir: PathText = "logs"
+    checkpoint_dir: PathText = "checkpoints"
+    output_dir: PathText | None = None
+    output_root: PathText = "outputs"  # of the run folders (configs/hydra/default.yaml)
+    sweep_root: PathText = "multirun"  # of the sweep folders
 
 
 class RunSpec(Frozen):
