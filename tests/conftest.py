@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 from hydra.core.global_hydra import GlobalHydra
 
+from helpers.cli import kept_logging
 from helpers.config import compose_config
 
 
@@ -24,15 +25,6 @@ def make_config(tmp_path):
 
 @pytest.fixture(autouse=True)
 def restore_logging():
-    """The logging set up by a command run in the test's process (Hydra's job logging: handlers
-    on the test's captured stderr) goes with the test: a later test's warning would otherwise be
-    written to a closed stream, as Python's "--- Logging error ---" traceback."""
-    import logging
-
-    loggers = [logging.getLogger()] + [
-        logger for logger in logging.Logger.manager.loggerDict.values() if isinstance(logger, logging.Logger)
-    ]
-    saved = {logger: (list(logger.handlers), logger.level, logger.propagate) for logger in loggers}
-    yield
-    for logger, (handlers, level, propagate) in saved.items():
-        logger.handlers[:], logger.level, logger.propagate = handlers, level, propagate
+    """The logging a command run in the test's process set up goes with the test (``kept_logging``)."""
+    with kept_logging():
+        yield

@@ -10,8 +10,7 @@ import pytest
 import torch
 from torch import nn
 
-from helpers.cli import run_cli
-from helpers.config import ROOT
+from helpers.cli import command_here
 from swwae.arch import ArchError, parse, shorthand
 from swwae.errors import ConfigError
 from swwae.model import SWWAE, convs
@@ -123,7 +122,7 @@ def test_a_reconstruction_only_string_monitors_the_reconstruction(make_config, t
 
 @pytest.mark.slow
 def test_cli_bad_string_is_an_error_line_with_a_caret_and_exit_2(tmp_path):
-    result = run_cli(ROOT / "train.py", 'model.arch="(16)5c-(32)5x-2p"', f"hydra.run.dir={tmp_path}", cwd=tmp_path)
+    result = command_here('model.arch="(16)5c-(32)5x-2p"', f"hydra.run.dir={tmp_path}", cwd=tmp_path)
     assert result.returncode == 2, result.stderr[-2000:]
     error, caret = result.stderr.rstrip("\n").splitlines()[-2:]
     assert error.startswith('error: model.arch="(16)5c-(32)5x-2p": `(32)5x` is not a layer')

@@ -8,7 +8,7 @@ import shlex
 
 import pytest
 
-from helpers.cli import run_cli
+from helpers.cli import command_here, run_cli, train_here
 from helpers.docs import ROOT, code_blocks
 
 README_HOME = "/home/me/swwae"  # where the README's example ran
@@ -39,7 +39,10 @@ def test_the_readme_shows_bad_input_examples():
 @pytest.mark.parametrize("command, shown", EXAMPLES, ids=[command for command, _ in EXAMPLES])
 def test_each_bad_input_command_of_the_readme_is_one_line(tmp_path, command, shown):
     args = shlex.split(command)[1:]  # without "python"
-    result = run_cli(ROOT / args[0], *args[1:], cwd=tmp_path)
+    if args[0] == "train.py":
+        result = command_here(*args[1:], cwd=tmp_path)
+    else:
+        result = run_cli(ROOT / args[0], *args[1:], cwd=tmp_path)
     lines = (result.stdout + result.stderr).strip("\n").splitlines()
     assert result.returncode == 2, result.stderr[-2000:]
     carets = [line for line in lines[1:] if set(line.strip()) == {"^"}]
@@ -50,12 +53,10 @@ def test_each_bad_input_command_of_the_readme_is_one_line(tmp_path, command, sho
 
 @pytest.mark.slow
 def test_a_run_leaves_its_log_lines_in_train_log_or_no_train_log(tmp_path):
-    from helpers.cli import train_cli
-
-    quiet = train_cli(tmp_path, "model.widths=[4]", name="quiet")  # logs nothing of its own
+    quiet = train_here(tmp_path, "model.widths=[4]", name="quiet")  # logs nothing of its own
     assert quiet.returncode == 0, quiet.stderr[-2000:]
     assert not (tmp_path / "outputs" / "quiet" / "train.log").exists()
-    again = train_cli(tmp_path, "model.widths=[4]", "resume=false", name="again")  # says it starts over
+    again = train_here(tmp_path, "model.widths=[4]", "resume=false", name="again")  # says it starts over
     assert again.returncode == 0, again.stderr[-2000:]
     assert "starting a fresh run (resume=false)" in (tmp_path / "outputs" / "again" / "train.log").read_text()
 
@@ -100,7 +101,7 @@ BAD_VALUES = [
 @pytest.mark.parametrize("override, line", BAD_VALUES, ids=[override for override, _ in BAD_VALUES])
 def test_a_bad_value_is_one_line_before_anything_is_written(tmp_path, override, line):
     args = override.split()
-    result = run_cli(ROOT / "train.py", *args, f"hydra.run.dir={tmp_path / 'out'}", cwd=tmp_path, timeout=120)
+    result = command_here(*args, f"hydra.run.dir={tmp_path / 'out'}", cwd=tmp_path)
     lines = (result.stdout + result.stderr).strip("\n").splitlines()
     assert result.returncode == 2, lines
     assert len(lines) == 1 and lines[0].startswith(line), lines
@@ -109,9 +110,7 @@ def test_a_bad_value_is_one_line_before_anything_is_written(tmp_path, override, 
 
 @pytest.mark.slow
 def test_a_bad_value_in_a_sweep_stops_it_before_its_first_job(tmp_path):
-    result = run_cli(
-        ROOT / "train.py", "-m", "trainer.max_epoch=1,3", f"hydra.sweep.dir={tmp_path / 's'}", cwd=tmp_path, timeout=120
-    )
+    result = command_here("-m", "trainer.max_epoch=1,3", f"hydra.sweep.dir={tmp_path / 's'}", cwd=tmp_path)
     lines = (result.stdout + result.stderr).strip("\n").splitlines()
     assert result.returncode == 2 and lines == [
         "error: trainer.max_epoch is not a setting; did you mean trainer.max_epochs?"

@@ -7,7 +7,7 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from helpers.cli import last_error_line, train_cli
+from helpers.cli import last_error_line, train_here
 from swwae.errors import ConfigError
 from swwae.training import trainer_settings as devices
 from swwae.training.trainer_settings import check_devices
@@ -83,7 +83,7 @@ def test_mps_off_macos_says_what_there_is_instead(gpus, monkeypatch):
 @pytest.mark.slow
 @pytest.mark.skipif(torch.cuda.is_available(), reason="the machine has a GPU: trainer=gpu is there")
 def test_train_on_a_gpu_without_one_is_one_line_before_the_data(tmp_path):
-    result = train_cli(
+    result = train_here(
         tmp_path, "trainer=gpu", "data=mnist", f"data.root={tmp_path / 'nowhere'}", "data.download=false"
     )
     assert result.returncode == 2, result.stderr

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from helpers.cli import last_error_line, train_cli
+from helpers.cli import last_error_line, train_here
 from swwae.errors import DiskError
 from swwae.training.run import train
 
@@ -42,7 +42,7 @@ def tmpfs(tmp_path):
 def test_a_file_where_the_runs_folder_should_be_is_one_line_before_training(tmp_path):
     (tmp_path / "checkpoints").mkdir()
     (tmp_path / "checkpoints" / RUN).write_text("not a folder")
-    result = train_cli(tmp_path, "model.widths=[4]")
+    result = train_here(tmp_path, "model.widths=[4]")
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert last_error_line(result) == (
         f"error: cannot write the checkpoints of {RUN} in checkpoints/{RUN}: checkpoints/{RUN} is a file, not a "
@@ -54,7 +54,7 @@ def test_a_file_where_the_runs_folder_should_be_is_one_line_before_training(tmp_
 @pytest.mark.slow
 def test_a_read_only_checkpoint_folder_is_one_line_before_training(tmp_path, tmpfs):
     read_only = tmpfs("ro", read_only=True)
-    result = train_cli(tmp_path, "model.widths=[4]", f"paths.checkpoint_dir={read_only}")
+    result = train_here(tmp_path, "model.widths=[4]", f"paths.checkpoint_dir={read_only}")
     assert result.returncode == 2
     assert last_error_line(result) == (
         f"error: cannot write checkpoints in {read_only}: Read-only file system; set paths.checkpoint_dir=... to "
@@ -66,7 +66,7 @@ def test_a_read_only_checkpoint_folder_is_one_line_before_training(tmp_path, tmp
 @pytest.mark.slow
 def test_a_read_only_launch_folder_is_one_line_before_hydra_starts_the_job(tmp_path, tmpfs):
     launch = tmpfs("launch", read_only=True)
-    result = train_cli(launch, "model.widths=[4]", quick=["debug=quick"], name="run")
+    result = train_here(launch, "model.widths=[4]", quick=["debug=quick"], name="run")
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert last_error_line(result) == (
         f"error: cannot write the run's output in {launch / 'outputs' / 'run'}: Read-only file system; set "
@@ -78,7 +78,7 @@ def test_a_read_only_launch_folder_is_one_line_before_hydra_starts_the_job(tmp_p
 def test_a_disk_that_fills_up_is_one_line_naming_the_path(tmp_path, tmpfs):
     full = tmpfs("small", size="2m")
     (full / "filler").write_bytes(b"\0" * (2 * 1024 * 1024 - 40 * 1024))  # 40 KB left: less than a checkpoint
-    result = train_cli(tmp_path, "model.widths=[4,8]", f"paths.checkpoint_dir={full}")
+    result = train_here(tmp_path, "model.widths=[4,8]", f"paths.checkpoint_dir={full}")
     assert result.returncode == 2 and "Traceback" not in result.stderr
     line = last_error_line(result)
     assert line.startswith(f"error: writing {full / RUN}/") and ".ckpt failed: No space left on device; " in line
@@ -110,11 +110,11 @@ def test_a_disk_that_fills_during_a_save_is_one_line_and_keeps_the_previous_chec
     wide = ["model.widths=[64,128]"]  # checkpoints of 2.6 MB: the disk fills inside one
     sizing = tmp_path / "sizing"
     sizing.mkdir()
-    assert train_cli(sizing, *wide, name="sizing").returncode == 0
+    assert train_here(sizing, *wide, name="sizing").returncode == 0
     size = (sizing / "checkpoints" / RUN / "best.ckpt").stat().st_size
     full = tmpfs("filling", size="8m")
     (full / "filler").write_bytes(b"\0" * (8 * 1024 * 1024 - int(1.5 * size)))  # room for best.ckpt, half of last.ckpt
-    result = train_cli(tmp_path, *wide, f"paths.checkpoint_dir={full}")
+    result = train_here(tmp_path, *wide, f"paths.checkpoint_dir={full}")
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert last_error_line(result) == (
         f"error: writing {full / RUN / 'last.ckpt'} failed: No space left on device; {full / RUN / 'best.ckpt'} "

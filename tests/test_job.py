@@ -14,7 +14,7 @@ import pytest
 import torch
 from hydra.utils import instantiate
 
-from helpers.cli import last_error_line, train_cli
+from helpers.cli import last_error_line, train_cli, train_here
 from helpers.config import MODEL_CONFIGS, QUICK
 from swwae.errors import ConfigError, DataError, NonFiniteError
 from swwae.training.checkpoints import load_model
@@ -35,11 +35,11 @@ def final_metrics(tmp: Path, name: str) -> dict:
 
 @pytest.mark.slow
 def test_resume_on_a_finished_run_reports_its_metrics_and_exits_0(tmp_path):
-    first = train_cli(tmp_path, *SMALL, name="first")
+    first = train_here(tmp_path, *SMALL, name="first")
     assert first.returncode == 0, first.stderr[-2000:]
     done = json.loads((tmp_path / "outputs" / "first" / "metrics.json").read_text())
 
-    again = train_cli(tmp_path, *SMALL, "resume=true", name="again")
+    again = train_here(tmp_path, *SMALL, "resume=true", name="again")
     assert again.returncode == 0, again.stderr[-2000:]
     assert "error" not in again.stderr.lower()
     line = again.stdout.strip().splitlines()[-1]
@@ -48,7 +48,7 @@ def test_resume_on_a_finished_run_reports_its_metrics_and_exits_0(tmp_path):
     assert json.loads((tmp_path / "outputs" / "again" / "metrics.json").read_text())["metrics"] == done["metrics"]
 
     (tmp_path / "outputs" / "first" / "metrics.json").unlink()  # killed before it wrote its metrics
-    third = train_cli(tmp_path, *SMALL, "resume=true", name="third")
+    third = train_here(tmp_path, *SMALL, "resume=true", name="third")
     assert third.returncode == 0, third.stderr[-2000:]
     assert "(evaluated again from best.ckpt); nothing was retrained or logged again" in third.stdout
     metrics = json.loads((tmp_path / "outputs" / "third" / "metrics.json").read_text())["metrics"]
@@ -78,7 +78,7 @@ def test_ctrl_c_says_what_is_kept_and_how_to_continue_and_exits_130(tmp_path):
 
     # the command it prints continues the run (here without the interrupting callback)
     args = [a for a in shlex.split(command)[2:] if "callbacks.interrupt" not in a]
-    resumed = train_cli(tmp_path, *args, name="resumed", quick=[])
+    resumed = train_here(tmp_path, *args, name="resumed", quick=[])
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     assert json.loads((tmp_path / "outputs" / "resumed" / "metrics.json").read_text())["epochs"] == 2
 
@@ -112,7 +112,7 @@ def test_ctrl_c_before_training_is_one_line_too(tmp_path):
 def test_output_to_a_file_is_one_line_per_epoch(tmp_path):
     """The console of a run: one line an epoch, then its done: line, and nothing else (no
     banner, tips, warnings or restore lines of Lightning's: they come with verbose=true)."""
-    result = train_cli(tmp_path, "model.widths=[4]", "trainer.max_epochs=3", "callbacks.progress_bar.refresh_rate=5")
+    result = train_here(tmp_path, "model.widths=[4]", "trainer.max_epochs=3", "callbacks.progress_bar.refresh_rate=5")
     assert result.returncode == 0, result.stderr[-2000:]
     assert "\r" not in result.stdout + result.stderr and result.stderr.strip() == "", result.stderr
     lines = result.stdout.strip().splitlines()
@@ -156,7 +156,7 @@ def test_sigkill_holding_the_lock_then_the_same_command_resumes_as_if_never_stop
     owner = broken / "checkpoints" / ".swwae_hard_mnist_sample_seed3.owner.json"
     assert json.loads(owner.read_text())["pid"] > 0  # it died holding the run's lock: the kernel released it
 
-    resumed = train_cli(broken, *REPRO, name="resumed")  # the same command: resume=auto takes the lock, continues
+    resumed = train_here(broken, *REPRO, name="resumed")  # the same command: resume=auto takes the lock, continues
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     assert "resume=auto: continuing this run from" in resumed.stdout + resumed.stderr
     assert not owner.exists()  # released at the end
@@ -172,7 +172,7 @@ def test_sigkill_holding_the_lock_then_the_same_command_resumes_as_if_never_stop
 
 @pytest.mark.slow
 def test_nan_loss_is_one_error_line_and_keeps_the_last_good_checkpoint(tmp_path):
-    result = train_cli(
+    result = train_here(
         tmp_path,
         "model.widths=[8]",
         "trainer.max_epochs=2",

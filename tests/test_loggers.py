@@ -14,8 +14,7 @@ import yaml
 from lightning.pytorch.loggers import CSVLogger, Logger
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from helpers.cli import run_cli
-from helpers.config import ROOT
+from helpers.cli import command_here
 from swwae.errors import ConfigError
 from swwae.training.callbacks import log_image, wandb_offline
 from swwae.training.run import train
@@ -120,8 +119,7 @@ def test_a_missing_extra_is_one_error_before_any_training(make_config, tmp_path,
 @pytest.mark.slow
 @pytest.mark.skipif(importlib.util.find_spec("wandb") is not None, reason="wandb is installed")
 def test_cli_missing_wandb_is_one_error_line_and_exit_2(tmp_path):
-    result = run_cli(
-        ROOT / "train.py",
+    result = command_here(
         "logger=wandb",
         f"hydra.run.dir={tmp_path}",
         f"paths.log_dir={tmp_path / 'logs'}",

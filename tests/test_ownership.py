@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers.cli import TESTS, last_error_line, run_cli, train_cli
+from helpers.cli import TESTS, command_here, last_error_line, train_here
 from helpers.config import QUICK, ROOT
 from swwae.errors import RunInUseError
 from swwae.training.run import train
@@ -60,7 +60,7 @@ def test_a_second_run_of_the_same_name_is_refused_in_one_line_and_the_first_keep
         folder = tmp_path / "checkpoints" / RUN
         before = {p.name: p.stat().st_mtime_ns for p in folder.iterdir()}
 
-        second = train_cli(tmp_path, *SMALL, "resume=false", name="second")  # would move the first's folder aside
+        second = train_here(tmp_path, *SMALL, "resume=false", name="second")  # would move the first's folder aside
         assert second.returncode == 2
         line = last_error_line(second)
         assert line.startswith(
@@ -82,7 +82,7 @@ def test_a_second_run_of_the_same_name_is_refused_in_one_line_and_the_first_keep
 
     alone = tmp_path / "alone"  # the same run with no one beside it: the first reported its own numbers
     alone.mkdir()
-    assert train_cli(alone, *SMALL, name="alone").returncode == 0
+    assert train_here(alone, *SMALL, name="alone").returncode == 0
     reference = json.loads((alone / "outputs" / "alone" / "metrics.json").read_text())
     drop = lambda s: {k: v for k, v in s["metrics"].items() if k != "train_time_s"}  # noqa: E731
     assert drop(summary) == drop(reference)
@@ -102,8 +102,7 @@ def test_a_run_whose_folder_is_held_ends_before_reading_it(make_config, tmp_path
 def test_a_sweep_job_whose_run_name_is_taken_fails_alone(tmp_path):
     taken = tmp_path / "checkpoints" / "swwae_hard_mnist_sample_seed0"
     with own_run(taken, taken.name):  # a run of that name is going on elsewhere
-        result = run_cli(
-            ROOT / "train.py",
+        result = command_here(
             "-m",
             *QUICK,
             "model.widths=[4]",

@@ -12,7 +12,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from helpers.cli import last_error_line, train_cli
+from helpers.cli import last_error_line, train_here
 from helpers.config import MODEL_CONFIGS
 from swwae.loss import swwae_loss
 from swwae.model import SWWAE
@@ -204,7 +204,7 @@ def test_bf16_mixed_trains_every_model_config_with_finite_metrics(make_config, t
 
 @pytest.mark.slow
 def test_a_bad_precision_is_one_error_line(tmp_path):
-    result = train_cli(tmp_path, "model.widths=[4]", "trainer.precision=bf17")
+    result = train_here(tmp_path, "model.widths=[4]", "trainer.precision=bf17")
     assert result.returncode == 2 and "Traceback" not in result.stderr
     line = last_error_line(result)
     assert line.startswith("error: ") and "bf17" in line and "bf16-mixed" in line

@@ -13,7 +13,7 @@ import torch.nn.functional as F
 from sklearn.linear_model import LogisticRegression
 from sklearn.preprocessing import StandardScaler
 
-from helpers.cli import run_cli, train_cli
+from helpers.cli import run_cli, train_here
 from helpers.config import ROOT, SAMPLE_DATA
 from swwae.commands.probe import main as probe_main
 from swwae.model import SWWAE
@@ -256,10 +256,10 @@ def test_the_script_runs_as_a_user_runs_it(tmp_path, tiny_net):
 
 @pytest.mark.slow
 def test_val_knn_acc_is_logged_when_asked_and_not_by_default(tmp_path):
-    result = train_cli(tmp_path, "callbacks.knn_accuracy.every_n_epochs=1", "model.lambda_nll=0", name="on")
+    result = train_here(tmp_path, "callbacks.knn_accuracy.every_n_epochs=1", "model.lambda_nll=0", name="on")
     assert result.returncode == 0, result.stderr[-2000:]
     metrics = json.loads((tmp_path / "outputs" / "on" / "metrics.json").read_text())["metrics"]
     assert 0.1 < metrics["val/knn_acc"] <= 1.0
-    result = train_cli(tmp_path, "run_name=off", name="off")
+    result = train_here(tmp_path, "run_name=off", name="off")
     assert result.returncode == 0, result.stderr[-2000:]
     assert "val/knn_acc" not in json.loads((tmp_path / "outputs" / "off" / "metrics.json").read_text())["metrics"]

@@ -11,8 +11,8 @@ import os
 
 import pytest
 
-from helpers.cli import last_error_line, run_cli, train_cli
-from helpers.config import QUICK, ROOT
+from helpers.cli import command_here, last_error_line, train_here
+from helpers.config import QUICK
 from swwae.errors import ConfigError, Unreadable
 from swwae.training.runs.folder import lock_path, own_run
 from swwae.training.runs.identity import check_run_name
@@ -64,7 +64,7 @@ def test_a_run_name_of_letters_digits_and_dot_dash_underscore_is_taken(name):
 def test_a_bad_run_name_writes_nothing_anywhere(tmp_path, name):
     launch = tmp_path / "launch"
     launch.mkdir()
-    result = run_cli(ROOT / "train.py", *SMALL, f"run_name={name}", cwd=launch)
+    result = command_here(*SMALL, f"run_name={name}", cwd=launch)
     assert result.returncode == 2
     assert (result.stdout + result.stderr).strip().splitlines() == [last_error_line(result)]
     assert last_error_line(result).startswith("error: run_name")
@@ -73,12 +73,12 @@ def test_a_bad_run_name_writes_nothing_anywhere(tmp_path, name):
 
 @pytest.mark.slow
 def test_debug_quick_after_a_real_run_never_touches_it(tmp_path):
-    real = train_cli(tmp_path, *SMALL, "trainer.max_epochs=1", quick=[], name="real")
+    real = train_here(tmp_path, *SMALL, "trainer.max_epochs=1", quick=[], name="real")
     assert real.returncode == 0, real.stderr[-2000:]
     folder = tmp_path / "checkpoints" / RUN
     before = hashes(folder)
 
-    quick = run_cli(ROOT / "train.py", "debug=quick", *SMALL, cwd=tmp_path)  # the setup check, as the README has it
+    quick = command_here("debug=quick", *SMALL, cwd=tmp_path)  # the setup check, as the README has it
     assert quick.returncode == 0, quick.stderr[-2000:]
     assert hashes(folder) == before and not list((tmp_path / "checkpoints").glob("*.previous-*"))
     assert (tmp_path / "checkpoints" / "quick" / RUN / "best.ckpt").is_file()  # a root of its own
@@ -87,7 +87,7 @@ def test_debug_quick_after_a_real_run_never_touches_it(tmp_path):
     (metrics,) = (tmp_path / "outputs" / "quick" / RUN).glob("*/metrics.json")
     assert json.loads(metrics.read_text())["checkpoint"].endswith(f"checkpoints/quick/{RUN}/best.ckpt")
 
-    again = train_cli(tmp_path, *SMALL, quick=["debug=quick"], name="quick_again")  # a check checks, every time
+    again = train_here(tmp_path, *SMALL, quick=["debug=quick"], name="quick_again")  # a check checks, every time
     assert again.returncode == 0, again.stderr[-2000:]
     assert "had already finished" not in again.stdout and "epoch 1/1" in again.stdout
     assert len(list((tmp_path / "checkpoints" / "quick").glob(f"{RUN}.previous-*"))) == 1  # the last check, aside
@@ -108,7 +108,7 @@ GRID_CLASHES = [
 @pytest.mark.parametrize("swept, line", GRID_CLASHES, ids=["seed", "max_epochs", "repeated job"])
 def test_a_grid_sweep_whose_jobs_share_a_run_folder_is_refused_before_its_first_job(tmp_path, swept, line):
     sweep = tmp_path / "sweep"
-    result = run_cli(ROOT / "train.py", "-m", *QUICK, *SMALL, *swept, f"hydra.sweep.dir={sweep}", cwd=tmp_path)
+    result = command_here("-m", *QUICK, *SMALL, *swept, f"hydra.sweep.dir={sweep}", cwd=tmp_path)
     lines = (result.stdout + result.stderr).strip("\n").splitlines()
     assert result.returncode == 2 and len(lines) == 1 and lines[0].startswith(f"error: {line}"), lines
     assert list(tmp_path.iterdir()) == []  # no sweep folder, no checkpoints
@@ -119,18 +119,18 @@ def test_a_command_never_reports_continues_or_extends_a_run_of_another_length(tm
     """The same run name, asked for fewer or more epochs than its run had: another run, refused
     in one line with the ways out, the finished run's weights untouched (its metrics.json still
     names them); the run's own command reports it."""
-    assert train_cli(tmp_path, *SMALL, "trainer.max_epochs=2", name="long").returncode == 0
+    assert train_here(tmp_path, *SMALL, "trainer.max_epochs=2", name="long").returncode == 0
     folder = tmp_path / "checkpoints" / RUN
     before = hashes(folder)
     for epochs, change in ((1, "2 -> 1"), (3, "2 -> 3")):
-        other = train_cli(tmp_path, *SMALL, f"trainer.max_epochs={epochs}", name=f"e{epochs}")
+        other = train_here(tmp_path, *SMALL, f"trainer.max_epochs={epochs}", name=f"e{epochs}")
         assert other.returncode == 2 and "Traceback" not in other.stderr
         assert last_error_line(other) == (
             f"error: checkpoints/{RUN} holds another run (trainer.max_epochs: {change}): give this run its own "
             "folder with run_name=..., or resume=false to start over (the old run is moved aside, not deleted)"
         )
     assert hashes(folder) == before
-    again = train_cli(tmp_path, *SMALL, "trainer.max_epochs=2", name="again")
+    again = train_here(tmp_path, *SMALL, "trainer.max_epochs=2", name="again")
     assert again.returncode == 0 and f"done: {RUN} had already finished: 2 of 2 epochs trained" in again.stdout
     assert hashes(folder) == before
 
@@ -139,7 +139,7 @@ def test_a_command_never_reports_continues_or_extends_a_run_of_another_length(tm
 def test_a_rank_variable_without_ddp_does_not_skip_the_lock(tmp_path):
     folder = tmp_path / "checkpoints" / RUN
     with own_run(folder, RUN):  # another run holds it
-        result = train_cli(tmp_path, *SMALL, env={"SLURM_PROCID": "1", "RANK": "1", "LOCAL_RANK": "1"})
+        result = train_here(tmp_path, *SMALL, env={"SLURM_PROCID": "1", "RANK": "1", "LOCAL_RANK": "1"})
     assert result.returncode == 2
     assert f"checkpoints/{RUN} is in use by another run of {RUN} (pid {os.getpid()}" in last_error_line(result)
     assert not folder.exists()  # it trained nothing into it
@@ -150,7 +150,7 @@ def test_a_lock_that_cannot_be_taken_for_another_reason_is_one_line(tmp_path):
     lock = lock_path(tmp_path / "checkpoints" / RUN)
     lock.parent.mkdir(parents=True)
     lock.symlink_to(lock.name)  # a symlink loop where the lock file goes
-    result = train_cli(tmp_path, *SMALL)
+    result = train_here(tmp_path, *SMALL)
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert last_error_line(result) == (
         f"error: cannot lock checkpoints/.{RUN}.lock for the run {RUN}: Too many levels of symbolic links"
@@ -201,9 +201,7 @@ def test_two_jobs_of_a_sweep_that_map_to_one_run_folder_never_share_it(tmp_path,
     fails alone and the first keeps its weights."""
     sweep = tmp_path / "sweep"
     swept = [*swept, "~hydra.callbacks.run_folders"]
-    result = run_cli(
-        ROOT / "train.py", "-m", *QUICK, *SMALL, "run_name=ep", *swept, f"hydra.sweep.dir={sweep}", cwd=tmp_path
-    )
+    result = command_here("-m", *QUICK, *SMALL, "run_name=ep", *swept, f"hydra.sweep.dir={sweep}", cwd=tmp_path)
     assert result.returncode == 1, result.stderr[-2000:]  # the sweep says it was not clean
     first, second = (json.loads((sweep / f"{job}_ep" / "metrics.json").read_text()) for job in (0, 1))
     best = tmp_path / "checkpoints" / "ep" / "best.ckpt"
@@ -219,7 +217,7 @@ def test_a_run_folder_that_is_a_symbolic_link_is_refused(tmp_path):
     elsewhere.mkdir()
     (tmp_path / "checkpoints").mkdir()
     (tmp_path / "checkpoints" / RUN).symlink_to(elsewhere)
-    result = train_cli(tmp_path, *SMALL)
+    result = train_here(tmp_path, *SMALL)
     assert result.returncode == 2
     assert last_error_line(result) == (
         f"error: checkpoints/{RUN} is a symbolic link (to {elsewhere}): a run's folder must be a folder of "

@@ -11,7 +11,7 @@ import shlex
 import pytest
 import yaml
 
-from helpers.cli import run_cli
+from helpers.cli import command_here, run_cli
 from helpers.config import QUICK, ROOT
 from helpers.docs import shell_commands
 
@@ -32,7 +32,7 @@ def summary_rows(sweep) -> list[str]:
 def test_the_optuna_search_of_the_docs_runs_two_trials(tmp_path):
     command = next(c for c in shell_commands("python train.py hparams_search=", pages=[PAGE]) if "n_trials" not in c)
     args = [*shlex.split(command)[2:], *QUICK, "hydra.sweeper.n_trials=2", f"hydra.sweep.dir={tmp_path / 'sweep'}"]
-    result = run_cli(ROOT / "train.py", *args, cwd=tmp_path, timeout=600)
+    result = command_here(*args, cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
     best = yaml.safe_load((tmp_path / "sweep" / "optimization_results.yaml").read_text())
     assert {"model.lr", "model.beta"} <= set(best["best_params"])
@@ -48,7 +48,7 @@ def test_a_failed_trial_is_a_failed_trial_and_the_search_goes_on(tmp_path):
     summary lists the failure and the search exits 1, without a traceback."""
     args = ["hparams_search=swwae_optuna", "model=swwae_soft", *QUICK, "hydra.sweeper.n_trials=2"]
     args += ["trainer.max_epochs=${hydra:job.num}", f"hydra.sweep.dir={tmp_path / 'sweep'}"]
-    result = run_cli(ROOT / "train.py", *args, cwd=tmp_path, timeout=600)
+    result = command_here(*args, cwd=tmp_path)
     assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr[-3000:]
     errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
     assert errors[0].startswith("error: sweep job 0 (optuna_swwae_soft_mnist_sample_trial0_seed0) failed: trainer.max")

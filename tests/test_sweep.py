@@ -15,8 +15,8 @@ from hydra.core.global_hydra import GlobalHydra
 from hydra.core.hydra_config import HydraConfig
 
 import swwae.training.runs.identity  # noqa: F401 - registers ${swwae.arch_tag:}, which run names use
-from helpers.cli import run_cli
-from helpers.config import CONFIG_DIR, QUICK, ROOT
+from helpers.cli import command_here
+from helpers.config import CONFIG_DIR, QUICK
 from helpers.disks import read_only_folder, read_only_reason
 from swwae.training.composing import CONFIG_MODULE, register_resolvers
 from swwae.training.sweep import collect, markdown, numeric_axis, write_summary
@@ -25,8 +25,7 @@ TINY = [*QUICK, "trainer.limit_train_batches=2", "trainer.limit_val_batches=1", 
 
 
 def sweep(tmp, *overrides):
-    return run_cli(
-        ROOT / "train.py",
+    return command_here(
         "-m",
         *overrides,
         *TINY,

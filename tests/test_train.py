@@ -9,8 +9,8 @@ import pytest
 import torch
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from helpers.cli import run_cli
-from helpers.config import CONFIG_DIR, MODEL_CONFIGS, ONE_BATCH, ROOT
+from helpers.cli import command_here
+from helpers.config import CONFIG_DIR, MODEL_CONFIGS, ONE_BATCH
 from helpers.faults import Crash, crash_at
 from swwae.errors import ConfigError
 from swwae.training.run import train
@@ -122,8 +122,7 @@ def test_invalid_values_are_rejected_before_training(make_config, overrides, mes
 
 @pytest.mark.slow
 def test_cli_bad_value_is_one_error_line_and_nonzero_exit(tmp_path):
-    result = run_cli(
-        ROOT / "train.py",
+    result = command_here(
         "model=swwae_soft",
         "model.beta=-1",
         f"hydra.run.dir={tmp_path}",
@@ -138,9 +137,7 @@ def test_cli_bad_value_is_one_error_line_and_nonzero_exit(tmp_path):
 
 @pytest.mark.slow
 def test_cli_missing_dataset_names_the_folder_and_the_offline_option(tmp_path):
-    result = run_cli(
-        ROOT / "train.py", "data=mnist", f"data.root={tmp_path / 'nothing'}", f"hydra.run.dir={tmp_path}", cwd=tmp_path
-    )
+    result = command_here("data=mnist", f"data.root={tmp_path / 'nothing'}", f"hydra.run.dir={tmp_path}", cwd=tmp_path)
     assert result.returncode == 2
     line = result.stderr.strip().splitlines()[-1]
     assert line.startswith("error:") and str(tmp_path / "nothing") in line and "data=mnist_sample" in line
@@ -148,7 +145,7 @@ def test_cli_missing_dataset_names_the_folder_and_the_offline_option(tmp_path):
 
 @pytest.mark.slow
 def test_cli_unknown_model_name_fails_with_the_choices(tmp_path):
-    result = run_cli(ROOT / "train.py", "model=swwae_medium", f"hydra.run.dir={tmp_path}", cwd=tmp_path)
+    result = command_here("model=swwae_medium", f"hydra.run.dir={tmp_path}", cwd=tmp_path)
     assert result.returncode != 0
     assert "swwae_medium" in result.stderr and "swwae_hard" in result.stderr
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers.cli import run_cli
+from helpers.cli import command_here
 from helpers.config import ROOT
 from helpers.disks import read_only_folder, read_only_reason
 from swwae.commands.where_report import main
@@ -210,15 +210,13 @@ def test_the_report_goes_here_and_never_into_a_read_only_sweep(sweep, tmp_path, 
 
 @pytest.mark.slow
 def test_the_preset_runs_two_quick_seeds_and_reports(tmp_path):
-    result = run_cli(
-        ROOT / "train.py",
+    result = command_here(
         "-m",
         "experiment=semi_where",
         "debug=quick",
         "seed=0,1",
         f"hydra.sweep.dir={tmp_path / 'sweep'}",
         cwd=tmp_path,
-        timeout=600,
     )
     assert result.returncode == 0, result.stderr[-2000:]
     jobs = sorted(p.name for p in (tmp_path / "sweep").iterdir() if p.is_dir())

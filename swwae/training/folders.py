@@ -25,6 +25,9 @@ if TYPE_CHECKING:
     from swwae.training.spec import PathsSpec
 
 
+PATH_SHOWN = 400  # characters of a path an error line shows (a 120 kB hydra.run.dir is cut)
+
+
 def reason(err: OSError) -> str:
     return err.strerror or type(err).__name__
 
@@ -42,9 +45,9 @@ def check_writable(folder: Path, what: str, setting: str, keep: bool = True) -> 
         probe.unlink()
     except OSError as err:
         in_the_way = next((p for p in (folder, *folder.parents) if p.exists() and not p.is_dir()), None)
-        why = f"{excerpt(in_the_way)} is a file, not a folder" if in_the_way is not None else reason(err)
+        why = f"{excerpt(in_the_way, PATH_SHOWN)} is a file, not a folder" if in_the_way is not None else reason(err)
         raise DiskError(
-            f"cannot write {what} in {excerpt(folder)}: {why}; set {setting}=... to write elsewhere"
+            f"cannot write {what} in {excerpt(folder, PATH_SHOWN)}: {why}; set {setting}=... to write elsewhere"
         ) from None
     finally:
         if not keep:
@@ -64,7 +67,7 @@ def check_folders(paths: PathsSpec) -> None:
 
 def write_failed(path, err: OSError) -> DiskError:
     """The one-line error of a write of ``path`` that failed (disk full, quota, read-only)."""
-    return DiskError(f"writing {excerpt(path)} failed: {reason(err)}")
+    return DiskError(f"writing {excerpt(path, PATH_SHOWN)} failed: {reason(err)}")
 
 
 class CheckOutputFolder(Callback):

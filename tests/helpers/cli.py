@@ -1,12 +1,18 @@
-"""The one launcher of the subprocess tests: ``python train.py ...`` or a script, run the
-way a user runs it."""
+"""The launchers of the command tests: ``python train.py ...`` or a script in a process of its
+own, run the way a user runs it (``run_cli``, ``train_cli``), or ``train.py``'s command in the
+test's own process (``train_here``: the same result, without a new interpreter's imports)."""
 
 from __future__ import annotations
 
+import contextlib
+import io
+import logging
 import os
 import signal
 import subprocess
 import sys
+import traceback
+import warnings
 from pathlib import Path
 
 from helpers.config import QUICK, ROOT
@@ -54,3 +60,77 @@ def train_cli(
 
 def last_error_line(result: subprocess.CompletedProcess) -> str:
     return result.stderr.strip().splitlines()[-1]
+
+
+@contextlib.contextmanager
+def kept_logging():
+    """The logging set up inside the block (Hydra's job logging, Lightning's handlers: bound to
+    the streams of that moment) goes with it: a later warning would otherwise be written to a
+    closed stream, as Python's "--- Logging error ---" traceback."""
+    loggers = [logging.getLogger()] + [
+        logger for logger in logging.Logger.manager.loggerDict.values() if isinstance(logger, logging.Logger)
+    ]
+    saved = {logger: (list(logger.handlers), logger.level, logger.propagate) for logger in loggers}
+    try:
+        yield
+    finally:
+        for logger, (handlers, level, propagate) in saved.items():
+            logger.handlers[:], logger.level, logger.propagate = handlers, level, propagate
+
+
+def train_here(
+    tmp: Path, *overrides, name: str = "run", quick=QUICK, env: dict | None = None
+) -> subprocess.CompletedProcess:
+    """``train_cli``'s twin in this process (``command_here``)."""
+    return command_here(*quick, f"hydra.run.dir={tmp / 'outputs' / name}", *overrides, cwd=tmp, env=env)
+
+
+def command_here(*args, cwd: Path, env: dict | None = None) -> subprocess.CompletedProcess:
+    """``run_cli(ROOT / "train.py", *args, cwd=cwd)`` in this process: the same command (over the
+    clone's configs) and the same result (exit status, stdout, stderr; an uncaught exception is a
+    traceback and status 1). A quick run spends about three quarters of a new
+    process in imports (torch, Lightning, torchmetrics); here they are loaded once. What a run
+    changes in the process (the working folder, the environment, Hydra's state, torch's
+    determinism, threads and dtype) is put back. Signals, locks held by another process, the
+    imports of a command and DDP need a process of their own: ``train_cli``."""
+    import torch
+    from hydra.core.global_hydra import GlobalHydra
+
+    from swwae.commands.train import main
+
+    saved_env, saved_cwd = dict(os.environ), Path.cwd()
+    saved_torch = (
+        torch.are_deterministic_algorithms_enabled(),
+        torch.is_deterministic_algorithms_warn_only_enabled(),
+        torch.get_num_threads(),
+        torch.get_default_dtype(),
+        torch.get_float32_matmul_precision(),
+    )
+    out, err = io.StringIO(), io.StringIO()
+    args = list(map(str, args))
+    os.environ.update(env or {})
+    os.chdir(cwd)
+    GlobalHydra.instance().clear()
+    try:
+        streams = contextlib.redirect_stdout(out), contextlib.redirect_stderr(err)
+        with streams[0], streams[1], warnings.catch_warnings(), kept_logging():
+            warnings.simplefilter("ignore")  # as PYTHONWARNINGS=ignore in run_cli
+            try:
+                status = main(args, configs=ROOT / "configs")
+            except SystemExit as done:
+                status = done.code if isinstance(done.code, int) else (0 if done.code is None else 1)
+            except Exception:
+                traceback.print_exc()
+                status = 1
+    finally:
+        GlobalHydra.instance().clear()
+        os.chdir(saved_cwd)
+        os.environ.clear()
+        os.environ.update(saved_env)
+        deterministic, warn_only, threads, dtype, matmul = saved_torch
+        torch.use_deterministic_algorithms(deterministic, warn_only=warn_only)
+        torch.set_num_threads(threads)
+        torch.set_default_dtype(dtype)
+        torch.set_float32_matmul_precision(matmul)
+        torch.set_flush_denormal(False)
+    return subprocess.CompletedProcess(["train.py", *args], status, out.getvalue(), err.getvalue())
