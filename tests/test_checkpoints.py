@@ -24,7 +24,7 @@ from hydra.core.global_hydra import GlobalHydra
 
 import swwae
 import swwae.commands.outputs
-from helpers.cli import last_error_line, run_cli, train_cli
+from helpers.cli import last_error_line, run_cli, train_cli, train_here
 from helpers.config import compose_config
 from helpers.disks import read_only_folder, read_only_reason
 from helpers.faults import Crash, crash_at
@@ -403,7 +403,7 @@ def crafted(path: Path, marker: Path) -> None:
 @pytest.mark.slow
 def test_a_crafted_pickle_runs_no_code_even_with_torch_force_no_weights_only_load(tmp_path):
     small = ["model.widths=[4]", "trainer.max_epochs=2"]
-    assert train_cli(tmp_path, *small, name="first").returncode == 0
+    assert train_here(tmp_path, *small, name="first").returncode == 0
     (tmp_path / "outputs" / "first" / "metrics.json").unlink()  # a finished run is then evaluated again
     folder, marker = tmp_path / "checkpoints" / RUN, tmp_path / "code-ran"
     crafted(folder / "best.ckpt", marker)

@@ -16,7 +16,7 @@ import torch
 import yaml
 
 import swwae
-from helpers.cli import run_cli
+from helpers.cli import command_here, run_cli
 from helpers.config import QUICK, ROOT
 from swwae import install
 from swwae.checkpoint_file import POSITION_KEY, with_checksum
@@ -200,16 +200,14 @@ def test_the_pooling_names_are_lazy_attributes():
 def test_swwae_train_is_python_train_py_from_any_folder(tmp_path):
     """Launched outside the checkout: the shipped configs are found in the package, ``model.arch``
     is quoted for Hydra as train.py does, and the run lands where the overrides say."""
-    result = run_cli(
-        "-m",
-        "swwae",
-        "train",
+    result = command_here(  # swwae train, over the package's configs
         *QUICK,
         f"hydra.run.dir={tmp_path / 'run'}",
         f"paths.checkpoint_dir={tmp_path / 'checkpoints'}",
         f"paths.log_dir={tmp_path / 'logs'}",
         "model.arch=(8)3c-2p-10fc",
         cwd=tmp_path,
+        configs=None,
     )
     assert result.returncode == 0, result.stderr[-3000:]
     metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
@@ -224,10 +222,7 @@ def test_swwae_train_is_python_train_py_from_any_folder(tmp_path):
 
 @pytest.mark.slow
 def test_swwae_train_multirun_and_its_errors(tmp_path):
-    sweep = run_cli(
-        "-m",
-        "swwae",
-        "train",
+    sweep = command_here(
         "-m",
         *QUICK,
         "seed=3",
@@ -235,13 +230,12 @@ def test_swwae_train_multirun_and_its_errors(tmp_path):
         f"paths.checkpoint_dir={tmp_path / 'checkpoints'}",
         f"paths.log_dir={tmp_path / 'logs'}",
         cwd=tmp_path,
+        configs=None,
     )
     assert sweep.returncode == 0, sweep.stderr[-3000:]
     assert (tmp_path / "sweep" / "summary.md").is_file()
 
-    bad = run_cli(
-        "-m", "swwae", "train", *QUICK, "model.arch=(8)3x-2p", f"hydra.run.dir={tmp_path / 'bad'}", cwd=tmp_path
-    )
+    bad = command_here(*QUICK, "model.arch=(8)3x-2p", f"hydra.run.dir={tmp_path / 'bad'}", cwd=tmp_path, configs=None)
     assert bad.returncode == 2
     assert bad.stderr.strip().splitlines()[0].startswith('error: model.arch="(8)3x-2p": `(8)3x` is not a layer')
 

@@ -16,7 +16,7 @@ import pytest
 import torch
 
 import swwae
-from helpers.cli import last_error_line, train_cli
+from helpers.cli import last_error_line, train_cli, train_here
 from swwae.errors import ConfigError
 from swwae.loss import swwae_loss
 from swwae.model import SWWAE
@@ -126,19 +126,18 @@ def test_a_compiled_quick_run_trains_and_resumes_with_plain_checkpoints(tmp_path
     net = swwae.load(last)  # the keys of an eager network: no _orig_mod. prefix
     assert net.config["compile"] is True
 
-    more = train_cli(  # traced, not code-generated: what resumes is the checkpoint, whichever backend
+    more = train_here(  # traced, not code-generated: what resumes is the checkpoint, whichever backend
         tmp_path,
         "compile=aot_eager",
         *SMALL,
         "trainer.max_epochs=2",
         "resume=true",
         name="more",
-        timeout=600,
     )
     assert more.returncode == 0, more.stderr[-3000:]
     assert "resume=true: continuing this run from" in more.stderr + more.stdout
     assert json.loads((tmp_path / "outputs" / "more" / "metrics.json").read_text())["epochs"] == 2
     assert torch.load(last, weights_only=True)["epoch"] == 1
 
-    bad = train_cli(tmp_path, "compile=fast", name="bad")
+    bad = train_here(tmp_path, "compile=fast", name="bad")
     assert bad.returncode == 2 and last_error_line(bad).startswith("error: compile='fast': write true, false")

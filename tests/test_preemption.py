@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from helpers.cli import last_error_line, train_cli
+from helpers.cli import last_error_line, train_cli, train_here
 
 # dropout draws from the global generator; three epochs of three batches
 REPRO = ["model.widths=[8]", "model.dropout=0.2", "trainer.max_epochs=3", "trainer.deterministic=true", "seed=3"]
@@ -37,7 +37,7 @@ def weights(folder: Path) -> dict:
 @pytest.fixture(scope="module")
 def uninterrupted(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("uninterrupted")
-    result = train_cli(tmp, *REPRO, name="whole")
+    result = train_here(tmp, *REPRO, name="whole")
     assert result.returncode == 0, result.stderr[-2000:]
     return metrics_of(tmp, "whole"), weights(tmp / "checkpoints" / RUN)
 
@@ -90,7 +90,7 @@ def test_a_signal_saves_mid_epoch_and_the_same_command_continues_bit_identically
     clock = saved["callbacks"]["RunClock"]  # the time so far, carried to the process that continues
     assert clock["epoch"] == 1 and 0 < clock["epoch_seconds"] < clock["seconds"]
 
-    again = train_cli(tmp_path, *REPRO, name="again")  # the same command, no resume=true
+    again = train_here(tmp_path, *REPRO, name="again")  # the same command, no resume=true
     wall = time.perf_counter() - started
     assert again.returncode == 0, again.stderr[-2000:]
     times = [float(t) for t in re.findall(r"^epoch \d/3: .* \(([0-9.]+) s\)$", again.stdout, re.MULTILINE)]
@@ -123,7 +123,7 @@ def test_on_slurm_sigusr1_requeues_the_job_and_the_requeued_job_continues_by_its
     assert not list(tmp_path.rglob("hpc_ckpt_*.ckpt"))  # not Lightning's file in the output folder
 
     # the requeued job: the same command and environment, a new (timestamped) output folder
-    requeued = train_cli(tmp_path, *REPRO, name="job-requeued", env=env | {"SLURM_RESTART_COUNT": "1"})
+    requeued = train_here(tmp_path, *REPRO, name="job-requeued", env=env | {"SLURM_RESTART_COUNT": "1"})
     assert requeued.returncode == 0, requeued.stderr[-2000:]
     expected, reference = uninterrupted
     assert metrics_of(tmp_path, "job-requeued") == expected

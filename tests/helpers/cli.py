@@ -85,11 +85,14 @@ def train_here(
     return command_here(*quick, f"hydra.run.dir={tmp / 'outputs' / name}", *overrides, cwd=tmp, env=env)
 
 
-def command_here(*args, cwd: Path, env: dict | None = None) -> subprocess.CompletedProcess:
+def command_here(
+    *args, cwd: Path, env: dict | None = None, configs: Path | None = ROOT / "configs"
+) -> subprocess.CompletedProcess:
     """``run_cli(ROOT / "train.py", *args, cwd=cwd)`` in this process: the same command (over the
-    clone's configs) and the same result (exit status, stdout, stderr; an uncaught exception is a
-    traceback and status 1). A quick run spends about three quarters of a new
-    process in imports (torch, Lightning, torchmetrics); here they are loaded once. What a run
+    clone's configs; ``configs=None``: ``swwae train``'s, the package's) and the same result (exit
+    status, stdout, stderr; an uncaught exception is a traceback and status 1). A quick run spends
+    about three quarters of a new process in imports (torch, Lightning, torchmetrics); here they
+    are loaded once. What a run
     changes in the process (the working folder, the environment, Hydra's state, torch's
     determinism, threads and dtype) is put back. Signals, locks held by another process, the
     imports of a command and DDP need a process of their own: ``train_cli``."""
@@ -116,7 +119,7 @@ def command_here(*args, cwd: Path, env: dict | None = None) -> subprocess.Comple
         with streams[0], streams[1], warnings.catch_warnings(), kept_logging():
             warnings.simplefilter("ignore")  # as PYTHONWARNINGS=ignore in run_cli
             try:
-                status = main(args, configs=ROOT / "configs")
+                status = main(args, configs=configs)
             except SystemExit as done:
                 status = done.code if isinstance(done.code, int) else (0 if done.code is None else 1)
             except Exception:
