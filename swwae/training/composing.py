@@ -75,6 +75,19 @@ def register_resolvers() -> None:
     register_monitor_resolvers()
     identity.register_resolver()
     store_settings()
+    share_config_store()
+
+
+def share_config_store() -> None:
+    """Copies of Hydra's ConfigStore are the store itself. Hydra 1.3 deep-copies its config
+    repository, and with it the whole store, each time it composes or lists a config group (136
+    times for ``--help``); the schema's nodes (``store_settings``) made that 3 s of ``--help`` and
+    a tenth of a second of every bad-input answer. The store is a singleton that loading never
+    changes (``ConfigStore.load`` copies the node it returns), so sharing it changes no config;
+    Hydra's own later fix reads the singleton afresh instead of holding it (hydra PR 2928)."""
+    from hydra.core.config_store import ConfigStore
+
+    ConfigStore.__deepcopy__ = lambda store, memo: store
 
 
 def store_settings() -> None:
