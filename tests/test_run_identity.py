@@ -136,6 +136,25 @@ def test_a_command_never_reports_continues_or_extends_a_run_of_another_length(tm
 
 
 @pytest.mark.slow
+def test_a_later_sweep_never_replaces_the_weights_an_earlier_sweep_reports(tmp_path):
+    """Two sweeps, each in its own folder, one run name: the second asks for more epochs, so its
+    job is another run, refused in its metrics.json; the first sweep's checkpoint is the one its
+    metrics.json names, byte for byte."""
+    common = ["-m", *QUICK, *SMALL, "run_name=shared", "seed=0"]
+    first = command_here(*common, "trainer.max_epochs=1", f"hydra.sweep.dir={tmp_path / 'A'}", cwd=tmp_path)
+    assert first.returncode == 0, first.stderr[-2000:]
+    folder = tmp_path / "checkpoints" / "shared"
+    before = hashes(folder)
+    second = command_here(*common, "trainer.max_epochs=3", f"hydra.sweep.dir={tmp_path / 'B'}", cwd=tmp_path)
+    assert second.returncode == 1  # a sweep with a failed job
+    failed = json.loads((tmp_path / "B" / "0_shared" / "metrics.json").read_text())
+    assert failed["status"] == "failed" and "holds another run (trainer.max_epochs: 1 -> 3)" in failed["error"]
+    assert hashes(folder) == before
+    reported = json.loads((tmp_path / "A" / "0_shared" / "metrics.json").read_text())
+    assert reported["checkpoint_sha256"] == sha(folder / "best.ckpt")
+
+
+@pytest.mark.slow
 def test_a_rank_variable_without_ddp_does_not_skip_the_lock(tmp_path):
     folder = tmp_path / "checkpoints" / RUN
     with own_run(folder, RUN):  # another run holds it
