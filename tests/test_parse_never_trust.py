@@ -438,7 +438,7 @@ def test_the_owner_file_of_a_locked_run_is_read_with_bounds(tmp_path):
 
 @pytest.mark.slow
 def test_a_finished_run_asked_again_does_not_believe_a_metrics_json_about_other_bytes(tmp_path):
-    from helpers.cli import train_here
+    from helpers.cli import train_cli, train_here
 
     first = train_here(tmp_path, "model.widths=[4]")
     assert first.returncode == 0, first.stderr[-2000:]
@@ -450,7 +450,7 @@ def test_a_finished_run_asked_again_does_not_believe_a_metrics_json_about_other_
         record |= {"checkpoint": named, "checkpoint_sha256": sha}
         record["metrics"] = {k: 1e-9 for k in record["metrics"]}
         metrics.write_text(json.dumps(record))
-        again = train_here(tmp_path, "model.widths=[4]")  # /dev/zero: no hang holding the lock
+        again = train_cli(tmp_path, "model.widths=[4]", timeout=120)  # /dev/zero: no hang holding the lock
         assert again.returncode == 0 and "had already finished" in again.stdout, again.stderr[-2000:]
         assert "evaluated again from best.ckpt" in again.stdout and "0.0000" not in again.stdout
         rewritten = json.loads(metrics.read_text())
