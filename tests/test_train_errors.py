@@ -14,9 +14,8 @@ import shutil
 
 import pytest
 import yaml
-from hydra.core.global_hydra import GlobalHydra
 
-from helpers.cli import run_cli
+from helpers.cli import command_here, run_cli
 from helpers.config import ROOT
 from swwae.training.spec import check_config
 
@@ -31,26 +30,13 @@ needs_submitit = pytest.mark.skipif(
 
 
 @pytest.fixture
-def train(tmp_path, monkeypatch, capsys):
-    """``train(*args)``: ``swwae train <args>`` launched in ``tmp_path``, as (exit status, the
-    lines it printed, stdout and stderr together)."""
-    import swwae.threads
-
-    monkeypatch.setattr(swwae.threads, "choose_threads", lambda: None)  # the test process's threads are not its own
-    from swwae.commands.train import main
-
-    monkeypatch.chdir(tmp_path)
+def train(tmp_path):
+    """``train(*args)``: ``swwae train <args>`` launched in ``tmp_path``, in this process, as (exit
+    status, the lines it printed, stdout and stderr together)."""
 
     def run(*args) -> tuple[int, list[str]]:
-        GlobalHydra.instance().clear()
-        try:
-            status = main(list(args))
-        except SystemExit as done:
-            status = done.code
-        finally:
-            GlobalHydra.instance().clear()
-        printed = capsys.readouterr()
-        return status, (printed.out + printed.err).splitlines()
+        result = command_here(*args, cwd=tmp_path, configs=None)
+        return result.returncode, (result.stdout + result.stderr).splitlines()
 
     return run
 

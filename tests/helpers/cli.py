@@ -47,15 +47,13 @@ def train_cli(
     """``python train.py <quick> <overrides>`` launched in ``tmp``: checkpoints and logs land in
     ``tmp/checkpoints`` and ``tmp/logs`` (the default relative paths), the run folder in
     ``tmp/outputs/<name>``."""
-    return run_cli(
-        ROOT / "train.py",
-        *quick,
-        f"hydra.run.dir={tmp / 'outputs' / name}",
-        *overrides,
-        cwd=tmp,
-        timeout=timeout,
-        env=env,
-    )
+    return run_cli(ROOT / "train.py", *train_args(tmp, overrides, name, quick), cwd=tmp, timeout=timeout, env=env)
+
+
+def train_args(tmp: Path, overrides, name: str, quick) -> list:
+    """``train_cli``'s and ``train_here``'s command line: the quick settings, the run folder
+    ``tmp/outputs/<name>``, the test's overrides."""
+    return [*quick, f"hydra.run.dir={tmp / 'outputs' / name}", *overrides]
 
 
 def last_error_line(result: subprocess.CompletedProcess) -> str:
@@ -82,7 +80,7 @@ def train_here(
     tmp: Path, *overrides, name: str = "run", quick=QUICK, env: dict | None = None
 ) -> subprocess.CompletedProcess:
     """``train_cli``'s twin in this process (``command_here``)."""
-    return command_here(*quick, f"hydra.run.dir={tmp / 'outputs' / name}", *overrides, cwd=tmp, env=env)
+    return command_here(*train_args(tmp, overrides, name, quick), cwd=tmp, env=env)
 
 
 def command_here(
@@ -92,10 +90,10 @@ def command_here(
     clone's configs; ``configs=None``: ``swwae train``'s, the package's) and the same result (exit
     status, stdout, stderr; an uncaught exception is a traceback and status 1). A quick run spends
     about three quarters of a new process in imports (torch, Lightning, torchmetrics); here they
-    are loaded once. What a run
-    changes in the process (the working folder, the environment, Hydra's state, torch's
-    determinism, threads and dtype) is put back. Signals, locks held by another process, the
-    imports of a command and DDP need a process of their own: ``train_cli``."""
+    are loaded once. What a run changes in the process (the working folder, the environment,
+    Hydra's state, torch's determinism, threads and dtype, logging) is put back. Signals, locks
+    held by another process, the imports of a command and DDP need a process of their own:
+    ``train_cli``."""
     import torch
     from hydra.core.global_hydra import GlobalHydra
 
@@ -115,8 +113,12 @@ def command_here(
     os.chdir(cwd)
     GlobalHydra.instance().clear()
     try:
-        streams = contextlib.redirect_stdout(out), contextlib.redirect_stderr(err)
-        with streams[0], streams[1], warnings.catch_warnings(), kept_logging():
+        with (
+            contextlib.redirect_stdout(out),
+            contextlib.redirect_stderr(err),
+            warnings.catch_warnings(),
+            kept_logging(),
+        ):
             warnings.simplefilter("ignore")  # as PYTHONWARNINGS=ignore in run_cli
             try:
                 status = main(args, configs=configs)
