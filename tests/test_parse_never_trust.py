@@ -450,7 +450,10 @@ def test_a_finished_run_asked_again_does_not_believe_a_metrics_json_about_other_
         record |= {"checkpoint": named, "checkpoint_sha256": sha}
         record["metrics"] = {k: 1e-9 for k in record["metrics"]}
         metrics.write_text(json.dumps(record))
-        again = train_cli(tmp_path, "model.widths=[4]", timeout=120)  # /dev/zero: no hang holding the lock
+        if named == "/dev/zero":  # a process of its own and a time limit: no hang holding the lock
+            again = train_cli(tmp_path, "model.widths=[4]", timeout=120)
+        else:
+            again = train_here(tmp_path, "model.widths=[4]")
         assert again.returncode == 0 and "had already finished" in again.stdout, again.stderr[-2000:]
         assert "evaluated again from best.ckpt" in again.stdout and "0.0000" not in again.stdout
         rewritten = json.loads(metrics.read_text())

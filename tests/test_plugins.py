@@ -1,7 +1,7 @@
 """A lab's own parts (swwae.plugins), seen by every command: a pooling mode with its own setting
 and a data set, in a module of the lab's (tests/helpers/lab_parts.py, copied into a folder of its
-own), found through ``SWWAE_PLUGINS`` by train, the same command again, evaluate and export, and
-through a ``swwae.plugins`` entry point of an installed package."""
+own), found through ``SWWAE_PLUGINS`` by train, the same command again, evaluate, export and
+``swwae.load``, and through a ``swwae.plugins`` entry point of an installed package."""
 
 from __future__ import annotations
 
@@ -10,35 +10,62 @@ import sys
 
 import pytest
 
-from helpers.cli import TESTS, run_cli, train_cli
+import swwae
+from helpers.cli import TESTS, swwae_here, train_args
+from helpers.config import QUICK
 from swwae.errors import ConfigError
 
 
+def forget_lab() -> None:
+    """The lab's parts out of this process again, as a new process starts without them: each
+    command below loads them itself (the commands run in the test's process, ``swwae_here``)."""
+    from swwae import plugins
+    from swwae.datasets import DATA_SETS
+    from swwae.pooling.modes import POOL_MODES
+    from swwae.training.composing import register_resolvers
+
+    POOL_MODES.unregister("gain")
+    DATA_SETS.unregister("lab_images")
+    plugins._loaded.discard("lab_parts")
+    sys.modules.pop("lab_parts", None)
+    register_resolvers()  # the schema's nodes without the lab's setting
+
+
 @pytest.fixture
-def lab(tmp_path):
+def lab(tmp_path, monkeypatch):
+    """``SWWAE_PLUGINS=lab_parts`` with the module on the path; forgotten after each command."""
     folder = tmp_path / "lab"
     folder.mkdir()
     shutil.copy(TESTS / "helpers" / "lab_parts.py", folder / "lab_parts.py")
-    return {"PYTHONPATH": str(folder), "SWWAE_PLUGINS": "lab_parts"}
+    monkeypatch.syspath_prepend(str(folder))
+    yield {"SWWAE_PLUGINS": "lab_parts"}
+    forget_lab()
 
 
 @pytest.mark.slow
 def test_a_labs_data_set_and_pooling_mode_work_in_every_command(tmp_path, lab):
+    def command(*args, env=lab):
+        try:
+            return swwae_here(*args, cwd=tmp_path, env=env)
+        finally:
+            forget_lab()
+
     overrides = ["data=lab_images", "model.pool_mode=gain", "model.gain=3", "model.widths=[4]"]
-    first = train_cli(tmp_path, *overrides, env=lab)
+    first = command("train", *train_args(tmp_path, overrides, "run", QUICK))
     assert first.returncode == 0, first.stderr
-    again = train_cli(tmp_path, *overrides, name="again", env=lab)
+    again = command("train", *train_args(tmp_path, overrides, "again", QUICK))
     assert again.returncode == 0 and "had already finished" in again.stdout, again.stderr
     [best] = (tmp_path / "checkpoints").rglob("best.ckpt")
-    evaluated = run_cli("-m", "swwae", "evaluate", best, "--out", tmp_path / "recon.png", cwd=tmp_path, env=lab)
+    evaluated = command("evaluate", best, "--out", tmp_path / "recon.png")
     assert evaluated.returncode == 0 and "test/recon_mse" in evaluated.stdout, evaluated.stderr
-    exported = run_cli("-m", "swwae", "export", best, "--to", tmp_path / "m", cwd=tmp_path, env=lab)
+    exported = command("export", best, "--to", tmp_path / "m")
     assert exported.returncode == 0, exported.stderr
-    code = "import swwae; net = swwae.load('m'); print(type(net.pools[0]).__name__, net.pools[0].gain)"
-    loaded = run_cli("-c", code, cwd=tmp_path, env=lab)
-    name, gain = loaded.stdout.split()
-    assert name == "GainPool" and float(gain) == 3.0, loaded.stderr
-    without = run_cli("-m", "swwae", "evaluate", best, cwd=tmp_path)  # the lab's parts not there: one line
+    with pytest.MonkeyPatch.context() as env:  # swwae.load, in a script, loads the lab's parts too
+        env.setenv("SWWAE_PLUGINS", "lab_parts")
+        net = swwae.load(tmp_path / "m")
+    assert type(net.pools[0]).__name__ == "GainPool" and net.pools[0].gain == 3.0
+    forget_lab()
+    without = command("evaluate", best, env={})  # the lab's parts not there: one line
     assert without.returncode == 2 and len(without.stderr.strip().splitlines()) == 1, without.stderr
 
 
@@ -60,10 +87,7 @@ def test_an_installed_packages_entry_point_is_loaded_once(tmp_path, monkeypatch)
         assert plugins.load_plugins() == ["lab_parts"] and plugins.load_plugins() == []
         assert "gain" in POOL_MODES and "lab_images" in DATA_SETS
     finally:
-        POOL_MODES.unregister("gain")
-        DATA_SETS.unregister("lab_images")
-        plugins._loaded.discard("lab_parts")
-        sys.modules.pop("lab_parts", None)
+        forget_lab()
 
 
 def test_a_plugin_that_fails_is_one_line_naming_it(monkeypatch):

@@ -172,6 +172,5 @@ def test_the_job_and_the_scripts_decide_before_torch_loads(program):
         f"import runpy; g = runpy.run_path({program!r}, run_name='imported'); from swwae import threads; "
         f"print(threads.chosen is not None); {REPORT}"
     )
-    assert python(code).splitlines()[0] == "True"
     loads_torch = program != "train.py"
     assert python(code, OMP_WAIT_POLICY="ACTIVE").splitlines() == ["True", f"ACTIVE {loads_torch}"]

@@ -182,8 +182,8 @@ def main(argv: list[str] | None = None, configs: Path | None = None) -> int:
     try:
         if path == CONFIG_PATH:
             check_installed()
-        if load_plugins():  # a lab's own parts (swwae.plugins): their settings before Hydra composes
-            register_resolvers()
+        load_plugins()  # a lab's own parts (swwae.plugins)
+        register_resolvers()  # their settings in the schema's nodes before Hydra composes
     except UserError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

@@ -98,12 +98,18 @@ def store_settings() -> None:
     starts from one of them (``- /settings@_here_: model``) and holds only what it changes, and
     every key can be overridden on the command line (``model.beta=10``). A registered data set
     that ships no config file is an option of the ``data`` group as it is."""
+    global _stored_for
     from hydra.core.config_store import ConfigStore
 
     from swwae.datasets import DATA_SETS
+    from swwae.loss_terms import TERMS
+    from swwae.pooling.modes import POOL_MODES
     from swwae.settings import model_settings
     from swwae.stored import plain
 
+    tables = tuple((name, id(entry)) for table in (POOL_MODES, TERMS, DATA_SETS) for name, entry in table.items())
+    if tables == _stored_for:  # the nodes follow the tables: stored again only when one changed
+        return
     store = ConfigStore.instance()
     store.store(group="settings", name="model", node=plain(model_settings()().model_dump()))
     for entry in DATA_SETS.values():
@@ -111,6 +117,10 @@ def store_settings() -> None:
         store.store(group="settings/data", name=entry.name, node=node)
         if entry.name not in DATA_SETS.shipped:  # a lab's own: data=<name> needs no config file
             store.store(group="data", name=entry.name, node=node)
+    _stored_for = tables
+
+
+_stored_for: tuple = ()  # the tables' entries when store_settings last stored their nodes
 
 
 @dataclass(frozen=True)

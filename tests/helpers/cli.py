@@ -94,10 +94,24 @@ def command_here(
     Hydra's state, torch's determinism, threads and dtype, logging) is put back. Signals, locks
     held by another process, the imports of a command and DDP need a process of their own:
     ``train_cli``."""
+    from swwae.commands.train import main
+
+    return in_this_process(lambda argv: main(argv, configs=configs), ["train.py"], args, cwd, env)
+
+
+def swwae_here(*args, cwd: Path, env: dict | None = None) -> subprocess.CompletedProcess:
+    """``run_cli("-m", "swwae", *args, cwd=cwd)`` in this process (``command_here``'s way):
+    ``swwae <subcommand> <arguments>``, loading a lab's plugins first as the command does."""
+    from swwae.commands.dispatch import main
+
+    return in_this_process(main, ["swwae"], args, cwd, env)
+
+
+def in_this_process(main, program: list[str], args, cwd: Path, env: dict | None) -> subprocess.CompletedProcess:
+    """``main(args)`` run as a command would be: in ``cwd``, with ``env`` added, its output
+    captured; the process put back afterwards (``command_here``)."""
     import torch
     from hydra.core.global_hydra import GlobalHydra
-
-    from swwae.commands.train import main
 
     saved_env, saved_cwd = dict(os.environ), Path.cwd()
     saved_torch = (
@@ -121,7 +135,7 @@ def command_here(
         ):
             warnings.simplefilter("ignore")  # as PYTHONWARNINGS=ignore in run_cli
             try:
-                status = main(args, configs=configs)
+                status = main(args)
             except SystemExit as done:
                 status = done.code if isinstance(done.code, int) else (0 if done.code is None else 1)
             except Exception:
@@ -138,4 +152,4 @@ def command_here(
         torch.set_default_dtype(dtype)
         torch.set_float32_matmul_precision(matmul)
         torch.set_flush_denormal(False)
-    return subprocess.CompletedProcess(["train.py", *args], status, out.getvalue(), err.getvalue())
+    return subprocess.CompletedProcess([*program, *args], status, out.getvalue(), err.getvalue())
