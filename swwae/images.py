@@ -5,12 +5,14 @@ The one place the panels are built, for every consumer: the logged panels of the
 ``scripts/evaluate.py``, the PNG of ``scripts/project.py`` and the sweep figures.
 
 A figure is rows of images, each row named in a label strip on its left. A logged panel is
-drawn for the card a logger shows it in (``card_figure``): TensorBoard's default grid shrinks
-an image to about ``CARD_WIDTH`` pixels wide, so a panel holds at most ``CARD_COLUMNS`` images
-a line, each row's label above it (a strip beside the rows would take a third of the width),
-in a font that is ``CARD_FONT`` pixels once shrunk. (Eight digits a row beside a label strip,
-803 pixels wide, showed their labels 4-5 pixels tall there; four digits with the labels above,
-346 pixels wide, show them 10-13 pixels tall.)
+drawn for the card a logger shows it in (``card_figure``): TensorBoard's default grid (its Time
+Series dashboard) fits an image into a box of ``CARD_WIDTH`` by ``CARD_HEIGHT`` pixels, so a
+panel holds at most ``CARD_COLUMNS`` images a line, each row's label above it (a strip beside
+the rows would take a third of the width), in a font that is ``CARD_FONT`` pixels once the
+panel is shrunk into the box. (Eight digits a row beside a label strip, 803 pixels wide, showed
+their labels 4-5 pixels tall there. Four digits with the labels above, 346 by 345 pixels, were
+shrunk by the box's height to 0.62x: labels 7-8 pixels tall in Chromium. Their font now grows
+until it is ``CARD_FONT`` pixels as shown.)
 
 Every image is magnified by a whole number (nearest neighbour, so pixels stay pixels) until it
 is at least ``MIN_IMAGE_WIDTH`` pixels wide: 3x for 28-pixel digits and 32-pixel CIFAR images,
@@ -33,7 +35,9 @@ from swwae.model import SWWAE, SWWAEOutput, eval_mode
 
 MIN_IMAGE_WIDTH = 84  # pixels an image is magnified to at least, at the default zoom
 PAD = 2  # white pixels between the images of a figure
-CARD_WIDTH = 300  # pixels: how wide TensorBoard's image card, in its default grid, shows a panel
+# the image box of TensorBoard's card in its default grid (TensorBoard 2.21 in Chromium, a
+# 1280x800 window; at 1920x1080 the cards are wider, as tall): an image is shrunk to fit, never enlarged
+CARD_WIDTH, CARD_HEIGHT = 313, 215  # pixels
 CARD_COLUMNS = 4  # images a line in a logged panel: four 84-pixel images fill such a card
 CARD_FONT = 14  # pixels the labels' font is, seen in the card (the letters about 10 tall)
 
@@ -158,7 +162,8 @@ def card_figure(
     """(3, H, W) image in [0, 1]: ``rows`` as ``labelled_figure`` draws them, for a logger's
     card: at most ``CARD_COLUMNS`` images a line (more images take more lines, every row
     again), each row's label above its images, in a font that is still ``CARD_FONT`` pixels
-    when the card shrinks the figure to ``CARD_WIDTH`` pixels wide."""
+    when the card shrinks the figure into its box (``card_scale``; at most a third of an image's
+    height: a panel of many lines is shrunk a lot, and the card's zoom shows it whole)."""
     size = tuple(size or rows[0][1].shape[-2:])
     n = max(len(images) for _, images in rows)
     lines = [
@@ -168,9 +173,23 @@ def card_figure(
         if len(images) > start
     ]
     grids = [labelled_figure([line], scale=scale, labels=False, size=size) for line in lines]
-    width = max(grid.shape[2] for grid in grids)
-    font = max(font_size_for(grids[0].shape[1] - 2 * PAD), math.ceil(CARD_FONT * width / CARD_WIDTH))
-    return _stacked(*(_stacked(_banner((label,), font), grid) for (label, _), grid in zip(lines, grids)))
+    tile = grids[0].shape[1] - 2 * PAD
+
+    def drawn(font: int) -> Tensor:
+        return _stacked(*(_stacked(_banner((label,), font), grid) for (label, _), grid in zip(lines, grids)))
+
+    font = font_size_for(tile)
+    for _ in range(4):  # a larger font makes the panel taller, which the card shrinks more
+        needed = min(math.ceil(CARD_FONT / card_scale(drawn(font))), tile // 3)  # labels stay smaller than images
+        if needed <= font:
+            break
+        font = needed
+    return drawn(font)
+
+
+def card_scale(figure: Tensor) -> float:
+    """How much TensorBoard's card shrinks ``figure`` (3, H, W) to show it: 1 if it fits."""
+    return min(1.0, CARD_WIDTH / figure.shape[2], CARD_HEIGHT / figure.shape[1])
 
 
 @torch.no_grad()

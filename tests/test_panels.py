@@ -12,11 +12,13 @@ from torchvision.utils import make_grid
 
 from swwae.images import (
     CARD_COLUMNS,
+    CARD_HEIGHT,
     CARD_WIDTH,
     MIN_IMAGE_WIDTH,
     PAD,
     Picture,
     card_figure,
+    card_scale,
     evaluation_figure,
     labelled_figure,
     panel_rows,
@@ -107,16 +109,25 @@ def test_colour_images_of_other_sizes(shape, factor):
 
 @pytest.mark.parametrize("shape", [(1, 28, 28), (3, 32, 32), (3, 96, 96), (3, 160, 160)])
 def test_a_logged_panel_is_readable_in_tensorboards_card(shape):
-    """TensorBoard's default grid shows an image about CARD_WIDTH (300) pixels wide: shrunk to
-    that, every label of every panel is 9 pixels tall or more (measured on the drawn figure:
-    with white images, every dark pixel is a letter), and a line holds CARD_COLUMNS images."""
-    for name, rows in panel_rows(net(image_shape=shape), images(8, shape)).items():
-        white = [(label, torch.ones_like(x)) for label, x in rows]
-        figure = card_figure(white, size=shape[1:])
-        heights = letter_heights(figure)
-        assert len(heights) == 2 * len(rows), name  # 8 images: each row's label on both lines
-        assert min(heights) * min(1, CARD_WIDTH / figure.shape[2]) >= 9, (name, heights, figure.shape)
-        assert figure.shape[2] == grid_width(CARD_COLUMNS, upscale_factor(shape[2]) * shape[2]), name
+    """TensorBoard's default grid fits an image into a CARD_WIDTH x CARD_HEIGHT box (measured in
+    Chromium): shrunk so, every label of every panel of the default 4 images is 9 pixels tall or
+    more (measured on the drawn figure: with white images, every dark pixel is a letter), and a
+    line holds CARD_COLUMNS images. With 8, every row is labelled on both of its lines."""
+    for n in (4, 8):
+        for name, rows in panel_rows(net(image_shape=shape), images(n, shape)).items():
+            white = [(label, torch.ones_like(x)) for label, x in rows]
+            figure = card_figure(white, size=shape[1:])
+            heights = letter_heights(figure)
+            assert len(heights) == n // CARD_COLUMNS * len(rows), (n, name)
+            assert figure.shape[2] == grid_width(CARD_COLUMNS, upscale_factor(shape[2]) * shape[2]), name
+            assert n > CARD_COLUMNS or min(heights) * card_scale(figure) >= 9, (name, heights, figure.shape)
+
+
+def test_the_card_shrinks_a_figure_into_its_box_and_never_enlarges_it():
+    assert card_scale(torch.zeros(3, CARD_HEIGHT, CARD_WIDTH)) == 1.0
+    assert card_scale(torch.zeros(3, 10, 10)) == 1.0
+    assert card_scale(torch.zeros(3, CARD_HEIGHT, 2 * CARD_WIDTH)) == 0.5  # too wide
+    assert card_scale(torch.zeros(3, 4 * CARD_HEIGHT, CARD_WIDTH)) == 0.25  # too tall: the three-row panels
 
 
 def test_the_evaluate_figure_has_a_title_and_a_row_per_where_mask():
