@@ -111,7 +111,8 @@ def test_ctrl_c_before_training_is_one_line_too(tmp_path):
 @pytest.mark.slow
 def test_output_to_a_file_is_one_line_per_epoch(tmp_path):
     """The console of a run: one line an epoch, then its done: line, and nothing else (no
-    banner, tips, warnings or restore lines of Lightning's: they come with verbose=true)."""
+    banner, tips, model summary, warnings or restore lines of Lightning's: they come with
+    verbose=true)."""
     result = train_here(tmp_path, "model.widths=[4]", "trainer.max_epochs=3", "callbacks.progress_bar.refresh_rate=5")
     assert result.returncode == 0, result.stderr[-2000:]
     assert "\r" not in result.stdout + result.stderr and result.stderr.strip() == "", result.stderr
@@ -120,6 +121,8 @@ def test_output_to_a_file_is_one_line_per_epoch(tmp_path):
     for line in lines[:3]:
         assert "train/loss=" in line and "val/recon_mse=" in line and "val/acc=" in line and line.endswith(" s)")
     assert lines[3].startswith("done: ") and len(lines) == 4
+    loud = train_here(tmp_path, "model.widths=[4]", "seed=1", "verbose=true", name="loud")  # a run of its own
+    assert loud.returncode == 0 and "Total params" in loud.stdout + loud.stderr, loud.stderr[-2000:]
 
 
 # kill and resume

@@ -214,7 +214,7 @@ def test_a_semi_supervised_run_computes_the_nll_on_every_step_and_picks_by_val_a
 
         build_trainer = run.build_trainer
         mp.setattr(
-            run, "build_trainer", lambda cfg, loggers, callbacks: build_trainer(cfg, loggers, [*callbacks, probe])
+            run, "build_trainer", lambda cfg, loggers, callbacks, **kw: build_trainer(cfg, loggers, [*callbacks, probe])
         )
         value = train(cfg)
     assert probe.labelled == [8] * 10

@@ -157,12 +157,15 @@ class AtomicCheckpointIO(TorchCheckpointIO):
 # the Trainer that reads and writes them
 
 
-def build_trainer(settings: TrainerSpec, loggers: list, callbacks: list) -> L.Trainer:
+def build_trainer(settings: TrainerSpec, loggers: list, callbacks: list, verbose: bool = False) -> L.Trainer:
     """The Trainer of the run spec's ``trainer`` section (a ``TrainerSpec``: the keys the config
     set), saving and loading checkpoints through ``AtomicCheckpointIO`` (atomic, checksummed,
     weights only) unless the config names a CheckpointIO plugin of its own. The job builds its
-    one Trainer here, so that no load of a ``ckpt_path`` bypasses the safe reader."""
+    one Trainer here, so that no load of a ``ckpt_path`` bypasses the safe reader. Lightning's
+    model summary only when ``verbose`` (with rich installed it prints a table of its own, past
+    logging) or where the config asks for it (``trainer.enable_model_summary``)."""
     kwargs = settings.model_dump(by_alias=True, exclude_unset=True)
+    kwargs.setdefault("enable_model_summary", verbose)
     given = kwargs.get("plugins") or []
     given = list(given) if isinstance(given, (list, tuple)) else [given]
     plugins = [build(p) if isinstance(p, Mapping) else p for p in given]  # nodes with _target_, or names

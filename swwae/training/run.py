@@ -141,7 +141,7 @@ def build_job(cfg: DictConfig, spec: RunSpec, run_config: dict, folder: RunFolde
     identity_record = {"identity": folder.identity, "digest": folder.digest}  # in every checkpoint
     callbacks = job_callbacks(configured, run_config, params, identity_record, module, datamodule, spec.seed)
     preemption = Preemption(folder.path)
-    trainer = build_trainer(spec.trainer, [], [*callbacks, preemption])
+    trainer = build_trainer(spec.trainer, [], [*callbacks, preemption], verbose=spec.verbose)
     check_epoch(spec.trainer, datamodule, trainer.world_size)  # batch settings against the data, before the folder
     return Job(
         datamodule,
