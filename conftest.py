@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import doctest
 import importlib.util
-import os
 import shutil
 from pathlib import Path
 
@@ -77,19 +76,6 @@ pytest_collect_file = Sybil(
     patterns=["README.md", "docs/*.md"],
     fixtures=["docs_workspace"],
 ).pytest()
-
-
-def pytest_configure(config):
-    """Under ``-n auto`` each core runs a worker: a worker's torch computes on its share of the
-    cores (one thread of two), not on every core beside the other workers' threads (the runs in
-    the tests' own processes took 6-10% longer so). Its commands' processes decide for
-    themselves (``swwae.threads``)."""
-    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
-    if workers > 1:
-        import torch
-
-        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-        torch.set_num_threads(max(1, cores // workers))
 
 
 def pytest_collection_modifyitems(items):

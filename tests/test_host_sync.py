@@ -13,15 +13,14 @@ from __future__ import annotations
 from pathlib import Path
 from types import SimpleNamespace
 
-import lightning as L
 import pytest
 import torch
 
 from helpers.cli import last_error_line, run_cli
 from helpers.config import DDP_QUICK, MODEL_CONFIGS, ROOT
+from helpers.faults import with_callback
 from helpers.syncs import CountSyncs, SyncsPerBatch
 from swwae.errors import NonFiniteError
-from swwae.training import run
 from swwae.training.callbacks import EpochLines, LiveBar
 from swwae.training.nonfinite import LossWatch
 from swwae.training.run import train
@@ -30,14 +29,6 @@ from swwae.training.run import train
 # (torch keeps them on the CPU for CUDA parameters too) and the batch sampler's indices into
 # the images held in host memory (swwae.training.data)
 HOST_SIDE = ("torch/optim/", "swwae/training/data/")
-
-
-def with_callback(monkeypatch, callback: L.Callback) -> None:
-    """Add ``callback`` to the Trainer that ``swwae.training.run.train`` builds."""
-    build = run.build_trainer
-    monkeypatch.setattr(
-        run, "build_trainer", lambda cfg, loggers, callbacks: build(cfg, loggers, [*callbacks, callback])
-    )
 
 
 # the loss watch

@@ -210,12 +210,9 @@ def test_a_semi_supervised_run_computes_the_nll_on_every_step_and_picks_by_val_a
     )
     probe = RecordTrainingSteps()
     with pytest.MonkeyPatch.context() as mp:  # the job builds its callbacks from the config: add the probe
-        from swwae.training import run
+        from helpers.faults import with_callback
 
-        build_trainer = run.build_trainer
-        mp.setattr(
-            run, "build_trainer", lambda cfg, loggers, callbacks, **kw: build_trainer(cfg, loggers, [*callbacks, probe])
-        )
+        with_callback(mp, probe)
         value = train(cfg)
     assert probe.labelled == [8] * 10
     assert len(probe.nll) == 10 and all(math.isfinite(v) and v > 0 for v in probe.nll)

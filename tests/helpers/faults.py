@@ -122,3 +122,14 @@ class PauseAt(AtBatch):
         deadline = time.monotonic() + self.timeout
         while not Path(self.go).exists() and time.monotonic() < deadline:
             time.sleep(0.05)
+
+
+def with_callback(monkeypatch, callback: L.Callback) -> None:
+    """Add ``callback`` to the Trainer that ``swwae.training.run.train`` builds (in the test's
+    own process)."""
+    from swwae.training import run
+
+    build = run.build_trainer
+    monkeypatch.setattr(
+        run, "build_trainer", lambda cfg, loggers, callbacks, **kw: build(cfg, loggers, [*callbacks, callback], **kw)
+    )
