@@ -11,7 +11,7 @@ panel holds at most ``CARD_COLUMNS`` images a line, each row's label above it (a
 the rows would take a third of the width), in a font that is ``CARD_FONT`` pixels once the
 panel is shrunk into the box. (Eight digits a row beside a label strip, 803 pixels wide, showed
 their labels 4-5 pixels tall there. Four digits with the labels above, 346 by 345 pixels, were
-shrunk by the box's height to 0.62x: labels 7-8 pixels tall in Chromium. Their font now grows
+shrunk by the box's height to 0.62x: labels 8-9 pixels tall in Chromium. Their font now grows
 until it is ``CARD_FONT`` pixels as shown.)
 
 Every image is magnified by a whole number (nearest neighbour, so pixels stay pixels) until it
@@ -179,12 +179,14 @@ def card_figure(
         return _stacked(*(_stacked(_banner((label,), font), grid) for (label, _), grid in zip(lines, grids)))
 
     font = font_size_for(tile)
+    figure = drawn(font)
     for _ in range(4):  # a larger font makes the panel taller, which the card shrinks more
-        needed = min(math.ceil(CARD_FONT / card_scale(drawn(font))), tile // 3)  # labels stay smaller than images
+        needed = min(math.ceil(CARD_FONT / card_scale(figure)), tile // 3)  # labels stay smaller than images
         if needed <= font:
             break
         font = needed
-    return drawn(font)
+        figure = drawn(font)
+    return figure
 
 
 def card_scale(figure: Tensor) -> float:

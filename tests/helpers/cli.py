@@ -1,6 +1,7 @@
 """The launchers of the command tests: ``python train.py ...`` or a script in a process of its
-own, run the way a user runs it (``run_cli``, ``train_cli``), or ``train.py``'s command in the
-test's own process (``train_here``: the same result, without a new interpreter's imports)."""
+own, run the way a user runs it (``run_cli``, ``train_cli``), or the same command in the test's
+own process (``train_here``, ``command_here``, ``swwae_here``: the same result, without a new
+interpreter's imports)."""
 
 from __future__ import annotations
 
