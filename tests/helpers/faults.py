@@ -1,7 +1,8 @@
 """Fault injection for the subprocess tests: Lightning callbacks that a test adds to a real
 ``train.py`` run by dotted path, e.g.
 ``+callbacks.kill._target_=helpers.faults.KillAt +callbacks.kill.epoch=1 +callbacks.kill.batch=1``
-(``helpers.cli`` puts ``tests/`` on the child's path)."""
+(``helpers.cli`` puts ``tests/`` on the child's path); in the test's own process,
+``with_callback`` adds one to the job's Trainer."""
 
 from __future__ import annotations
 
