@@ -11,15 +11,22 @@ from __future__ import annotations
 
 import doctest
 import importlib.util
+import os
 import shutil
 from pathlib import Path
 
 import pytest
+import torch
 from sybil import Sybil
 from sybil.evaluators.python import pad
 from sybil.parsers.markdown import CodeBlockParser
 
 from tests.helpers.docs import NEEDS
+
+# Without CUDA, Triton's kernels (swwae.pooling.fused) run in its interpreter, on the CPU: Triton
+# chooses when it loads, so this comes before anything loads it (Lightning does)
+if not torch.cuda.is_available():
+    os.environ.setdefault("TRITON_INTERPRET", "1")
 
 ROOT = Path(__file__).resolve().parent
 SHIPPED_CHECKPOINT = ROOT / "tests" / "data" / "checkpoint_v0_1.ckpt"  # (4)3c-2p-(8)3c-2p-10fc, mnist_sample

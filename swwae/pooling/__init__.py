@@ -25,8 +25,9 @@ or, as functions (``torch.nn.functional``'s way; the where carries what unpoolin
 The package, one module per job, each importing only modules listed above it:
 
 * ``geometry``: kernel, stride and padding (``Geometry``, ``pooled_size``);
+* ``fused``: the soft where as fused Triton kernels, forward and backward (CUDA);
 * ``soft``: the soft pooling internals (window layout, the soft max / soft argmax and the
-  in-window splat as autograd Functions);
+  in-window splat as autograd Functions), and the choice of the fused kernels where they run;
 * ``wheres``: what a pool records, ``HardWhere`` and ``SoftWhere``, and the generic ``splat``;
 * ``upsamplers``: the where-free ways back up (nearest, transposed conv, inverse wavelet);
 * ``functional``: ``what_where_pool2d`` and ``unpool2d``, the hard and soft pooling as

@@ -3,10 +3,14 @@ and the bilinear splat inside each window (``WindowSplat``), as autograd Functio
 hand-written backward passes (as plain autograd the same maths records dozens of ops, each one
 more pass over memory), on tensors in window layout (``swwae.pooling.windows``). Users go through
 ``WhatWherePool(mode="soft")`` and ``SoftWhere``; the names without a leading underscore are
-the ones the package's other modules use."""
+the ones the package's other modules use. On CUDA, ``soft_pool`` and ``window_splat`` run the
+same maths as fused kernels instead (``swwae.pooling.fused``): these functions are their
+reference, and the CPU's path."""
 
 from __future__ import annotations
 
+import functools
+import importlib.util
 import math
 
 import torch
@@ -31,7 +35,7 @@ from swwae.pooling.windows import (
 # Exponents below this are clamped before exp: exp(-80) ~ 1.8e-35 is a zero weight for
 # every purpose (the winner has weight 1), while exp of anything below ~ -87 (float32
 # denormals and underflow) is ~10x slower on CPU, and beta = 100 sends most exponents there.
-_LOGIT_FLOOR = -80.0
+LOGIT_FLOOR = -80.0
 
 
 def _weight_moments(weights: Tensor) -> tuple[Tensor, Tensor, Tensor]:
@@ -134,7 +138,7 @@ class SoftPoolFunction(torch.autograd.Function):
         # logits beta (z - top): each window's max subtracted (softmax is shift-invariant),
         # so they are <= 0, exactly 0 at the max, whatever the scale of x (unlike
         # beta z - beta top); then clamped, which also makes -inf cells finite
-        logits = z.sub_(per_window(top)).mul_(beta).clamp_(min=_LOGIT_FLOOR)
+        logits = z.sub_(per_window(top)).mul_(beta).clamp_(min=LOGIT_FLOOR)
         weights = logits.exp()  # unnormalised, 1 at the max
         if padded:  # padded cells never win
             weights.mul_(valid_cells(geometry, x.shape[-2:], x))
@@ -246,16 +250,60 @@ class WindowSplat(torch.autograd.Function):
         return grad_v, down.mul_(v), grad_col
 
 
-@in_float32
+# where the fused kernels (swwae.pooling.fused, Triton) run the soft where instead of the functions
+# above: CUDA. The tests add "cpu" under Triton's interpreter (TRITON_INTERPRET=1); an empty set
+# runs the reference everywhere (the benchmarks compare the two so)
+FUSED_DEVICES = {"cuda"}
+FUSED_DTYPES = (torch.float32, torch.bfloat16, torch.float16)  # what the kernels read (float64: the reference)
+
+
+@functools.cache
+def _triton_installed() -> bool:
+    return importlib.util.find_spec("triton") is not None
+
+
+def fused_kernels_run(*tensors: Tensor) -> bool:
+    """Whether the soft where of these tensors runs the fused kernels: on a device of
+    ``FUSED_DEVICES``, in a dtype they read, with Triton installed, outside torch.compile (which
+    fuses the reference itself) and with 32-bit offsets."""
+    device = tensors[0].device.type
+    return (
+        device in FUSED_DEVICES
+        and all(t.dtype in FUSED_DTYPES for t in tensors)
+        and all(t.numel() < 2**31 for t in tensors)
+        and not torch.compiler.is_compiling()
+        and _triton_installed()
+    )
+
+
 def soft_pool(x: Tensor, geometry: Geometry, beta: float) -> tuple[Tensor, Tensor, Tensor]:
-    """``SoftPoolFunction`` in float32 under autocast and for half-precision inputs
-    (``swwae.pooling.precision``): (what, row, col), positions relative to each window."""
+    """(what, row, col) of every window, positions relative to each window: the fused kernels
+    where they run (``fused_kernels_run``), else ``SoftPoolFunction``; in float32 under autocast
+    and for half-precision inputs (``swwae.pooling.precision``) either way."""
+    if fused_kernels_run(x):
+        from swwae.pooling import fused
+
+        return fused.soft_pool(x, geometry, beta, LOGIT_FLOOR)
+    return _soft_pool(x, geometry, beta)
+
+
+def window_splat(v: Tensor, q_row: Tensor, q_col: Tensor, geometry: Geometry, shape) -> Tensor:
+    """The splat of v at in-window positions (q_row, q_col), in their promoted dtype, and in
+    float32 under autocast and for half-precision inputs (``swwae.pooling.precision``): the
+    fused kernels where they run (``fused_kernels_run``), else ``WindowSplat``."""
+    if fused_kernels_run(v, q_row, q_col):
+        from swwae.pooling import fused
+
+        return fused.window_splat(v, q_row, q_col, geometry, shape)
+    return _window_splat(v, q_row, q_col, geometry, shape)
+
+
+@in_float32
+def _soft_pool(x: Tensor, geometry: Geometry, beta: float) -> tuple[Tensor, Tensor, Tensor]:
     return SoftPoolFunction.apply(x, geometry, beta)
 
 
 @in_float32
-def window_splat(v: Tensor, q_row: Tensor, q_col: Tensor, geometry: Geometry, shape) -> Tensor:
-    """``WindowSplat`` of v at in-window positions (q_row, q_col), in their promoted dtype,
-    and in float32 under autocast and for half-precision inputs (``swwae.pooling.precision``)."""
+def _window_splat(v: Tensor, q_row: Tensor, q_col: Tensor, geometry: Geometry, shape) -> Tensor:
     dtype = torch.promote_types(v.dtype, q_row.dtype)
     return WindowSplat.apply(v.to(dtype), q_row.to(dtype), q_col.to(dtype), geometry, tuple(shape))

@@ -1,0 +1,221 @@
+"""The fused soft-where kernels (swwae.pooling.fused) against the reference path (swwae.pooling.soft):
+the same what, where, splat and gradients to float32 rounding, over random geometries and the
+values the contract names (-inf cells, NaN and +inf, large activations), in every layout and
+dtype they read, bit-identical run to run. On a machine without CUDA they run on the CPU under
+Triton's interpreter (TRITON_INTERPRET=1); on CUDA, compiled, on the GPU. Every kernel also
+compiles for the GPUs users train on, without one (Triton's compiler, ptxas included)."""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+from hypothesis import given, settings
+
+from helpers.config import ROOT
+from helpers.pooling import geometries
+from swwae.pooling import Unpool, WhatWherePool, soft
+from swwae.pooling.geometry import Geometry
+
+fused = pytest.importorskip("swwae.pooling.fused", reason="needs Triton (Linux builds of torch bring it)")
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"  # cpu: Triton's interpreter (conftest.py)
+if DEVICE == "cpu" and os.environ.get("TRITON_INTERPRET") != "1":
+    pytest.skip("no CUDA device, and Triton's interpreter is off (TRITON_INTERPRET)", allow_module_level=True)
+# the interpreter computes with numpy, which warns of the NaN and inf that the tests feed it
+pytestmark = pytest.mark.filterwarnings("ignore:.*encountered in:RuntimeWarning")
+
+
+@contextlib.contextmanager
+def kernels(on: bool):
+    """The soft where through the fused kernels on DEVICE (on) or through the reference (off)."""
+    before = set(soft.FUSED_DEVICES)
+    soft.FUSED_DEVICES.clear()
+    soft.FUSED_DEVICES.update({DEVICE} if on else set())
+    try:
+        yield
+    finally:
+        soft.FUSED_DEVICES.clear()
+        soft.FUSED_DEVICES.update(before)
+
+
+def pool_and_unpool(x: torch.Tensor, geometry: dict, beta: float, fused_on: bool):
+    """(what, row, col, unpooled) of ``x`` and the grads of a fixed random loss on all four."""
+    with kernels(fused_on):
+        leaf = x.detach().clone().requires_grad_(True)
+        pool = WhatWherePool(**geometry, mode="soft", beta=beta)
+        what, where = pool(leaf)
+        v = (what * 1.5).detach().requires_grad_(True)
+        positions = [t.detach().requires_grad_(True) for t in (where.in_window_row, where.in_window_col)]
+        where.in_window_row, where.in_window_col = positions
+        unpooled = Unpool(pool)(v, where)
+        outputs = (what, where.row, where.col, unpooled)
+        weights = [
+            torch.randn(t.shape, generator=torch.Generator().manual_seed(i)).to(t) for i, t in enumerate(outputs)
+        ]
+        loss = sum((t.float() * w.float()).nansum() for t, w in zip(outputs, weights))
+        loss.backward()
+    return [t.detach() for t in outputs], [leaf.grad, v.grad, *(p.grad for p in positions)]
+
+
+def assert_close(fused_values, reference_values, atol=1e-5, rtol=1e-5):
+    for got, want in zip(fused_values, reference_values):
+        assert got.shape == want.shape and got.dtype == want.dtype
+        assert torch.equal(got.isnan(), want.isnan()), "NaN in other places"
+        torch.testing.assert_close(got, want, atol=atol, rtol=rtol, equal_nan=True)
+
+
+@settings(max_examples=30, deadline=None)
+@given(geometries(max_size=9, max_batch=2))
+def test_the_fused_kernels_compute_the_reference_over_any_geometry(case):
+    geometry, shape, seed = case
+    x = (torch.randn(shape, generator=torch.Generator().manual_seed(seed)) * 2).to(DEVICE)
+    for beta in (0.5, 100.0):
+        fused_out, fused_grads = pool_and_unpool(x, geometry, beta, True)
+        ref_out, ref_grads = pool_and_unpool(x, geometry, beta, False)
+        assert_close(fused_out, ref_out)
+        assert_close(fused_grads, ref_grads, atol=1e-4 * beta)  # the pool's grads scale with beta
+
+
+def test_the_fused_kernels_run_where_they_should_and_nowhere_else():
+    x = torch.randn(2, 3, 8, 8, device=DEVICE, requires_grad=True)
+    with kernels(True):
+        what, _ = WhatWherePool(2, mode="soft")(x)
+        assert type(what.grad_fn).__name__ == "FusedSoftPoolBackward"
+        assert type(WhatWherePool(2, mode="soft")(x.double())[0].grad_fn).__name__ == "SoftPoolFunctionBackward"
+    with kernels(False):
+        assert type(WhatWherePool(2, mode="soft")(x)[0].grad_fn).__name__ == "SoftPoolFunctionBackward"
+    assert not soft.fused_kernels_run(torch.zeros(2, device="meta"))  # only the devices named
+
+
+@pytest.mark.parametrize("value", [-math.inf, math.inf, math.nan, 1e30])
+@pytest.mark.parametrize("geometry", [dict(kernel_size=2), dict(kernel_size=3, stride=2, padding=1)])
+def test_the_fused_kernels_treat_extreme_values_as_the_reference_does(value, geometry):
+    """-inf weighs nothing, NaN and +inf give NaN windows (and NaN gradients inside them only),
+    huge values stay finite where the reference's are."""
+    x = torch.randn(1, 2, 7, 7)
+    x[0, 0, 2, 3] = value
+    x[0, 1, 0, 0] = value
+    x = x.to(DEVICE)
+    fused_out, fused_grads = pool_and_unpool(x, geometry, 100.0, True)
+    ref_out, ref_grads = pool_and_unpool(x, geometry, 100.0, False)
+    assert_close(fused_out, ref_out)
+    assert_close(fused_grads, ref_grads, atol=1e-2)
+
+
+@pytest.mark.parametrize("geometry", [dict(kernel_size=2), dict(kernel_size=3, stride=2, padding=1)])
+def test_the_fused_kernels_keep_channels_last_and_give_the_contiguous_results(geometry):
+    x = torch.randn(2, 5, 9, 9, device=DEVICE)
+    contiguous_out, contiguous_grads = pool_and_unpool(x, geometry, 10.0, True)
+    last_out, last_grads = pool_and_unpool(x.contiguous(memory_format=torch.channels_last), geometry, 10.0, True)
+    assert last_out[0].is_contiguous(memory_format=torch.channels_last)
+    assert last_out[3].is_contiguous(memory_format=torch.channels_last)
+    assert last_grads[0].is_contiguous(memory_format=torch.channels_last)
+    assert_close(last_out, contiguous_out, atol=0, rtol=0)
+    assert_close(last_grads, contiguous_grads, atol=0, rtol=0)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_the_fused_kernels_read_half_precision_as_the_reference_computes_it(dtype):
+    """The reference casts a half-precision input up, computes in float32 and rounds its results
+    to the input's dtype; the kernels read the input as it is and compute in float32: the same
+    results, to the half dtype's rounding. (Positions, rounded, may land on the other side of a
+    cell border, where the splat's gradients jump: those are compared at the same positions.)"""
+    g = Geometry(3, 2, 1)
+    x = torch.randn(2, 3, 8, 8, device=DEVICE).to(dtype).requires_grad_(True)
+    half = dict(atol=2e-2, rtol=2 * torch.finfo(dtype).eps)
+    results = []
+    for pool in (lambda: fused.soft_pool(x, g, 100.0, soft.LOGIT_FLOOR), lambda: soft.soft_pool(x, g, 100.0)):
+        with kernels(False):
+            outputs = pool()
+            (grad,) = torch.autograd.grad(outputs[0].float().sum(), x)
+        results.append([*outputs, grad])
+    assert results[0][0].dtype == dtype
+    assert_close(results[0], results[1], **half)
+    _, row, col = soft.soft_pool(x.detach().float(), g, 100.0)
+    v = torch.randn(row.shape, device=DEVICE).to(dtype).requires_grad_(True)
+    splats = []
+    for splat in (fused.window_splat, soft.window_splat):
+        with kernels(False):
+            out = splat(v, row, col, g, x.shape)
+            splats.append(
+                [out, *torch.autograd.grad((out.float() * torch.arange(out.numel()).view(out.shape).sin()).sum(), v)]
+            )
+    assert_close(splats[0], splats[1], **half)
+
+
+def test_the_fused_kernels_give_float32_inside_autocast():
+    x = torch.randn(2, 3, 8, 8, device=DEVICE)
+    with kernels(True), torch.autocast(DEVICE, dtype=torch.bfloat16):
+        pool = WhatWherePool(2, mode="soft")
+        what, where = pool(x.to(torch.bfloat16))
+        unpooled = Unpool(pool)(what.to(torch.bfloat16), where)
+    assert what.dtype == where.in_window_row.dtype == unpooled.dtype == torch.float32
+
+
+def test_the_fused_kernels_are_bit_identical_run_to_run_and_under_deterministic_algorithms():
+    x = torch.randn(3, 4, 11, 11, device=DEVICE)
+    geometry = dict(kernel_size=3, stride=2)  # overlapping windows: the gathers' sums
+    first = pool_and_unpool(x, geometry, 100.0, True)
+    with torch.inference_mode(False):
+        torch.use_deterministic_algorithms(True)
+        try:
+            second = pool_and_unpool(x, geometry, 100.0, True)
+        finally:
+            torch.use_deterministic_algorithms(False)
+    for a, b in zip(first[0] + first[1], second[0] + second[1]):
+        assert torch.equal(a, b)
+
+
+CUDA_TARGETS = ["80", "90"]  # A100; H100 and H200
+COMPILE_EVERY_KERNEL = """
+import sys, triton
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+from swwae.pooling import fused
+
+POINTERS = {"x", "what", "row", "col", "grad_what", "grad_row", "grad_col", "grad_x", "coefficients", "v", "q_rows",
+            "q_cols", "out", "grad", "grad_v"}
+geometry = dict(KH=3, KW=3, SH=2, SW=2, PH=1, PW=1)
+reach, last = dict(NH=2, NW=2), dict(LAST_ROW=1, LAST_COL=1)
+kinds = {
+    "_pool_forward": dict(FLOOR=-80.0),
+    "_pool_backward": dict(FLOOR=-80.0, WRITE_CELLS=False),
+    "_pool_backward_gather": dict(FLOOR=-80.0, **reach),
+    "_splat_forward": dict(**reach, **last),
+    "_splat_backward": dict(**last),
+}
+for arch in sys.argv[1:]:
+    for name, constants in kinds.items():
+        for channels_last, write in ((False, False), (True, True)):
+            kernel = getattr(fused, name)
+            constexprs = dict(geometry, **constants, CHANNELS_LAST=channels_last, BLOCK=fused.BLOCK)
+            if "WRITE_CELLS" in constexprs:
+                constexprs["WRITE_CELLS"] = write
+            pointers = {a: "*bf16" if a in ("x", "v") else "*fp32" for a in kernel.arg_names if a in POINTERS}
+            signature = {a: "constexpr" if a in constexprs else pointers.get(a, "fp32" if a == "beta" else "i32")
+                         for a in kernel.arg_names}
+            where = {(kernel.arg_names.index(k),): v for k, v in constexprs.items()}
+            source, target = ASTSource(kernel, signature, constexprs=where), GPUTarget("cuda", int(arch), 32)
+            binary = triton.compile(source, target=target, options=dict(num_warps=fused.WARPS))
+            assert binary.asm["cubin"], name
+            print(f"sm_{arch} {name} {len(binary.asm['cubin'])} bytes")
+"""
+
+
+@pytest.mark.slow
+def test_every_fused_kernel_compiles_for_the_gpus_users_train_on():
+    """Triton's compiler (to PTX, then ptxas) needs no GPU: a kernel that the interpreter runs but
+    the compiler refuses fails here, not on a user's GPU. A process of its own: the compiler needs
+    Triton loaded without its interpreter."""
+    environment = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    done = subprocess.run(
+        [sys.executable, "-c", COMPILE_EVERY_KERNEL, *CUDA_TARGETS],
+        cwd=ROOT, env=environment, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert len(done.stdout.splitlines()) == 10 * len(CUDA_TARGETS)
