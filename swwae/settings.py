@@ -338,6 +338,11 @@ class DataSettings(Settings):
         0, description="train/val/test split: fixed, so every seed tests on the same images"
     )
     num_workers: bounded(int, ge=0) = Field(0, description="loader processes: tensors live in memory, rarely needed")
+    on_device: StrictBool | Literal["auto"] = Field(
+        "auto",
+        description="the images kept on the training device, batches gathered there (auto: on a CUDA device, "
+        "when they take at most a quarter of its memory)",
+    )
     augment: StrictBool = Field(
         False, description="random crops (and flips where the classes allow) of training batches"
     )
@@ -368,6 +373,11 @@ def check_data(name: str, num_classes: int | None, settings: DataSettings) -> di
     """The shared data settings together: labels for every class, and ``labelled_per_batch``
     decided when some labels are hidden. Returns the settings with it filled in."""
     values = settings.model_dump()
+    if values["on_device"] is True and values["num_workers"]:
+        raise ConfigError(
+            f"data.on_device=true gathers batches on the device, in the training process: "
+            f"data.num_workers={values['num_workers']} loader processes cannot; set one of them off"
+        )
     labels = values["num_labels"]
     if labels is not None and num_classes and labels < num_classes:
         raise ConfigError(

@@ -251,6 +251,44 @@ def test_ddp_replacement_shards_batches(sample):
     assert sorted(seen) == list(range(4000))
 
 
+def all_batches(loader, epoch: int, resume_after: int | None = None) -> list:
+    loader.sampler.set_epoch(epoch)
+    if resume_after is not None:
+        loader.sampler.resume_at(epoch, resume_after)
+    return list(loader)
+
+
+@pytest.mark.parametrize("labels", [None, 100])
+def test_batches_gathered_on_the_device_are_the_hosts_batches(labels):
+    """data.on_device: index tensors on the images' device, one copy an epoch, instead of lists of
+    indices: the same batches, epoch by epoch, semi-supervised and resumed mid-epoch too (here the
+    device is the CPU: the path a GPU takes, less the copy)."""
+    batches = {}
+    for on_device in (False, True):
+        dm = MNISTSampleDataModule(seed=0, num_labels=labels, on_device=on_device, batch_size=100)
+        dm.setup()
+        assert (dm.loader_device() is not None) == on_device
+        loader = dm.train_dataloader()
+        batches[on_device] = [all_batches(loader, 3), all_batches(loader, 4, resume_after=5)]
+        batches[on_device].append(list(dm.val_dataloader()))
+        if on_device:
+            parts = [p for b in loader.sampler for p in (b if isinstance(b, tuple) else [b])]  # semi-supervised: 2
+            assert all(isinstance(p, torch.Tensor) for p in parts)  # not lists of indices
+    for host, device in zip(batches[False], batches[True], strict=True):
+        assert len(host) == len(device) > 0
+        for (hx, hy), (dx, dy) in zip(host, device):
+            assert torch.equal(hx, dx) and torch.equal(hy, dy)
+
+
+def test_on_device_auto_keeps_the_cpus_batches_on_the_host_and_refuses_loader_processes():
+    dm = MNISTSampleDataModule(seed=0)
+    dm.setup()
+    assert dm.on_device == "auto" and dm.loader_device() is None  # no CUDA device to gather on
+    assert MNISTSampleDataModule(seed=0, num_workers=2).loader_device() is None
+    with pytest.raises(ConfigError, match=r"^data.on_device=true gathers batches on the device.*num_workers=2"):
+        MNISTSampleDataModule(seed=0, on_device=True, num_workers=2)
+
+
 def test_lightning_fit_uses_the_loaders(tmp_path):
     import lightning
 

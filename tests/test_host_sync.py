@@ -118,6 +118,19 @@ def test_training_steps_read_nothing_back_between_logging_steps(make_config, mon
 
 
 @pytest.mark.slow
+def test_with_the_data_on_the_device_no_step_reads_the_batch_order_back(make_config, monkeypatch):
+    """data.on_device=true: the batches are gathered by index tensors where the images are
+    (the host's indices are read no longer), augmented there: steps 1, 2, 4, 5 read nothing
+    back, the data's code included."""
+    spy = SyncsPerBatch(ignore=("torch/optim/",))
+    with_callback(monkeypatch, spy)
+    overrides = ["model.widths=[4]", "data.num_labels=100", "data.on_device=true", "data.augment=true"]
+    train(make_config(*overrides, "trainer.limit_train_batches=6", "trainer.log_every_n_steps=3", "test=false"))
+    assert len(spy.batches) == 6
+    assert [spy.batches[i] for i in (0, 1, 3, 4)] == [{}] * 4, spy.batches
+
+
+@pytest.mark.slow
 def test_a_nan_loss_between_checks_is_raised_at_the_next_one_naming_its_step(make_config, monkeypatch, tmp_path):
     """NaN weights after step 0, so a NaN loss at step 1; raised at the check after step 4
     (log_every_n_steps=4), before the epoch ends: no step after it is run, nothing is saved."""

@@ -4,6 +4,11 @@ Images live in memory as uint8 (N, C, H, W) and become float in [0, 1] one batch
 (``swwae.training.data.batching``): STL-10's 100,000 unlabelled images take 2.8 GB so, 11 GB as
 float32. Nothing is decoded per sample: no PIL, no collate, no worker processes needed.
 
+On a GPU the loaders gather batches there (``data.on_device``, by default where the images take
+at most a quarter of its memory: CIFAR-10 is 180 MB as uint8): a copy of each split on the
+device, index tensors there (``swwae.training.data.batching``), so no step copies a batch or
+waits for the host. Everything else (panels, probes, the k-NN monitor) reads the host's copy.
+
 Splits are seeded and stratified by class (``swwae.splits``). A training sample whose
 label is hidden carries the label -1: ``num_labels`` keeps the labels of a class-balanced,
 seeded subset of the training split and hides the others (STL-10's unlabelled images have
@@ -87,6 +92,7 @@ class InMemoryDataModule(lightning.LightningDataModule):
         self.train_x = self.train_y = self.val_x = self.val_y = self.test_x = self.test_y = None
         self.labelled = None  # indices of the labelled training samples, when some labels are hidden
         self.resume_position: tuple[int, int] | None = None  # set by resume_at: a pre-empted epoch to finish
+        self._on_device: dict[str, tuple[Tensor, Tensor]] = {}  # split -> its images and labels on the device
         # every setting lands in checkpoints (resume checks it); num_unlabelled only when set, so
         # checkpoints written before it existed still resume
         self.save_hyperparameters({k: v for k, v in values.items() if k != "num_unlabelled" or v is not None})
@@ -180,13 +186,39 @@ class InMemoryDataModule(lightning.LightningDataModule):
 
     # loaders
 
+    def loader_device(self) -> torch.device | None:
+        """Where the loaders gather batches (``data.on_device``): the training device, or None for
+        the host's way (lists of indices, batches copied to the device by Lightning). ``auto``:
+        a CUDA device whose memory holds the images four times over."""
+        trainer = self.trainer
+        device = trainer.strategy.root_device if trainer is not None else torch.device("cpu")
+        if self.num_workers:  # loader processes gather on the host (data.on_device=true refuses them)
+            return None
+        if self.on_device is True:
+            return device
+        if self.on_device != "auto" or device.type != "cuda":
+            return None
+        images = sum(t.numel() * t.element_size() for t in (self.train_x, self.val_x, self.test_x))
+        return device if 4 * images <= torch.cuda.get_device_properties(device).total_memory else None
+
+    def split_for_loader(self, split: str) -> tuple[Tensor, Tensor, torch.device | None]:
+        """A split's images and labels where the loaders gather them, and that device (None: the host's way)."""
+        x, y = getattr(self, f"{split}_x"), getattr(self, f"{split}_y")
+        device = self.loader_device()
+        if device is None:
+            return x, y, None
+        if split not in self._on_device or self._on_device[split][0].device != device:
+            self._on_device[split] = (x.to(device), y.to(device))
+        return (*self._on_device[split], device)
+
     def train_dataloader(self) -> DataLoader:
         sampler = None
         if self.labelled is not None:
             sampler = LabelledBatchSampler(
                 len(self.train_x), self.labelled, self.batch_size, self.labelled_per_batch, self.seed
             )
-        loader = batch_loader(self.train_x, self.train_y, self.batch_size, True, self.seed, self.num_workers, sampler)
+        x, y, device = self.split_for_loader("train")
+        loader = batch_loader(x, y, self.batch_size, True, self.seed, self.num_workers, sampler, device)
         if self.resume_position is not None:  # the batch sampler sits in the sampler= slot
             loader.sampler.resume_at(*self.resume_position)
         return loader
@@ -197,10 +229,12 @@ class InMemoryDataModule(lightning.LightningDataModule):
         self.resume_position = (epoch, batches_done * world_size)
 
     def val_dataloader(self) -> DataLoader:
-        return batch_loader(self.val_x, self.val_y, self.batch_size, False, num_workers=self.num_workers)
+        x, y, device = self.split_for_loader("val")
+        return batch_loader(x, y, self.batch_size, False, num_workers=self.num_workers, device=device)
 
     def test_dataloader(self) -> DataLoader:
-        return batch_loader(self.test_x, self.test_y, self.batch_size, False, num_workers=self.num_workers)
+        x, y, device = self.split_for_loader("test")
+        return batch_loader(x, y, self.batch_size, False, num_workers=self.num_workers, device=device)
 
     def on_after_batch_transfer(self, batch, dataloader_idx: int):
         """``data.augment``: random crop (padding 1/8 of the side) and, where a mirror image

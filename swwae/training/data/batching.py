@@ -11,6 +11,11 @@ batches of an uninterrupted one.
 
 Semi-supervised batches (:class:`LabelledBatchSampler`) hold a fixed number of labelled
 samples each, cycled through the labelled subset, and label-hidden samples for the rest.
+
+Data kept on a GPU (``data.on_device``) is gathered there: a batch sampler with a ``device``
+makes each epoch's order on the host as always, copies it to the device once (pinned, without
+waiting), and hands out slices of it, so that no step waits for the host or copies a batch, and
+the batches are those of the host's path, in the same order.
 """
 
 from __future__ import annotations
@@ -30,6 +35,16 @@ from swwae.splits import LABELLED_CYCLES, SHUFFLE, derive_seed, generator
 def to_float(x: Tensor) -> Tensor:
     """uint8 images (as stored) -> float32 in [0, 1]; float images pass through."""
     return x.float().div_(255.0) if x.dtype == torch.uint8 else x
+
+
+def to_device(indices: Tensor, device: torch.device) -> Tensor:
+    """``indices`` on ``device``; to a GPU through pinned memory, without waiting for it (the
+    caching host allocator keeps the pinned block until the copy is done)."""
+    if device.type == "cpu":
+        return indices
+    if device.type == "cuda":
+        return indices.pin_memory().to(device, non_blocking=True)
+    return indices.to(device)
 
 
 class SemiSupervisedBatch(NamedTuple):
@@ -62,6 +77,8 @@ class BatchTensorDataset(Dataset):
             x = self.x.index_select(0, torch.cat([labelled, unlabelled]))
             y = torch.cat([self.y.index_select(0, labelled), self.y.new_full((len(unlabelled),), UNLABELLED)])
             return to_float(x), y
+        if isinstance(idx, Tensor) and idx.dim() == 1 and idx.device == self.x.device:  # a batch sampler's, there
+            return to_float(self.x.index_select(0, idx)), self.y.index_select(0, idx)
         idx = torch.as_tensor(idx, dtype=torch.long, device=self.x.device)
         if idx.dim() != 1 or (len(idx) and int(idx.min()) < 0):  # one sample, or negative indices
             return to_float(self.x[idx]), self.y[idx]
@@ -105,7 +122,10 @@ class ResumesMidEpoch:
 
 
 class EpochBatchSampler(ResumesMidEpoch, BatchSampler):
-    """A BatchSampler that forwards ``set_epoch`` to the sampler it batches."""
+    """A BatchSampler that forwards ``set_epoch`` to the sampler it batches; with a ``device``,
+    its batches are index tensors there (the same indices, one copy an epoch)."""
+
+    device: torch.device | None = None
 
     def set_epoch(self, epoch: int) -> None:
         self.epoch = epoch
@@ -115,7 +135,13 @@ class EpochBatchSampler(ResumesMidEpoch, BatchSampler):
     def __iter__(self):  # a generator: the epoch is read at the first batch, after Lightning's set_epoch
         epoch = self.epoch
         self.epoch += 1  # without set_epoch, the next pass moves on (as the sampler does)
-        yield from self._skipping(epoch, super().__iter__())
+        yield from self._skipping(epoch, super().__iter__() if self.device is None else self._on_device())
+
+    def _on_device(self):
+        order = to_device(torch.tensor(list(self.sampler), dtype=torch.long), self.device)
+        for batch in order.split(self.batch_size):
+            if len(batch) == self.batch_size or not self.drop_last:
+                yield batch
 
 
 class LabelledBatchSampler(ResumesMidEpoch, Sampler):
@@ -134,6 +160,8 @@ class LabelledBatchSampler(ResumesMidEpoch, Sampler):
     labelled samples at 100 labels out of 4,000, and the classifier sees a label once an
     epoch, on batches of 0 to 3 samples.
     """
+
+    device: torch.device | None = None  # set: each batch's two parts are index tensors there
 
     def __init__(self, num_samples: int, labelled: Tensor, batch_size: int, labelled_per_batch: int, seed: int = 0):
         if not 1 <= labelled_per_batch < batch_size:
@@ -165,8 +193,12 @@ class LabelledBatchSampler(ResumesMidEpoch, Sampler):
         k, batches = self.labelled_per_batch, len(self)
         hidden = torch.randperm(self.num_samples, generator=generator(self.seed, SHUFFLE, epoch))
         labelled = self.labelled_stream(epoch * batches * k, batches * k)
+        if self.device is not None:  # one copy of both orders, then slices of them
+            both = to_device(torch.cat([labelled, hidden]), self.device)
+            labelled, hidden = both[: len(labelled)], both[len(labelled) :]
+        listed = Tensor.tolist if self.device is None else (lambda t: t)
         batches = (
-            SemiSupervisedBatch(labelled[b * k : (b + 1) * k].tolist(), chunk.tolist())
+            SemiSupervisedBatch(listed(labelled[b * k : (b + 1) * k]), listed(chunk))
             for b, chunk in enumerate(hidden.split(self.unlabelled_per_batch))
         )
         yield from self._skipping(epoch, batches)
@@ -180,13 +212,19 @@ def batch_loader(
     seed: int = 0,
     num_workers: int = 0,
     sampler: Sampler | None = None,
+    device: torch.device | None = None,
 ) -> DataLoader:
     """A DataLoader of whole batches gathered from in-memory tensors: shuffled (by (seed,
-    epoch)) or in order, or as ``sampler`` says. The last batch may be smaller."""
+    epoch)) or in order, or as ``sampler`` says. The last batch may be smaller. With a
+    ``device`` (the tensors' own: ``data.on_device``), by index tensors there."""
     dataset = BatchTensorDataset(x, y)
     if sampler is None:
         order = EpochRandomSampler(dataset, seed) if shuffle else SequentialSampler(dataset)
         sampler = EpochBatchSampler(order, batch_size=batch_size, drop_last=False)
+    if device is not None:
+        if x.device != device:
+            raise ValueError(f"the batches are gathered where the images are ({x.device}), not on {device}")
+        sampler.device = device
     return DataLoader(
         dataset, sampler=sampler, batch_size=None, num_workers=num_workers, persistent_workers=num_workers > 0
     )
