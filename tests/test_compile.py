@@ -141,3 +141,29 @@ def test_a_compiled_quick_run_trains_and_resumes_with_plain_checkpoints(tmp_path
 
     bad = train_here(tmp_path, "compile=fast", name="bad")
     assert bad.returncode == 2 and last_error_line(bad).startswith("error: compile='fast': write true, false")
+
+
+# channels_last (a memory layout, beside compile among the job's speed settings)
+
+
+@pytest.mark.parametrize("mode", ["hard", "soft", "wavelet"])
+def test_channels_last_is_a_layout_the_same_losses_grads_and_plain_checkpoints(mode):
+    from swwae.training.module import SWWAEModule
+    from swwae.training.process import use_channels_last
+
+    torch.manual_seed(0)
+    plain_module = SWWAEModule(pool_mode=mode, widths=[4, 8])
+    laid_out = SWWAEModule(pool_mode=mode, widths=[4, 8])
+    laid_out.load_state_dict(plain_module.state_dict())
+    assert use_channels_last(laid_out, True) and not use_channels_last(plain_module, False)
+    conv = next(m for m in laid_out.net.modules() if isinstance(m, torch.nn.Conv2d))
+    assert conv.weight.is_contiguous(memory_format=torch.channels_last)
+    x, y = torch.rand(6, 1, 28, 28), torch.tensor([0, 1, 2, -1, -1, -1])
+    losses = [module.training_step((x, y), 0) for module in (plain_module, laid_out)]
+    for loss in losses:
+        loss.backward()
+    torch.testing.assert_close(losses[1], losses[0], rtol=1e-5, atol=1e-6)
+    for (name, a), b in zip(plain_module.named_parameters(), laid_out.parameters()):
+        torch.testing.assert_close(b.grad, a.grad, rtol=1e-4, atol=1e-5, msg=name)
+    fresh = SWWAEModule(pool_mode=mode, widths=[4, 8])
+    fresh.load_state_dict(laid_out.state_dict())  # a channels_last run's checkpoint: any layout loads it

@@ -16,6 +16,7 @@ import torch
 import torch.nn.functional as F
 
 from helpers.cli import train_cli
+from helpers.faults import with_callback
 from helpers.pooling import soft_reference
 from helpers.syncs import SyncsPerBatch
 from swwae.bench.harness import peak_memory
@@ -23,7 +24,6 @@ from swwae.loss import swwae_loss
 from swwae.model import SWWAE
 from swwae.pooling import MODES, Unpool, WhatWherePool
 from swwae.pooling.soft import add_at
-from swwae.training import run
 from swwae.training.run import train
 
 pytestmark = [pytest.mark.cuda, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]
@@ -251,8 +251,7 @@ def test_training_steps_on_cuda_wait_for_the_gpu_only_where_they_log(make_config
     copies to and from it; steps 1, 2, 4, 5 have none (3x3 pools: the soft pool's bigger-window
     paths)."""
     spy = SyncsPerBatch("cuda")
-    build = run.build_trainer
-    monkeypatch.setattr(run, "build_trainer", lambda cfg, loggers, callbacks: build(cfg, loggers, [*callbacks, spy]))
+    with_callback(monkeypatch, spy)
     train(
         make_config(
             f"model={model}",

@@ -7,7 +7,6 @@ compiles for the GPUs users train on, without one (Triton's compiler, ptxas incl
 
 from __future__ import annotations
 
-import contextlib
 import math
 import os
 import subprocess
@@ -30,17 +29,9 @@ if DEVICE == "cpu" and os.environ.get("TRITON_INTERPRET") != "1":
 pytestmark = pytest.mark.filterwarnings("ignore:.*encountered in:RuntimeWarning")
 
 
-@contextlib.contextmanager
 def kernels(on: bool):
     """The soft where through the fused kernels on DEVICE (on) or through the reference (off)."""
-    before = set(soft.FUSED_DEVICES)
-    soft.FUSED_DEVICES.clear()
-    soft.FUSED_DEVICES.update({DEVICE} if on else set())
-    try:
-        yield
-    finally:
-        soft.FUSED_DEVICES.clear()
-        soft.FUSED_DEVICES.update(before)
+    return soft.fused_kernels_on(DEVICE) if on else soft.fused_kernels_on()
 
 
 def pool_and_unpool(x: torch.Tensor, geometry: dict, beta: float, fused_on: bool):

@@ -9,6 +9,7 @@ reference, and the CPU's path."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib.util
 import math
@@ -255,6 +256,20 @@ class WindowSplat(torch.autograd.Function):
 # runs the reference everywhere (the benchmarks compare the two so)
 FUSED_DEVICES = {"cuda"}
 FUSED_DTYPES = (torch.float32, torch.bfloat16, torch.float16)  # what the kernels read (float64: the reference)
+
+
+@contextlib.contextmanager
+def fused_kernels_on(*devices: str):
+    """The soft where through the fused kernels on ``devices`` only (none: the reference
+    everywhere) while the block runs: the benchmarks and tests compare the two so."""
+    before = set(FUSED_DEVICES)
+    FUSED_DEVICES.clear()
+    FUSED_DEVICES.update(devices)
+    try:
+        yield
+    finally:
+        FUSED_DEVICES.clear()
+        FUSED_DEVICES.update(before)
 
 
 @functools.cache

@@ -163,9 +163,13 @@ def build_trainer(settings: TrainerSpec, loggers: list, callbacks: list, verbose
     weights only) unless the config names a CheckpointIO plugin of its own. The job builds its
     one Trainer here, so that no load of a ``ckpt_path`` bypasses the safe reader. Lightning's
     model summary only when ``verbose`` (with rich installed it prints a table of its own, past
-    logging) or where the config asks for it (``trainer.enable_model_summary``)."""
+    logging) or where the config asks for it (``trainer.enable_model_summary``). cuDNN's
+    autotuning (``trainer.benchmark``) unless the run is to be deterministic."""
     kwargs = settings.model_dump(by_alias=True, exclude_unset=True)
     kwargs.setdefault("enable_model_summary", verbose)
+    # cuDNN's autotuning (the fastest convolution for each shape, timed on its first batch),
+    # except where a run is to be reproducible: it may pick other kernels run to run
+    kwargs.setdefault("benchmark", not kwargs.get("deterministic"))
     given = kwargs.get("plugins") or []
     given = list(given) if isinstance(given, (list, tuple)) else [given]
     plugins = [build(p) if isinstance(p, Mapping) else p for p in given]  # nodes with _target_, or names

@@ -46,8 +46,13 @@ class SWWAEModule(L.LightningModule):
             metrics["acc"] = MulticlassAccuracy(self.hparams.num_classes, average="micro")
         return nn.ModuleDict(metrics)
 
+    channels_last = False  # the images in (N, H, W, C) memory: the job's channels_last (use_channels_last)
+
     def forward(self, x: torch.Tensor) -> SWWAEOutput:
         return self.net(x)
+
+    def _laid_out(self, x: torch.Tensor) -> torch.Tensor:
+        return x.contiguous(memory_format=torch.channels_last) if self.channels_last else x
 
     @torch.no_grad()
     def clean_features(self, x: torch.Tensor) -> list[torch.Tensor]:
@@ -76,7 +81,7 @@ class SWWAEModule(L.LightningModule):
 
     def training_step(self, batch, batch_idx):
         x, y = batch
-        hp = self.hparams
+        x, hp = self._laid_out(x), self.hparams
         noisy = x + hp.input_noise * torch.randn_like(x) if hp.input_noise else x
         targets = self.clean_features(x) if hp.clean_middle_targets and hp.lambda_m and self.num_stages > 1 else None
         terms = self.losses(self(noisy), x, y, targets)  # denoising: the targets are the clean images
@@ -110,6 +115,7 @@ class SWWAEModule(L.LightningModule):
 
     def _evaluate(self, batch, stage: str):
         x, y = batch
+        x = self._laid_out(x)
         out = self(x)
         metrics = self.metrics[stage]
         metrics["recon_mse"].update(out.recon, x)

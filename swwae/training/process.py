@@ -97,6 +97,16 @@ def compile_network(module: torch.nn.Module, setting) -> bool:
     return True
 
 
+def use_channels_last(module, on: bool) -> bool:
+    """The config's ``channels_last``: the network's weights and every batch in (N, H, W, C)
+    memory, the layout GPUs' tensor-core convolutions read (channels contiguous); whether it
+    did. A memory layout only: the same values, the same checkpoints."""
+    if on:
+        module.net.to(memory_format=torch.channels_last)
+        module.channels_last = True
+    return bool(on)
+
+
 # Lightning's lines that say nothing a user of swwae needs (the job says what happens in its own
 # lines: one per epoch, the done: line): its banner (devices, tips), model summary, restore lines
 LIGHTNING_LOGGERS = ("lightning.pytorch", "lightning.fabric")

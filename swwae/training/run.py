@@ -43,7 +43,7 @@ from swwae.training.checkpoints import build_trainer, check_fits_model
 from swwae.training.composing import Launch, build, build_all, build_loggers, check_monitor, launch
 from swwae.training.folders import check_folders, check_writable, write_failed
 from swwae.training.preemption import Preemption, PreemptionSaved
-from swwae.training.process import compile_network, set_process_defaults
+from swwae.training.process import compile_network, set_process_defaults, use_channels_last
 from swwae.training.runs.decision import Decision
 from swwae.training.runs.folder import (
     RunFolder,
@@ -133,6 +133,7 @@ def build_job(cfg: DictConfig, spec: RunSpec, run_config: dict, folder: RunFolde
     data = {"image_shape": datamodule.image_shape, "num_classes": datamodule.num_classes}
     module = build(cfg.model, **data, pixel_mean=datamodule.pixel_mean(), _convert_="all")  # plain lists
     configured = build_all(cfg.get("callbacks"))
+    use_channels_last(module, spec.channels_last)  # a memory layout: the same checkpoints
     compile_network(module, spec.compile)  # compile=true: in place, checkpoints unchanged
     check_monitor(spec.optimized_metric, spec.optimized_mode, logged_val_metrics(module))
     settings = {k: v for k, v in run_config.items() if not isinstance(v, (dict, list))}  # seed, run_name, ...

@@ -146,6 +146,7 @@ class RunSpec(Frozen):
     keep_freed_memory: StrictBool = True
     flush_denormal: StrictBool = True
     compile: StrictBool | StrictStr = False
+    channels_last: StrictBool = False
     verbose: StrictBool = False  # Lightning's own lines (banner, tips, model summary, restore lines) on the console
     trainer: TrainerSpec
     data: Frozen  # a data set's section (data_spec) or OwnClass

@@ -89,10 +89,8 @@ class SyncsPerBatch(L.Callback):
         if self.warnings is not None:
             torch.cuda.set_sync_debug_mode(0)
             self.warnings.__exit__(None, None, None)
-            for w in self._caught:
-                if "synchroniz" in str(w.message):
-                    key = f"cuda sync warning at {w.filename.split('site-packages/')[-1]}:{w.lineno}"
-                    counts[key] = counts.get(key, 0) + 1
+            for key in self._caught:
+                counts[key] = counts.get(key, 0) + 1
             self.warnings = None
         self.batches.append(counts)
         self.mode = None
@@ -100,12 +98,20 @@ class SyncsPerBatch(L.Callback):
     def on_train_batch_start(self, trainer, module, batch, batch_idx):
         self._stop()
         if self.device_type == "cuda":
-            self.warnings = warnings.catch_warnings(record=True)
-            self._caught = self.warnings.__enter__()
+            self.warnings, self._caught = warnings.catch_warnings(), []
+            self.warnings.__enter__()
             warnings.simplefilter("always")
+            warnings.showwarning = self._note_sync
             torch.cuda.set_sync_debug_mode("warn")
         self.mode = CountSyncs(self.device_type)
         self.mode.__enter__()
+
+    def _note_sync(self, message, category, filename, lineno, file=None, line=None) -> None:
+        """A sync warning, keyed by the first line of this repository, Lightning or torch.optim
+        that led to it (where the warning itself points, torch's own wrapper, says little)."""
+        if "synchroniz" in str(message):
+            where = f"{filename.split('site-packages/')[-1]}:{lineno}"
+            self._caught.append(f"cuda sync warning at {where} from {CountSyncs.origin()}")
 
     def on_train_epoch_end(self, trainer, module):
         self._stop()
