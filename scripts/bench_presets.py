@@ -6,6 +6,8 @@ measured on a GPU; and the peak RSS of loading STL-10's 100,000 unlabelled image
     python scripts/bench_presets.py --presets stl10 cifar10 --steps 3 --batch 16
     python scripts/bench_presets.py --stl10-rss 100000     # + the STL-10 loader's peak RSS
     python scripts/bench_presets.py --device cuda [--precision bf16-mixed]   # measured on a GPU
+    python scripts/bench_presets.py --device cuda --presets cifar10 --precision bf16-mixed \
+        --channels-last --compile --loader        # the GPU settings, and the data loader feeding it
 
 Each preset's network (``model.arch``, batch norm, dropout, its loss terms) trains for a few
 steps on random images of its data's shape; the median step gives seconds per image, times
@@ -15,8 +17,12 @@ is an estimate, not a measurement: the step's FLOPs (``torch.utils.flop_counter`
 epoch, at ``--gpu-tflops`` sustained (default 15: about half of an A100's dense TF32 peak for
 convolutions this size). With ``--device cuda`` the steps run on the GPU at the preset's own
 batch size (``data.batch_size``) and ``--precision`` (as ``trainer.precision``), and every
-figure is a measurement, with the FLOP rate it achieved; data loading is not counted in
-either. Peak memory is that of one training step at the measured batch
+figure is a measurement, with the FLOP rate it achieved and its share of the chip's own matrix
+rate, measured first (a large matrix product in the run's precision: bfloat16, or TF32 as the job
+sets float32 products). ``--channels-last`` and ``--compile`` are the job's settings of those
+names; ``--loader`` feeds each step from the job's loader instead of one fixed batch (random
+uint8 images of the data's shape, held on the device as ``data.on_device`` holds them), so the
+figure counts data loading too. Peak memory is that of one training step at the measured batch
 (``swwae.bench.harness.peak_memory``).
 
 ``--stl10-rss N`` writes N synthetic unlabelled images (N x 27,648 bytes) plus small labelled
@@ -51,6 +57,7 @@ from swwae.datasets import DATA_SETS
 from swwae.loss import loss_weights, swwae_loss
 from swwae.model import SWWAE
 from swwae.training.composing import compose_train, presets
+from swwae.training.data.batching import batch_loader
 from swwae.training.process import keep_freed_memory
 
 PRESETS = presets("experiment/paper")
@@ -62,26 +69,71 @@ def preset_config(preset: str):
     return cfg, choice
 
 
-def measure(preset: str, batch: int | None, steps: int, device: torch.device, precision: str = "32-true") -> dict:
-    """One preset's step, measured on ``device``: at ``batch`` images, or the preset's own."""
+def matrix_rate(device: torch.device, precision: str, size: int = 8192, repeats: int = 10) -> float:
+    """The chip's own matrix rate in TFLOP/s: the median of ``repeats`` products of two
+    ``size`` x ``size`` matrices, in bfloat16 (bf16-mixed) or float16 (16-mixed), else in float32
+    at the job's precision for its products (TF32 where the chip has it)."""
+    dtype = {"bf16-mixed": torch.bfloat16, "16-mixed": torch.float16}.get(precision, torch.float32)
+    torch.set_float32_matmul_precision("high")  # as the job (swwae.training.process)
+    a, b = (torch.randn(size, size, device=device, dtype=dtype) for _ in range(2))
+    for _ in range(3):
+        a @ b
+    return 2 * size**3 / median(timed(lambda: a @ b, device)[0] for _ in range(repeats)) / 1e12
+
+
+def loader_batches(data_cls, batch: int, device: torch.device):
+    """Endless batches from the job's loader over random uint8 images of the data's shape, held
+    on ``device`` (``data.on_device``): 20 batches' worth, a quarter of each batch labelled."""
+    count = 20 * batch
+    images = torch.randint(0, 256, (count, *data_cls.image_shape), dtype=torch.uint8, device=device)
+    labels = torch.randint(0, data_cls.num_classes, (count,), device=device)
+    labels[torch.arange(count, device=device) % 4 != 0] = -1
+    loader = batch_loader(images, labels, batch, shuffle=True, device=device)
+    while True:
+        yield from loader
+
+
+def measure(
+    preset: str,
+    batch: int | None,
+    steps: int,
+    device: torch.device,
+    precision: str = "32-true",
+    channels_last: bool = False,
+    compile: bool = False,
+    loader: bool = False,
+) -> dict:
+    """One preset's step, measured on ``device``: at ``batch`` images, or the preset's own; with
+    the job's ``channels_last`` and ``compile``, fed by its loader (``loader``) or one batch."""
     cfg, data_name = preset_config(preset)
     batch = batch or cfg.data.batch_size
     data_cls = DATA_SETS[data_name]  # the data set's facts: image shape, classes
     model_cfg = OmegaConf.to_container(cfg.model, resolve=True)
     model_cfg.pop("_target_")
     net = SWWAE.from_settings(model_cfg, data_cls.image_shape, data_cls.num_classes).to(device).train()
-    x = torch.rand(batch, *data_cls.image_shape, device=device)
+    layout = torch.channels_last if channels_last else torch.contiguous_format
+    net = net.to(memory_format=layout)
+    forward = torch.compile(net, dynamic=False) if compile else net
+    x = torch.rand(batch, *data_cls.image_shape, device=device).contiguous(memory_format=layout)
     y = torch.randint(0, data_cls.num_classes, (batch,), device=device)
     y[batch // 4 :] = -1  # a semi-supervised batch: a quarter labelled
     weights = loss_weights(model_cfg)
+    batches = loader_batches(data_cls, batch, device) if loader else None
+
+    def loss():
+        images, labels = (x, y) if batches is None else next(batches)
+        images = images.contiguous(memory_format=layout)
+        return swwae_loss(forward(images), images, labels, **weights)["loss"]
+
     step = training_step(
-        lambda: swwae_loss(net(x), x, y, **weights)["loss"],
+        loss,
         net.parameters(),
         lr=1e-3,
         device=device,
         precision=precision,
     )
 
+    torch.backends.cudnn.benchmark = True  # as the job (trainer.benchmark, unless deterministic)
     for _ in range(1 if device.type == "cpu" else 3):  # warm-up (on a GPU: cuDNN's choice of kernels too)
         step()
     seconds = median(timed(step, device)[0] for _ in range(steps))
@@ -163,22 +215,29 @@ def print_measured_table(args, device: torch.device) -> None:
     """Every figure measured on the GPU, at the presets' own batch sizes unless told."""
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else str(device)
     batch = f"batch {args.batch}" if args.batch else "each preset's batch size"
+    settings = [f for f in ("channels_last", "compile") if getattr(args, f, False)]
+    loader = getattr(args, "loader", False)
+    rate = matrix_rate(device, args.precision, size=getattr(args, "matrix_size", 8192))
     print(
-        f"measured on {name} ({device}), {args.precision}, median of {args.steps} training steps at {batch}, "
-        f"torch {torch.__version__}; data loading not counted\n"
+        f"measured on {name} ({device}), {args.precision}{''.join(f', {f}' for f in settings)}, median of "
+        f"{args.steps} training steps at {batch}, torch {torch.__version__}; "
+        f"{'fed by the loader from images on the device' if loader else 'one fixed batch: data loading not counted'}; "
+        f"the chip's matrix rate, measured: {rate:.0f} TFLOP/s\n"
     )
     print(
         "| preset | data | parameters | batch | GFLOP/image (step) | GPU ms/image | GPU per epoch (measured) "
-        "| peak MiB (step) | epochs | GPU per run (measured) | TFLOP/s achieved |"
+        "| peak MiB (step) | epochs | GPU per run (measured) | TFLOP/s achieved | of the matrix rate |"
     )
-    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for preset in args.presets:
-        r = measure(preset, args.batch, args.steps, device, args.precision)
+        options = {f: getattr(args, f, False) for f in ("channels_last", "compile", "loader")}
+        r = measure(preset, args.batch, args.steps, device, args.precision, **options)
+        achieved = r["flops_per_image"] / r["s_per_image"] / 1e12
         print(
             f"| {r['preset']} | {r['data']} | {r['params'] / 1e6:.2f} M | {r['batch']} "
             f"| {r['flops_per_image'] / 1e9:.3f} | {r['s_per_image'] * 1e3:.3f} | {hours(r['s_per_epoch'])} "
             f"| {r['peak_mib']:.0f} | {r['epochs']} | {hours(r['s_per_epoch'] * r['epochs'])} "
-            f"| {r['flops_per_image'] / r['s_per_image'] / 1e12:.1f} |"
+            f"| {achieved:.1f} | {achieved / rate:.1%} |"
         )
 
 
@@ -196,6 +255,10 @@ def main(argv=None) -> int:
     parser.add_argument("--device", default="cpu", help="cpu (GPU figures estimated), or cuda (measured there)")
     parser.add_argument("--precision", choices=PRECISIONS, default="32-true", help="as trainer.precision")
     parser.add_argument("--gpu-tflops", type=float, default=15.0, help="sustained TFLOP/s assumed for the estimate")
+    parser.add_argument("--channels-last", action="store_true", help="as the job's channels_last=true")
+    parser.add_argument("--compile", action="store_true", help="as the job's compile=true (inductor)")
+    parser.add_argument("--loader", action="store_true", help="each step fed by the job's loader, images on the device")
+    parser.add_argument("--matrix-size", type=int, default=8192, help="of the matrices timed for the chip's rate")
     parser.add_argument("--stl10-rss", type=int, default=0, metavar="N", help="also load N synthetic unlabelled images")
     args = parser.parse_args(argv)
     threads = set_threads(args.threads)

@@ -4,7 +4,9 @@
 from __future__ import annotations
 
 import argparse
+import math
 import sys
+import time
 
 import pytest
 import torch
@@ -108,6 +110,28 @@ def test_bench_epoch(capsys):
 
 
 @pytest.mark.slow
+def test_bench_epoch_in_turn_the_way_a_gpu_runs_it(capsys):
+    """``--device cuda`` runs the job, then the hand loop alone with its images on the device:
+    that path, on the CPU (``--in-turn``), without the GPU's utilisation."""
+    argv = ["--in-turn", "--epochs", "2", "--batch", "16", "--train-size", "32", "model.widths=[4,8]", *TINY_RUN]
+    assert bench_epoch.main(argv) == 0
+    out = capsys.readouterr().out
+    assert "one after the other; 32 training images" in out
+    assert "\n| train.py | " in out and "\n| hand loop | " in out and "| 1.000x |" in out
+
+
+def test_the_busy_sampler_averages_the_samples_of_a_span(monkeypatch):
+    readings = iter([10.0, 30.0, 50.0])
+    sampler = harness.BusySampler("cpu", interval=0.01)
+    monkeypatch.setattr(sampler, "read", lambda: next(readings, None))
+    with sampler:
+        while len(sampler.samples) < 3:
+            time.sleep(0.01)
+    (t0, _), _, (t2, _) = sampler.samples
+    assert sampler.between(t0, t2) == 30.0 and math.isnan(sampler.between(t2 + 1, t2 + 2))
+
+
+@pytest.mark.slow
 def test_bench_scaling(capsys):
     argv = ["--sizes", "16", "32", "--widths", "4", "--base-width", "4", "--epochs", "2", "--batch", "16", *TINY_RUN]
     assert bench_scaling.main(argv) == 0
@@ -158,10 +182,14 @@ def test_bench_presets(capsys):
 
 def test_bench_presets_measured_table_the_one_a_gpu_prints(capsys):
     """``--device cuda`` prints every figure measured; its code path, run here on the CPU."""
-    args = argparse.Namespace(presets=["mnist_pool_size"], batch=2, steps=1, precision="bf16-mixed")
+    args = argparse.Namespace(
+        presets=["mnist_pool_size"], batch=2, steps=1, precision="bf16-mixed", channels_last=True, loader=True,
+        matrix_size=64,
+    )  # fmt: skip
     bench_presets.print_measured_table(args, torch.device("cpu"))
     out = capsys.readouterr().out
-    assert "bf16-mixed" in out and "GPU per epoch (measured)" in out and "(est.)" not in out
+    assert "bf16-mixed, channels_last," in out and "fed by the loader" in out and "matrix rate, measured" in out
+    assert "GPU per epoch (measured)" in out and "(est.)" not in out
     row = next(line for line in out.splitlines() if line.startswith("| mnist_pool_size"))
     assert "| mnist_sample | 0.01 M | 2 |" in row
 

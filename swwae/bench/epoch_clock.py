@@ -17,6 +17,12 @@ of its validation batches, off Lightning's clock. A Lightning epoch's clock runs
 ``on_train_epoch_start`` to the next one (or to the end of training), less the hand-written
 steps, so it holds the data loading, hooks, logging, validation, image logging and
 checkpointing too.
+
+On a GPU (``trainer=gpu``) the two run one after the other instead (``interleaved=False``): a
+GPU is not a shared, noisy machine, and a step of the other loop between two of Lightning's
+would drain its queue of launched work. The hand-written loop then holds its images on the GPU
+and draws its order there, the fastest plain loop; each epoch is clocked between
+synchronisations of the device, and ``BusySampler`` says how busy the GPU was.
 """
 
 from __future__ import annotations
@@ -27,13 +33,14 @@ import os
 import time
 import warnings
 from pathlib import Path
+from types import SimpleNamespace
 
 import lightning as L
 import torch
 from hydra.core.global_hydra import GlobalHydra
 from omegaconf import DictConfig, open_dict
 
-from swwae.bench.harness import Stopwatch
+from swwae.bench.harness import Stopwatch, synchronize
 from swwae.loss import loss_weights, swwae_loss
 from swwae.model import SWWAE
 from swwae.training.callbacks import ReconstructionImages
@@ -81,6 +88,7 @@ def timed_part(part: str):
         def timed(self, *args):
             start = time.perf_counter()
             fn(self, *args)
+            synchronize(self.device)  # its GPU work is its time (nothing to wait for on a CPU)
             seconds = time.perf_counter() - start
             self.epochs[-1][part] += seconds
             self.epochs[-1]["epoch"] += seconds
@@ -99,12 +107,22 @@ class HandLoop:
     step by step (``EpochClock`` interleaves its steps with Lightning's); each call records
     its own time into the current epoch's record."""
 
-    def __init__(self, module, datamodule):
+    def __init__(self, module, datamodule, device=None, precision: str = "32-true"):
         hp = module.hparams
+        self.device = torch.device(device or "cpu")
         self.net = SWWAE.from_settings(hp, hp.image_shape, hp.num_classes, hp.pixel_mean)  # plain torch
         self.net.load_state_dict(module.net.state_dict())
+        self.layout = torch.channels_last if module.channels_last else torch.contiguous_format
+        self.net.to(self.device, memory_format=self.layout)
+        self.autocast = {"bf16-mixed": torch.bfloat16, "16-mixed": torch.float16}.get(str(precision))
         self.weights = loss_weights(hp)  # every weight of swwae.loss_terms
         self.data = datamodule
+        if self.device.type != "cpu":  # the images on the device, as the fastest plain loop has them
+            self.data = SimpleNamespace(
+                **{f"{split}_{part}": getattr(datamodule, f"{split}_{part}").to(self.device)
+                   for split in ("train", "val") for part in "xy"},
+                batch_size=datamodule.batch_size,
+            )  # fmt: skip
         self.optimizer = torch.optim.Adam(self.net.parameters(), lr=hp.lr, weight_decay=hp.weight_decay)
         self.scheduler = torch.optim.lr_scheduler.CosineAnnealingLR(self.optimizer, T_max=20)
         self.generator = torch.Generator().manual_seed(0)
@@ -117,7 +135,13 @@ class HandLoop:
     @timed_part("train")
     def _start_epoch(self):
         self.net.train()
-        self.batches = torch.randperm(len(self.data.train_x), generator=self.generator).split(self.data.batch_size)
+        n = len(self.data.train_x)
+        order = (
+            torch.randperm(n, generator=self.generator)
+            if self.device.type == "cpu"
+            else torch.randperm(n, device=self.device)
+        )
+        self.batches = order.split(self.data.batch_size)
         self.step = 0
 
     @timed_part("train")
@@ -125,7 +149,9 @@ class HandLoop:
         idx = self.batches[self.step % len(self.batches)]
         self.step += 1
         x, y = to_float(self.data.train_x[idx]), self.data.train_y[idx]  # stored uint8, as the loader does
-        loss = swwae_loss(self.net(x), x, y, **self.weights)["loss"]
+        x = x.contiguous(memory_format=self.layout)
+        with torch.autocast(self.device.type, dtype=self.autocast, enabled=self.autocast is not None):
+            loss = swwae_loss(self.net(x), x, y, **self.weights)["loss"]
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         self.optimizer.step()
@@ -136,7 +162,9 @@ class HandLoop:
             self.net.eval()
         batch = self.data.batch_size
         x, y = to_float(self.data.val_x[i * batch : (i + 1) * batch]), self.data.val_y[i * batch : (i + 1) * batch]
-        with torch.inference_mode():
+        x = x.contiguous(memory_format=self.layout)
+        autocast = torch.autocast(self.device.type, dtype=self.autocast, enabled=self.autocast is not None)
+        with torch.inference_mode(), autocast:
             float(swwae_loss(self.net(x), x, y, **self.weights)["recon_mse"])
 
     @timed_part("val")
@@ -154,7 +182,7 @@ class EpochClock(L.Callback):
 
     def __init__(self, hand_loop: bool = True):
         self.hand_loop, self.lightning = hand_loop, []
-        self._open = self.twin = None
+        self._open = self.twin = self.module = self.device = None
         self.images, self.checkpoints = Stopwatch(), Stopwatch()
         EpochClock.last = self
 
@@ -165,7 +193,8 @@ class EpochClock(L.Callback):
     def setup(self, trainer, module, stage):
         if stage != "fit":
             return
-        self.data = trainer.datamodule
+        self.data, self.module, self.device = trainer.datamodule, module, trainer.strategy.root_device
+        self.precision = trainer.precision
         self.twin = HandLoop(module, trainer.datamodule) if self.hand_loop else None
         # instance-level wrappers: Lightning looks hooks up on the instance
         trainer.save_checkpoint = self.checkpoints.wrap(trainer.save_checkpoint)
@@ -185,6 +214,8 @@ class EpochClock(L.Callback):
             record = self._open
             if self.twin is not None:
                 self._hand(self.twin.end_epoch())
+            synchronize(self.device)
+            record["end"] = time.perf_counter()
             record["epoch"] = self._now()
             record.setdefault("train", record["epoch"])  # an epoch without validation
             record.setdefault("val", 0.0)
@@ -196,6 +227,8 @@ class EpochClock(L.Callback):
     def on_train_epoch_start(self, trainer, module):
         self._close()
         self.train_size = min(len(self.data.train_x), trainer.num_training_batches * self.data.batch_size)
+        self.batches = (trainer.num_training_batches, sum(trainer.num_val_batches))
+        synchronize(self.device)
         self._open = {
             "start": time.perf_counter(),
             "paused": 0.0,
@@ -226,6 +259,24 @@ class EpochClock(L.Callback):
 
 
 # the run
+
+
+def hand_epochs(clock: EpochClock, epochs: int) -> list[dict[str, float]]:
+    """``epochs`` epochs of the hand-written loop alone, after ``clock``'s run, on its device, in
+    its precision and layout, as many batches as its epochs had; each record with its span."""
+    loop = HandLoop(clock.module, clock.data, clock.device, clock.precision)
+    train_batches, val_batches = clock.batches
+    for _ in range(epochs):
+        synchronize(loop.device)
+        start = time.perf_counter()
+        loop.start_epoch()
+        for _ in range(train_batches):
+            loop.train_step()
+        for i in range(val_batches):
+            loop.val_step(i)
+        loop.end_epoch()
+        loop.epochs[-1].update(start=start, end=time.perf_counter())
+    return loop.epochs
 
 
 def clock_epochs(overrides, folder: Path, hand_loop: bool = True) -> tuple[EpochClock, float]:

@@ -120,6 +120,57 @@ class Stopwatch:
         return timed
 
 
+class BusySampler:
+    """How busy a GPU is: its utilisation (the share of time a kernel ran, NVML's counter, read
+    through ``torch.cuda.utilization`` or ``nvidia-smi``), sampled every ``interval`` seconds by
+    a thread while the block runs; ``between(start, end)`` is the mean of the samples taken in a
+    span of ``time.perf_counter``. The share of an epoch the GPU works, data loading included."""
+
+    def __init__(self, device, interval: float = 0.1):
+        self.device, self.interval = torch.device(device), interval
+        self.samples: list[tuple[float, float]] = []
+        self._stop, self._thread = None, None
+
+    def read(self) -> float | None:
+        try:
+            return float(torch.cuda.utilization(self.device))
+        except Exception:  # no NVML bindings: ask nvidia-smi
+            import subprocess
+
+            query = ["nvidia-smi", "--query-gpu=utilization.gpu", "--format=csv,noheader,nounits"]
+            index = self.device.index if self.device.index is not None else torch.cuda.current_device()
+            try:
+                out = subprocess.run([*query, f"--id={index}"], capture_output=True, text=True, timeout=5).stdout
+                return float(out.split()[0])
+            except (OSError, ValueError, IndexError, subprocess.SubprocessError):
+                return None
+
+    def __enter__(self):
+        import threading
+
+        self._stop = threading.Event()
+
+        def sample():
+            while not self._stop.is_set():
+                value = self.read()
+                if value is not None:
+                    self.samples.append((time.perf_counter(), value))
+                self._stop.wait(self.interval)
+
+        self._thread = threading.Thread(target=sample, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+
+    def between(self, start: float, end: float) -> float:
+        """The mean utilisation (0-100) sampled in [start, end]; nan without samples there."""
+        values = [v for t, v in self.samples if start <= t <= end]
+        return statistics.fmean(values) if values else float("nan")
+
+
 def set_threads(threads: int | None) -> int:
     """``--threads``: torch's CPU threads (None or 0: torch's own choice); the number in use."""
     if threads:
