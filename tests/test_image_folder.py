@@ -259,6 +259,13 @@ def test_a_bad_folder_is_one_line(tmp_path, case):
         assert "directly in" in message  # the way to the other layout is said
 
 
+def test_an_empty_file_is_refused_by_the_fingerprint_before_any_image_is_decoded(tmp_path):
+    root = tmp_path / "data"
+    empty_file(root)
+    with pytest.raises(DataError, match=r"^image file blank.jpg in .* is empty \(0 bytes\): replace or delete it$"):
+        folder_fingerprint(root)
+
+
 def test_too_many_bytes_are_refused_before_decoding(tmp_path):
     root = write_image_folder(tmp_path / "pets", per_class=5)
     with pytest.raises(

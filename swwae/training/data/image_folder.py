@@ -73,6 +73,7 @@ MEMORY_LIMIT = 8 * 2**30  # the default memory budget of the images: 8 GiB of ui
 IMAGE_FILE_LIMIT = 2**30  # bytes of one image file, at most (PIL refuses more than ~180 megapixels anyway)
 READ_STEP = 256  # images decoded side by side between two progress steps, at least
 FINGERPRINT_VERSION = b"swwae image folder 1\0"
+EMPTY_DIGEST = hashlib.sha256(b"").hexdigest()  # an empty file's, which no image has
 # what reading a file with an image extension can raise, besides DataError
 DECODE_ERRORS = (
     OSError, ValueError, SyntaxError, EOFError, TypeError, KeyError, IndexError, MemoryError, struct.error,
@@ -106,12 +107,16 @@ def folder_fingerprint(root: str | os.PathLike, limits: ScanLimits = DEFAULT_LIM
     reads them on their own, for a run's identity before the images are decoded: a small part
     of decoding them (2,000 JPEG photos of 320 x 240: 0.8 s here, against 11 s to read them at
     size 64). Files skipped as not images (a README, hidden files) do not count. ``limits``: the
-    scan's bounds (``swwae.folder_scan``)."""
+    scan's bounds (``swwae.folder_scan``). An empty file is its one line here already, before
+    any image is decoded."""
     listing = scan_image_folder(root, limits=limits, progress=True)
     hasher = fingerprinter()
     for path in listing.paths:
         with image_file_errors():
-            add_file(hasher, listing.relative(path), sha256_of(path, "image file"))
+            digest = sha256_of(path, "image file")
+        if digest == EMPTY_DIGEST:
+            raise DataError(f"image file {shown(listing, path)} {why_not(b'', None)}: replace or delete it")
+        add_file(hasher, listing.relative(path), digest)
     return hasher.hexdigest()
 
 
@@ -252,7 +257,7 @@ def stored_format(data: bytes) -> str | None:
     return next((name for start, name in SIGNATURES if data.startswith(start)), None)
 
 
-def why_not(data: bytes, err: BaseException) -> str:
+def why_not(data: bytes, err: BaseException | None) -> str:
     """Why an image file's bytes do not decode, in words: empty, not an image, truncated,
     damaged, too many pixels; PIL's own words only where they say more (never an object's repr)."""
     if not data:
