@@ -16,7 +16,6 @@ and help are its ``settings`` class (a ``swwae.settings.DataSettings``).
 from __future__ import annotations
 
 import importlib
-import os
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Literal
@@ -24,6 +23,15 @@ from typing import Literal
 from pydantic import Field, StrictBool
 
 from swwae.errors import ConfigError
+from swwae.folder_scan import (
+    MAX_DEPTH,
+    MAX_ENTRIES,
+    MAX_FOLDERS,
+    ScanLimits,
+    check_split_sizes,
+    count_classes,
+    scan_image_folder,
+)
 from swwae.settings import DataSettings, PathText, bounded
 from swwae.tables import Table
 
@@ -53,6 +61,15 @@ class ImageFolderSettings(DataSettings):
     channels: Literal[1, 3] = Field(3, description="1: grey, 3: colour (every image converted, said once)")
     val_size: bounded(int, ge=1) = Field(50, description="validation images, stratified by class")
     test_size: bounded(int, ge=1) = Field(50, description="test images, stratified by class (the rest train)")
+    max_entries: bounded(int, ge=1) = Field(
+        MAX_ENTRIES, description="the scan of data.root looks at this many entries (files, folders, links), at most"
+    )
+    max_folders: bounded(int, ge=1) = Field(
+        MAX_FOLDERS, description="the scan of data.root enters this many folders, at most"
+    )
+    max_depth: bounded(int, ge=1) = Field(
+        MAX_DEPTH, description="the scan of data.root goes this many folders deep, at most (a class folder: 1)"
+    )
 
 
 class SVHNSettings(FolderSettings):
@@ -123,6 +140,10 @@ class DataSet:
         """The classes of the labels under ``settings`` (None: no labels)."""
         return self.num_classes
 
+    def check_files(self, settings) -> None:
+        """What ``settings`` point at, checked before the job writes anything (one error line);
+        a data set whose files its data module checks as it reads them checks nothing here."""
+
     def load(self) -> type:
         """The data module class (imported if the entry names it)."""
         if not isinstance(self.data_class, str):
@@ -139,12 +160,16 @@ class ImageFolderSet(DataSet):
         return (settings.channels, settings.image_size, settings.image_size)
 
     def classes_of(self, settings) -> int | None:
-        """The class folders, counted without reading an image (the reader checks the rest)."""
-        try:
-            folders = [e for e in os.scandir(settings.root) if e.is_dir() and not e.name.startswith(".")]
-        except OSError:
-            return None  # missing: the reader says it in one line
-        return len(folders) or None
+        """The class folders, counted from the folder's top without reading an image (the scan,
+        ``check_files``, checks the rest; a missing folder is its one line too)."""
+        return count_classes(settings.root, settings.max_entries)
+
+    def check_files(self, settings) -> None:
+        """The folder scanned (bounded, never out of it: ``swwae.folder_scan``) and its images
+        counted against the splits, before torch loads and before the job writes anything."""
+        listing = scan_image_folder(settings.root, limits=ScanLimits.of(settings), progress=True)
+        classes = len(listing.classes) or 1
+        check_split_sizes(len(listing.paths), classes, settings.val_size, settings.test_size, str(listing.root))
 
 
 _DATA = "swwae.training.data"

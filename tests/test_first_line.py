@@ -20,6 +20,7 @@ BAD_INPUT = {
     "kernel over its maps": (["model.kernel_size=41"], 2, "error: model stage 1 of 2: its 41x41 conv kernel"),
     "run name a path": (["run_name=../x"], 2, "error: run_name='../x' is not a name"),
     "misspelled group": (["modle=swwae_hard"], 2, "error: modle is not a setting; did you mean model?"),
+    "kernel files as images": (["data=image_folder", "data.root=/proc/self"], 2, "error: image folder /proc/self"),
 }
 
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import struct
+import zlib
 
 import numpy as np
 import pytest
@@ -186,6 +188,22 @@ def float_tiff(root):
     Image.fromarray(np.ones((4, 4), dtype=np.float32)).save(root / "float.tif", "TIFF")
 
 
+def empty_file(root):
+    write_image_folder(root, classes=(), per_class=2)
+    (root / "blank.jpg").touch()
+
+
+def png_chunk(kind: bytes, data: bytes) -> bytes:
+    return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+
+def pixel_bomb(root):
+    """A PNG whose header claims 20,000 x 20,000 pixels (no pixel data: PIL refuses it at open)."""
+    write_image_folder(root, classes=(), per_class=2)
+    header = png_chunk(b"IHDR", struct.pack(">IIBBBBB", 20_000, 20_000, 8, 0, 0, 0, 0))
+    (root / "bomb.png").write_bytes(b"\x89PNG\r\n\x1a\n" + header + png_chunk(b"IDAT", b""))
+
+
 def one_class(root):
     write_image_folder(root, classes=("cat",), per_class=3)
 
@@ -215,10 +233,12 @@ BAD = {
     "not a folder": (a_file, "is not a folder"),
     "empty": (lambda root: root.mkdir(), "holds no images"),
     "no image files": (only_text, "holds no images"),
-    "corrupt png": (corrupt_png, "broken.png cannot be read as an image"),
-    "truncated jpeg": (truncated_jpeg, "cut.jpg cannot be read as an image"),
-    "text named png": (text_as_png, "notes.png cannot be read as an image"),
-    "float pixels": (float_tiff, "float.tif holds floating-point pixels"),
+    "corrupt png": (corrupt_png, "dog/broken.png in {root} is a damaged PNG file"),
+    "truncated jpeg": (truncated_jpeg, "cat/cut.jpg in {root} is truncated (a JPEG file cut short)"),
+    "text named png": (text_as_png, "notes.png in {root} is not an image (its bytes are no PNG, JPEG"),
+    "empty file": (empty_file, "blank.jpg in {root} is empty (0 bytes)"),
+    "too many pixels": (pixel_bomb, "bomb.png in {root} has too many pixels (400,000,000; PIL decodes"),
+    "float pixels": (float_tiff, "float.tif in {root} holds floating-point pixels"),
     "one class": (one_class, "has one class folder (cat)"),
     "mixed layout": (mixed_layout, "holds images both at its top (stray.png) and in sub-folders (cat, dog)"),
     "empty class": (empty_class, "owl holds no images"),
@@ -233,9 +253,17 @@ def test_a_bad_folder_is_one_line(tmp_path, case):
     with pytest.raises(DataError) as err:
         read(root)
     message = str(err.value)
-    assert words in message and "\n" not in message
+    assert words.format(root=root) in message and "\n" not in message
+    assert " at 0x" not in message  # a reason in words, never an object's repr
     if case in ("one class", "empty"):
         assert "directly in" in message  # the way to the other layout is said
+
+
+def test_an_empty_file_is_refused_by_the_fingerprint_before_any_image_is_decoded(tmp_path):
+    root = tmp_path / "data"
+    empty_file(root)
+    with pytest.raises(DataError, match=r"^image file blank.jpg in .* is empty \(0 bytes\): replace or delete it$"):
+        folder_fingerprint(root)
 
 
 def test_too_many_bytes_are_refused_before_decoding(tmp_path):
@@ -364,10 +392,12 @@ def test_a_changed_folder_is_another_run(tmp_path):
 
     folder = write_image_folder(tmp_path / "pics", classes=("a", "b"), per_class=6)
 
-    def identity():
-        cfg = compose_config(tmp_path, ["data=image_folder", f"data.root={folder}", "data.val_size=2"])
+    def identity(*overrides):
+        settings = ["data=image_folder", f"data.root={folder}", "data.val_size=2", "data.test_size=2"]
+        cfg = compose_config(tmp_path, [*settings, *overrides])
         return run_folder(check_config(cfg), OmegaConf.to_container(cfg, resolve=True), launch()).identity
 
     before = identity()
+    assert identity("data.max_entries=1000", "data.max_depth=3") == before  # the scan's bounds are no part of it
     (folder / "a" / sorted(os.listdir(folder / "a"))[0]).unlink()
     assert identity() != before

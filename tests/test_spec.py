@@ -48,7 +48,16 @@ def test_every_shipped_config_parses(tmp_path, experiment):
 @pytest.mark.parametrize("model", sorted(p.stem for p in (CONFIG_DIR / "model").glob("*.yaml")))
 @pytest.mark.parametrize("data", sorted(p.stem for p in (CONFIG_DIR / "data").glob("*.yaml")))
 def test_every_model_parses_on_every_data_set(tmp_path, model, data):
-    spec = check_config(compose_config(tmp_path, [f"model={model}", f"data={data}"]))
+    folder = []
+    if (
+        data == "image_folder"
+    ):  # scanned as the config is checked: a folder of two classes (empty files: none is opened)
+        for label in ("a", "b"):
+            (tmp_path / "images" / label).mkdir(parents=True)
+            for i in range(3):
+                (tmp_path / "images" / label / f"{i}.png").touch()
+        folder = [f"data.root={tmp_path / 'images'}", "data.val_size=2", "data.test_size=2"]
+    spec = check_config(compose_config(tmp_path, [f"model={model}", f"data={data}", *folder]))
     assert type(spec.data) is data_spec(DATA_SETS[data])
 
 

@@ -202,6 +202,8 @@ class RunSpec(Frozen):
         if isinstance(data, DataSettings):  # as the data module will check them
             shipped_data = DATASETS[data.target.rpartition(".")[2]]
             # a stored config's folder is not looked at: where data is read from is the user's
+            if stored(info) is None:
+                shipped_data.check_files(data)  # a folder of images: scanned, bounded, before anything is written
             classes = shipped_data.classes_of(data) if stored(info) is None else shipped_data.num_classes
             check_data(shipped_data.name, classes, data)
         return data

@@ -2,11 +2,13 @@
 
 Two layouts: torchvision's ``ImageFolder`` (one sub-folder per class, labelled; images in
 nested folders count for their class) or a flat folder (images directly in DIR, no labels).
-Files are found as ``ImageFolder`` finds them (its ``find_classes``, ``make_dataset`` and
-extensions, plus ``.gif``); files with other extensions are skipped silently, and so are
+Files are found in ``ImageFolder``'s order and by its extensions (plus ``.gif``), by the bounded
+scan of ``swwae.folder_scan``, which never leaves the folder (its docstring says what it
+follows, skips and refuses); files with other extensions are skipped silently, and so are
 hidden files and folders (``.ipynb_checkpoints``, macOS's ``._photo.jpg``). A file with an
-image extension that PIL cannot read is an error that names it: a data set silently smaller
-than its folder would be a different data set.
+image extension that PIL cannot read is an error that names it and says why (empty, not an
+image, truncated, damaged, too many pixels): a data set silently smaller than its folder would
+be a different data set.
 
 Every image becomes ``channels`` x S x S uint8: EXIF orientation applied, converted to grey
 ("L") or RGB as PIL converts (alpha dropped, as torchvision's loader does; 16-bit grey scaled
@@ -28,6 +30,7 @@ import io
 import logging
 import math
 import os
+import re
 import struct
 from collections import Counter
 from collections.abc import Iterator
@@ -40,12 +43,20 @@ import numpy as np
 import torch
 from PIL import Image, ImageOps
 from torch import Tensor
-from torchvision.datasets.folder import IMG_EXTENSIONS, find_classes, has_file_allowed_extension, make_dataset
 from torchvision.transforms import InterpolationMode
 from torchvision.transforms import functional as TF
 
 from swwae.errors import ConfigError, DataError, Unreadable, one_line
 from swwae.files import read_bytes, sha256_of
+from swwae.folder_scan import (
+    DEFAULT_LIMITS,
+    FORMAT_WORDS,
+    Listing,
+    ScanLimits,
+    check_split_sizes,
+    examples,
+    scan_image_folder,
+)
 from swwae.loss import UNLABELLED
 from swwae.progress import progress as progress_steps
 from swwae.settings import check_int
@@ -54,16 +65,15 @@ from swwae.training.data.base import InMemoryDataModule, Splits
 
 log = logging.getLogger(__name__)
 
-IMAGE_EXTENSIONS = (*IMG_EXTENSIONS, ".gif")  # ImageFolder's, and GIF
-# the decoders PIL may use: only those of the extensions above (no plugin that runs a program)
+# the decoders PIL may use: only those of the image extensions (swwae.folder_scan; no plugin that runs a program)
 PIL_FORMATS = ("PNG", "JPEG", "BMP", "GIF", "TIFF", "WEBP", "PPM")
-FORMAT_WORDS = "PNG, JPEG, BMP, GIF, TIFF, WebP, PPM/PGM"
 CHANNEL_MODES = {1: "L", 3: "RGB"}  # data.channels -> the PIL mode every image is converted to
 SIXTEEN_BIT = ("I;16", "I;16B", "I;16L", "I;16N", "I")  # "I": 16-bit PNG/PGM in some Pillow versions
 MEMORY_LIMIT = 8 * 2**30  # the default memory budget of the images: 8 GiB of uint8
 IMAGE_FILE_LIMIT = 2**30  # bytes of one image file, at most (PIL refuses more than ~180 megapixels anyway)
 READ_STEP = 256  # images decoded side by side between two progress steps, at least
 FINGERPRINT_VERSION = b"swwae image folder 1\0"
+EMPTY_DIGEST = hashlib.sha256(b"").hexdigest()  # an empty file's, which no image has
 # what reading a file with an image extension can raise, besides DataError
 DECODE_ERRORS = (
     OSError, ValueError, SyntaxError, EOFError, TypeError, KeyError, IndexError, MemoryError, struct.error,
@@ -85,96 +95,10 @@ class ImageFolderContents(NamedTuple):
     fingerprint: str
 
 
-class Listing(NamedTuple):
-    """The image files of a folder, before any is opened: absolute paths in reading order,
-    their labels (None: flat) and the class names."""
-
-    root: Path
-    paths: tuple[str, ...]
-    labels: tuple[int, ...] | None
-    classes: tuple[str, ...]
-
-    def relative(self, path: str) -> str:
-        return Path(path).relative_to(self.root).as_posix()
-
-
-# finding the files
-
-
-def hidden(name: str) -> bool:
-    return name.startswith(".")
-
-
-def list_image_folder(root: str | os.PathLike, root_hint: str = "data.root=<folder>") -> Listing:
-    """The image files under ``root`` in either layout, without opening them: one DataError
-    line for a missing or empty folder (``root_hint``: how the command names another), one class
-    only, a class folder without images, and images both at the top and in class folders."""
-    folder = Path(root).expanduser().absolute()
-    if not folder.is_dir():
-        what = "is not a folder" if folder.exists() else "not found"
-        raise DataError(f"image folder {folder} {what}: {root_hint} says where the images are ({layouts()})")
-    top = sorted(e.name for e in os.scandir(folder) if e.is_file() and not hidden(e.name) and is_image_name(e.name))
-    classes = [c for c in find_classes_or_none(folder) if not hidden(c)]
-    index = {c: i for i, c in enumerate(classes)}
-    found = (
-        make_dataset(folder, index, is_valid_file=lambda p: is_image_file(folder, p), allow_empty=True) if index else []
-    )
-    counts = Counter(label for _, label in found)
-    if top and found:
-        filled = [c for c in classes if counts[index[c]]]
-        raise DataError(
-            f"image folder {folder} holds images both at its top ({examples(top)}) and in sub-folders "
-            f"({examples(filled)}): put every image in a class folder (labelled), or all of them directly "
-            f"in {folder.name}/ (unlabelled)"
-        )
-    if top:  # flat; sub-folders without images are no classes
-        return Listing(folder, tuple(str(folder / name) for name in top), None, ())
-    if not found:
-        raise DataError(f"image folder {folder} holds no images ({FORMAT_WORDS}): {layouts()}")
-    empty = [c for c in classes if not counts[index[c]]]
-    if empty:
-        raise DataError(
-            f"class folder {folder / empty[0]} holds no images ({FORMAT_WORDS}): add images or remove it "
-            f"(every sub-folder of {folder} is a class)"
-        )
-    if len(classes) == 1:
-        raise DataError(
-            f"image folder {folder} has one class folder ({classes[0]}): a labelled folder needs two or more; "
-            f"for unlabelled images put them directly in {folder.name}/ (the flat layout)"
-        )
-    return Listing(folder, tuple(p for p, _ in found), tuple(label for _, label in found), tuple(classes))
-
-
-def find_classes_or_none(folder: Path) -> list[str]:
-    try:
-        return find_classes(folder)[0]
-    except FileNotFoundError:  # no sub-folder at all
-        return []
-
-
-def is_image_name(name: str) -> bool:
-    return has_file_allowed_extension(name, IMAGE_EXTENSIONS)
-
-
-def is_image_file(folder: Path, path: str) -> bool:
-    """An image file of a class: an image extension, a regular file, no hidden part in its path."""
-    parts = Path(path).relative_to(folder).parts
-    return is_image_name(path) and not any(hidden(p) for p in parts) and os.path.isfile(path)
-
-
-def layouts() -> str:
-    return "one sub-folder of images per class (labelled), or images directly in it (unlabelled)"
-
-
-def examples(names: list[str], shown: int = 3) -> str:
-    more = f", ... ({len(names)} in all)" if len(names) > shown else ""
-    return ", ".join(names[:shown]) + more
-
-
 # the fingerprint
 
 
-def folder_fingerprint(root: str | os.PathLike) -> str:
+def folder_fingerprint(root: str | os.PathLike, limits: ScanLimits = DEFAULT_LIMITS) -> str:
     """The SHA-256 (hex) of the image files under ``root``: their relative paths (so their
     classes) and their bytes, in reading order. Bytes, not sizes and modification times: a
     folder copied to another disk or machine (new times) is the same data and so the same run,
@@ -182,12 +106,17 @@ def folder_fingerprint(root: str | os.PathLike) -> str:
     equal. :func:`read_image_folder` hashes the bytes it decodes (one read, not two); this
     reads them on their own, for a run's identity before the images are decoded: a small part
     of decoding them (2,000 JPEG photos of 320 x 240: 0.8 s here, against 11 s to read them at
-    size 64). Files skipped as not images (a README, hidden files) do not count."""
-    listing = list_image_folder(root)
+    size 64). Files skipped as not images (a README, hidden files) do not count. ``limits``: the
+    scan's bounds (``swwae.folder_scan``). An empty file is its one line here already, before
+    any image is decoded."""
+    listing = scan_image_folder(root, limits=limits, progress=True)
     hasher = fingerprinter()
     for path in listing.paths:
         with image_file_errors():
-            add_file(hasher, listing.relative(path), sha256_of(path, "image file"))
+            digest = sha256_of(path, "image file")
+        if digest == EMPTY_DIGEST:
+            raise DataError(f"image file {shown(listing, path)} {why_not(b'', None)}: replace or delete it")
+        add_file(hasher, listing.relative(path), digest)
     return hasher.hexdigest()
 
 
@@ -213,17 +142,21 @@ def read_image_folder(
     max_bytes: int = MEMORY_LIMIT,
     threads: int | None = None,
     root_hint: str = "data.root=<folder>",
+    limits: ScanLimits = DEFAULT_LIMITS,
 ) -> ImageFolderContents:
     """Every image under ``root`` as ``channels`` x ``image_size`` x ``image_size`` uint8 (the
     module's docstring says how), with labels and the fingerprint. One DataError line for a bad
     folder or file, one ConfigError line for a bad ``image_size`` or ``channels``; a folder whose
     images would take more than ``max_bytes`` is refused before any is decoded. ``progress``: a
     bar on a terminal, a few lines in a log (stderr). ``threads`` decode side by side (PIL lets
-    go of the GIL); the result does not depend on how many."""
+    go of the GIL); the result does not depend on how many. ``limits``: the scan's bounds
+    (``swwae.folder_scan``); entries it skipped (a FIFO or a dangling link with an image name)
+    are said in one log line."""
     size = check_int("image_size", image_size, 1)
     if isinstance(channels, bool) or channels not in CHANNEL_MODES:
         raise ConfigError(f"data.channels={channels!r} must be 1 (grey) or 3 (RGB)")
-    listing = list_image_folder(root, root_hint)
+    listing = scan_image_folder(root, root_hint, limits, progress)
+    say_skipped(listing)
     count = len(listing.paths)
     check_memory(listing.root, count, size, channels, max_bytes)
     images = torch.empty((count, channels, size, size), dtype=torch.uint8)
@@ -235,7 +168,7 @@ def read_image_folder(
         path = listing.paths[i]
         with image_file_errors():
             data = read_bytes(path, "image file", IMAGE_FILE_LIMIT)
-        array, source = decode(data, path, size, CHANNEL_MODES[channels])
+        array, source = decode(data, shown(listing, path), size, CHANNEL_MODES[channels])
         pixels[i] = array[None] if channels == 1 else array.transpose(2, 0, 1)
         return hashlib.sha256(data).hexdigest(), source
 
@@ -287,24 +220,66 @@ def image_file_errors():
         raise DataError(str(err)) from err
 
 
-def decode(data: bytes, path: str, size: int, mode: str) -> tuple[np.ndarray, str]:
-    """One image file's bytes as uint8 (S, S) or (S, S, 3), and the mode it was stored in."""
+def shown(listing: Listing, path: str) -> str:
+    """An image file as error lines name it: its path in the folder, and the folder."""
+    return f"{listing.relative(path)} in {listing.root}"
+
+
+def decode(data: bytes, name: str, size: int, mode: str) -> tuple[np.ndarray, str]:
+    """One image file's bytes as uint8 (S, S) or (S, S, 3), and the mode it was stored in; a
+    file that does not decode is one DataError line naming it (``name``) and why (``why_not``)."""
     try:
         with Image.open(io.BytesIO(data), formats=PIL_FORMATS) as img:
             source = img.mode
             img.draft(source, (size, size))  # JPEG: decode at a reduced scale, still >= S on both sides
-            img = converted(ImageOps.exif_transpose(img), mode, path)
+            img = converted(ImageOps.exif_transpose(img), mode, name)
             img = TF.resize(img, size, interpolation=InterpolationMode.BILINEAR)
             return np.asarray(TF.center_crop(img, size)), source
     except DataError:
         raise
     except DECODE_ERRORS as err:
-        raise DataError(
-            f"image file {path} cannot be read as an image ({one_line(err, limit=120)}): replace or delete it"
-        ) from err
+        raise DataError(f"image file {name} {why_not(data, err)}: replace or delete it") from err
 
 
-def converted(img: Image.Image, mode: str, path: str) -> Image.Image:
+# the formats' first bytes, to tell a damaged image from a file that is no image at all
+SIGNATURES = (
+    (b"\x89PNG\r\n\x1a\n", "PNG"), (b"\xff\xd8\xff", "JPEG"), (b"GIF87a", "GIF"), (b"GIF89a", "GIF"),
+    (b"BM", "BMP"), (b"II*\0", "TIFF"), (b"MM\0*", "TIFF"), (b"P5", "PGM"), (b"P6", "PPM"),
+)  # fmt: skip
+BOMB = re.compile(r"\((\d+) pixels\) exceeds limit of (\d+) pixels")
+OBJECT_REPR = re.compile(r"<[^<>]* at 0x[0-9a-fA-F]+>")  # PIL's messages name the BytesIO object
+
+
+def stored_format(data: bytes) -> str | None:
+    """The format ``data`` starts as, by its first bytes (None: none that is read here)."""
+    if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
+        return "WebP"
+    return next((name for start, name in SIGNATURES if data.startswith(start)), None)
+
+
+def why_not(data: bytes, err: BaseException | None) -> str:
+    """Why an image file's bytes do not decode, in words: empty, not an image, truncated,
+    damaged, too many pixels; PIL's own words only where they say more (never an object's repr)."""
+    if not data:
+        return "is empty (0 bytes)"
+    if isinstance(err, Image.DecompressionBombError):
+        found = BOMB.search(str(err))
+        pixels = f" ({int(found[1]):,}; PIL decodes {int(found[2]):,} at most)" if found else ""
+        return f"has too many pixels{pixels}, as a decompression bomb has"
+    if isinstance(err, MemoryError):
+        return "is too large to decode in the memory there is"
+    kind = stored_format(data)
+    if isinstance(err, Image.UnidentifiedImageError):
+        if kind is None:
+            return f"is not an image (its bytes are no {FORMAT_WORDS})"
+        return f"is a damaged {kind} file (it starts as one, but its header does not read)"
+    said = OBJECT_REPR.sub("the file", one_line(err, limit=120))
+    if isinstance(err, EOFError) or "truncated" in said.lower():
+        return f"is truncated (a {kind or 'image'} file cut short)"
+    return f"is a damaged {kind or 'image'} file ({said})"
+
+
+def converted(img: Image.Image, mode: str, name: str) -> Image.Image:
     """``img`` in ``mode``: 16-bit grey scaled to 8 bits (PIL's own conversion would clip every
     value above 255 to white); floating-point images refused (their range is unknown)."""
     if img.mode == mode:
@@ -316,10 +291,24 @@ def converted(img: Image.Image, mode: str, path: str) -> Image.Image:
         img = img.convert("RGBA")
     elif img.mode == "F":
         raise DataError(
-            f"image file {path} holds floating-point pixels, whose range swwae cannot know: "
+            f"image file {name} holds floating-point pixels, whose range swwae cannot know: "
             "save it as an 8- or 16-bit image"
         )
     return img.convert(mode)
+
+
+def say_skipped(listing: Listing) -> None:
+    """One log line for the entries with an image name that the scan skipped as no regular
+    files (a FIFO, a socket, a device, a dangling link)."""
+    count = len(listing.skipped)
+    if count:
+        log.warning(
+            "%s: skipped %s (an image name, but no regular file behind it: a FIFO, device, socket or dangling "
+            "link): %s",
+            listing.root,
+            "1 entry" if count == 1 else f"{count:,} entries",
+            examples(listing.skipped),
+        )
 
 
 def say_conversions(folder: Path, sources: Counter, mode: str, count: int) -> None:
@@ -347,19 +336,6 @@ def image_folder_splits(
     return x[train], y[train], x[val], y[val], x[test], y[test]
 
 
-def check_split_sizes(count: int, classes: int, val_size: int, test_size: int, where: str) -> None:
-    """One ConfigError line unless ``val_size`` and ``test_size`` (each >= 1) leave every one
-    of ``classes`` room for a training image among the ``count`` images of ``where``."""
-    check_int("val_size", val_size, 1)
-    check_int("test_size", test_size, 1)
-    if val_size + test_size > count - classes:
-        one_per_class = f" (one per class: {classes})" if classes > 1 else ""
-        raise ConfigError(
-            f"data.val_size={val_size} + data.test_size={test_size} leave too few of the {count} images "
-            f"of {where} for training{one_per_class}: lower them, or add images"
-        )
-
-
 # the data set
 
 
@@ -371,10 +347,11 @@ class ImageFolderDataModule(InMemoryDataModule):
 
     @classmethod
     def contents_of(cls, settings) -> str:
-        return folder_fingerprint(settings.root)
+        return folder_fingerprint(settings.root, ScanLimits.of(settings))
 
     def load(self) -> Splits:
-        contents = read_image_folder(self.root, self.image_size, self.channels, root_hint=self.root_hint)
+        limits = ScanLimits.of(self.settings)
+        contents = read_image_folder(self.root, self.image_size, self.channels, root_hint=self.root_hint, limits=limits)
         self.num_classes = len(contents.classes) or None
         self.class_names = contents.classes
         return Splits(*image_folder_splits(contents, self.val_size, self.test_size, self.split_seed))

@@ -8,10 +8,10 @@ extended past the length it was started with (its learning-rate schedule spans t
 the refusal says how to start over.
 
 In: the model and the data (where the data live and how they are read excepted: ``root``,
-``download``, ``num_workers``, ``on_device``), the seed, the trainer settings that change the updates, the
-length, the batches measured or the number of processes (``TRAINER``) and the monitor that
-picks ``best.ckpt``. Out: loggers, callbacks, paths, the accelerator and strategy, ``compile``,
-``test``: how and where a run is computed and shown, not what it reports.
+``download``, ``num_workers``, ``on_device``, a folder scan's bounds), the seed, the trainer
+settings that change the updates, the length, the batches measured or the number of processes
+(``TRAINER``) and the monitor that picks ``best.ckpt``. Out: loggers, callbacks, paths, the
+accelerator and strategy, ``compile``, ``channels_last``, ``test``: how and where a run is computed and shown, not what it reports.
 
 Plain Python over plain dicts (``swwae.stored.plain``: tuples as lists): the job passes its
 resolved config, a checkpoint its stored one. A setting that one side predates (added to the
@@ -58,7 +58,8 @@ TRAINER = {
     "num_nodes": 1,
 }
 ALL_BATCHES = ("limit_train_batches", "limit_val_batches", "limit_test_batches", "val_check_interval")
-FREE_DATA_KEYS = ("root", "download", "num_workers", "on_device")  # where the files are, how they are read
+# where the files are, how they are read (and the bounds of the scan of a folder of images)
+FREE_DATA_KEYS = ("root", "download", "num_workers", "on_device", "max_entries", "max_folders", "max_depth")
 PRECISION_NAMES = {"32": "32-true", "16": "16-mixed", "bf16": "bf16-mixed", "64": "64-true"}
 IDENTITY_KEY = "swwae_run_identity"  # in every checkpoint: {"identity": {...}, "digest": "..."}
 
