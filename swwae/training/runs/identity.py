@@ -11,7 +11,8 @@ In: the model and the data (where the data live and how they are read excepted: 
 ``download``, ``num_workers``, ``on_device``, a folder scan's bounds), the seed, the trainer
 settings that change the updates, the length, the batches measured or the number of processes
 (``TRAINER``) and the monitor that picks ``best.ckpt``. Out: loggers, callbacks, paths, the
-accelerator and strategy, ``compile``, ``channels_last``, ``test``: how and where a run is computed and shown, not what it reports.
+accelerator and strategy, ``compile``, ``channels_last``, ``test``: how and where a run is
+computed and shown, not what it reports.
 
 Plain Python over plain dicts (``swwae.stored.plain``: tuples as lists): the job passes its
 resolved config, a checkpoint its stored one. A setting that one side predates (added to the
