@@ -3,6 +3,7 @@
     python scripts/bench_epoch.py [--epochs 4] [--batch 128] [overrides ...]
     python scripts/bench_epoch.py model=swwae_soft data=mnist_sample
     python scripts/bench_epoch.py --device cuda [overrides ...]     # on a GPU: trainer=gpu
+    python scripts/bench_epoch.py --device cuda --synthetic 50000 data=cifar10   # CIFAR-10's shape, no files
 
 The Lightning side is ``swwae.training.run.train`` on the real config, composed with Hydra's compose
 API (as ``python train.py`` would, with the extra overrides given), writing into a temporary
@@ -25,7 +26,10 @@ Target (docs/architecture.md 5): Lightning + data pipeline <= 1.10x the hand-wri
 ``--device cuda`` runs the job with ``trainer=gpu`` and then, one after the other rather than
 interleaved (``swwae.bench.epoch_clock``), the hand-written loop with its images on the GPU;
 the table adds how busy the GPU was in each (``swwae.bench.harness.BusySampler``: NVML's
-utilisation, sampled every 0.1 s). Target there: <= 1.2x the hand loop.
+utilisation, sampled every 0.1 s). Target there: <= 1.2x the hand loop. ``--synthetic N``
+gives the data set random uint8 images of its shape instead of its files (N training images, a
+tenth of that each for validation and test): a CIFAR-shaped epoch where CIFAR-10 cannot be
+downloaded.
 """
 
 from __future__ import annotations
@@ -39,12 +43,14 @@ choose_threads()  # first, before torch loads: OpenMP's threads and wait, from t
 import argparse
 import contextlib
 import tempfile
+import types
 from pathlib import Path
 
 import torch
 
 from swwae.bench.epoch_clock import clock_epochs, hand_epochs, limit_batches
 from swwae.bench.harness import BusySampler, median, paired_ratio, set_threads
+from swwae.training.data.base import InMemoryDataModule, Splits
 from swwae.training.process import set_torch_defaults
 
 TARGET = {"cpu": 1.10, "cuda": 1.20}
@@ -66,10 +72,44 @@ def main(argv=None) -> int:
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's own choice)")
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="cuda: trainer=gpu, loops in turn")
     parser.add_argument("--in-turn", action="store_true", help="the loops one after the other (as on a GPU)")
+    parser.add_argument("--synthetic", type=int, default=0, metavar="N", help="N random images of the data's shape")
     parser.add_argument("overrides", nargs="*", help="Hydra overrides, as for train.py")
     args = parser.parse_args(argv)
-    if args.device == "cuda" or args.in_turn:
-        return in_turn(args)
+    with synthetic_images(args.synthetic):
+        return in_turn(args) if args.device == "cuda" or args.in_turn else interleaved(args)
+
+
+@contextlib.contextmanager
+def synthetic_images(count: int):
+    """Every data set's ``load`` gives ``count`` random uint8 training images of its shape (a tenth
+    as many for validation and for test) while the block runs; nothing changes with 0."""
+    if not count:
+        yield
+        return
+
+    def load(self) -> Splits:
+        generator = torch.Generator().manual_seed(0)
+        parts = []
+        for n in (count, max(1, count // 10), max(1, count // 10)):
+            x = torch.randint(0, 256, (n, *self.image_shape), dtype=torch.uint8, generator=generator)
+            parts += [x, torch.arange(n) % self.num_classes]
+        return Splits(*parts)
+
+    setup = InMemoryDataModule.setup
+
+    def setup_synthetic(self, stage=None):
+        self.load = types.MethodType(load, self)  # the data set's own load, shadowed
+        return setup(self, stage)
+
+    InMemoryDataModule.setup = setup_synthetic
+    try:
+        yield
+    finally:
+        InMemoryDataModule.setup = setup
+
+
+def interleaved(args) -> int:
+    """The table on the CPU: the two loops interleaved step by step."""
     set_torch_defaults()
     set_threads(args.threads)
     overrides = [f"trainer.max_epochs={args.epochs}", "test=false", *args.overrides]

@@ -3,15 +3,23 @@
 #
 #     bash scripts/device_check.sh          # figures into $OUT, or outputs/device_check/<date>/
 #
-# On a CUDA device it runs, each step with its own time limit (under 8 minutes in all):
-#   1. the CUDA tests (pytest -m cuda: tests/test_cuda.py)
-#   2. scripts/bench_pooling.py --device cuda (pool + unpool against native max (un)pooling)
+# On a CUDA device it runs, each step with its own time limit (under 8 minutes in all, the
+# machine's start aside; no optional extra needed):
+#   1. the CUDA tests (pytest -m cuda: tests/test_cuda.py), then the fused soft-where kernels
+#      against the reference, compiled on the GPU (tests/test_fused.py)
+#   2. scripts/bench_pooling.py --device cuda: pool + unpool against native max (un)pooling, the
+#      fused soft where beside the reference path it replaces
 #   3. scripts/bench_training.py --device cuda, in 32-true (with the loss checks) and bf16-mixed
-#   4. a 2-epoch trainer=gpu run of train.py, in 32-true and bf16-mixed
-#   5. scripts/bench_presets.py --device cuda, in 32-true and bf16-mixed: the paper presets'
-#      seconds per epoch measured, instead of estimated from their FLOPs
-# writes every output to one folder and prints a summary (summary.md there too); it exits 1 if
-# a step failed or ran out of time. Without a CUDA device it prints one line and exits 0.
+#   4. scripts/bench_presets.py --device cuda on the paper's CIFAR-10 preset: 32-true, bf16-mixed,
+#      + channels_last, + the job's loader from images on the GPU: TFLOP/s and the share of the
+#      chip's own matrix rate, measured first
+#   5. scripts/bench_epoch.py --device cuda: an epoch through train.py trainer=gpu against a
+#      hand-written loop with its images on the GPU, and how busy the GPU was, for the default
+#      MNIST run and a CIFAR-10-shaped one (synthetic images: no download on the device)
+# writes every output to one folder and prints a summary (summary.md there too: its tables go
+# into docs/performance.md as they are); it exits 1 if a step failed or ran out of time. Without
+# a CUDA device it prints one line and exits 0. (``swwae device-check``, from any install, runs
+# the job's 2-epoch GPU runs in both precisions.)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python}
@@ -64,21 +72,25 @@ step() {
     "$PYTHON" -c 'import torch; print(f"torch {torch.__version__}, CUDA {torch.version.cuda}, cuDNN {torch.backends.cudnn.version()}, {torch.cuda.get_device_name()}")'
 } >"$out/env.txt" 2>&1
 
-step "CUDA tests (pytest -m cuda)" 180 cuda_tests.txt "$PYTHON" -m pytest -m cuda -n 0 -q -p no:cacheprovider --durations=10
-step "bench_pooling.py --device cuda" 30 bench_pooling.md "$PYTHON" scripts/bench_pooling.py --device cuda --repeats 20
-step "bench_training.py --device cuda --loss-checks" 40 bench_training.md \
-    "$PYTHON" scripts/bench_training.py --device cuda --repeats 20 --loss-checks
-step "bench_training.py --device cuda --precision bf16-mixed" 30 bench_training.md \
-    "$PYTHON" scripts/bench_training.py --device cuda --repeats 20 --precision bf16-mixed
-for precision in 32-true bf16-mixed; do
-    step "train.py trainer=gpu trainer.max_epochs=2 trainer.precision=$precision" 50 train_gpu.txt \
-        "$PYTHON" train.py trainer=gpu trainer.max_epochs=2 "trainer.precision=$precision" \
-        "hydra.run.dir=$runs/$precision" "paths.log_dir=$runs/logs" "paths.checkpoint_dir=$runs/$precision/checkpoints"
-    [ -f "$runs/$precision/metrics.json" ] && { cat "$runs/$precision/metrics.json"; echo; } >>"$out/train_gpu.txt"
-done
-step "bench_presets.py --device cuda" 45 bench_presets.md "$PYTHON" scripts/bench_presets.py --device cuda
-step "bench_presets.py --device cuda --precision bf16-mixed" 35 bench_presets.md \
-    "$PYTHON" scripts/bench_presets.py --device cuda --precision bf16-mixed
+tests=(-n 0 -q -p no:cacheprovider --durations=5)
+step "CUDA tests (pytest -m cuda)" 150 cuda_tests.txt "$PYTHON" -m pytest -m cuda "${tests[@]}"
+step "fused kernels on the GPU (tests/test_fused.py)" 40 fused_tests.txt "$PYTHON" -m pytest tests/test_fused.py "${tests[@]}"
+step "bench_pooling.py --device cuda" 25 bench_pooling.md "$PYTHON" scripts/bench_pooling.py --device cuda --repeats 20
+step "bench_training.py --device cuda --loss-checks" 30 bench_training.md \
+    "$PYTHON" scripts/bench_training.py --device cuda --repeats 10 --loss-checks
+step "bench_training.py --device cuda --precision bf16-mixed" 20 bench_training.md \
+    "$PYTHON" scripts/bench_training.py --device cuda --repeats 10 --precision bf16-mixed
+preset=(scripts/bench_presets.py --device cuda --presets cifar10 --steps 5)
+step "bench_presets.py cifar10, 32-true" 20 bench_presets.md "$PYTHON" "${preset[@]}"
+step "bench_presets.py cifar10, bf16-mixed" 20 bench_presets.md "$PYTHON" "${preset[@]}" --precision bf16-mixed
+step "bench_presets.py cifar10, bf16-mixed --channels-last" 20 bench_presets.md \
+    "$PYTHON" "${preset[@]}" --precision bf16-mixed --channels-last
+step "bench_presets.py cifar10, bf16-mixed --channels-last --loader" 20 bench_presets.md \
+    "$PYTHON" "${preset[@]}" --precision bf16-mixed --channels-last --loader
+step "bench_epoch.py --device cuda (default MNIST run)" 40 bench_epoch.md \
+    "$PYTHON" scripts/bench_epoch.py --device cuda --epochs 4
+step "bench_epoch.py --device cuda --synthetic 20000 data=cifar10" 50 bench_epoch.md \
+    "$PYTHON" scripts/bench_epoch.py --device cuda --epochs 3 --synthetic 20000 data=cifar10 "data.root=$runs/cifar10"
 
 show() { grep -E "$1" "$out/$2" 2>/dev/null; }  # the lines of a step's output the summary quotes
 {
@@ -91,6 +103,8 @@ show() { grep -E "$1" "$out/$2" 2>/dev/null; }  # the lines of a step's output t
     echo "CUDA tests: $(show '(passed|failed|error|skipped)' cuda_tests.txt | tail -n 1)"
     show '^(FAILED|ERROR) ' cuda_tests.txt | head -n 20
     echo
+    echo "fused kernels against the reference on the GPU: $(show '(passed|failed|error|skipped)' fused_tests.txt | tail -n 1)"
+    echo
     echo "pool + unpool, forward + backward, against native max (un)pooling (bench_pooling.md):"
     show '^\| (case|[0-9]+x[0-9]+ stride [0-9]+ \| (hard|soft))' bench_pooling.md
     echo
@@ -98,11 +112,11 @@ show() { grep -E "$1" "$out/$2" 2>/dev/null; }  # the lines of a step's output t
     show '^\| (shapes|[a-z0-9]+ [0-9x]+ \| (hard|soft)) ' bench_training.md
     show '^\| (loss check|watched|read every step) \|' bench_training.md
     echo
-    echo "2-epoch trainer=gpu runs (train_gpu.txt; 32-true, then bf16-mixed):"
-    show '^(epoch [0-9]+/2|done:)' train_gpu.txt
+    echo "the paper's CIFAR-10 preset on the GPU (bench_presets.md; 32-true, bf16-mixed, + channels_last, + loader):"
+    show '^(measured on|\| cifar10 )' bench_presets.md
     echo
-    echo "paper presets on the GPU, measured (bench_presets.md; 32-true, then bf16-mixed):"
-    show '^(measured on|\| )' bench_presets.md
+    echo "an epoch through train.py against the hand-written loop on the GPU (bench_epoch.md; MNIST, then CIFAR-shaped):"
+    show '^(one epoch on|\| (train.py|hand loop) \||target)' bench_epoch.md
     echo
     echo "$((SECONDS - started)) s in all; every output in $out/"
 } >"$out/summary.md" 2>&1

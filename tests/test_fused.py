@@ -60,7 +60,7 @@ def assert_close(fused_values, reference_values, atol=1e-5, rtol=1e-5):
         torch.testing.assert_close(got, want, atol=atol, rtol=rtol, equal_nan=True)
 
 
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=30 if DEVICE == "cpu" else 8, deadline=None)  # on a GPU each geometry compiles anew
 @given(geometries(max_size=9, max_batch=2))
 def test_the_fused_kernels_compute_the_reference_over_any_geometry(case):
     geometry, shape, seed = case
