@@ -11,8 +11,8 @@
 #      fused soft where beside the reference path it replaces
 #   3. scripts/bench_training.py --device cuda, in 32-true (with the loss checks) and bf16-mixed
 #   4. scripts/bench_presets.py --device cuda on the paper's CIFAR-10 preset: 32-true, bf16-mixed,
-#      + channels_last, + the job's loader from images on the GPU: TFLOP/s and the share of the
-#      chip's own matrix rate, measured first
+#      + channels_last, + the job's loader from images on the GPU, + a GPU-sized batch (512):
+#      TFLOP/s and the share of the chip's own matrix rate, measured first
 #   5. scripts/bench_epoch.py --device cuda: an epoch through train.py trainer=gpu against a
 #      hand-written loop with its images on the GPU, and how busy the GPU was, for the default
 #      MNIST run and a CIFAR-10-shaped one (synthetic images: no download on the device)
@@ -87,9 +87,11 @@ step "bench_presets.py cifar10, bf16-mixed --channels-last" 20 bench_presets.md 
     "$PYTHON" "${preset[@]}" --precision bf16-mixed --channels-last
 step "bench_presets.py cifar10, bf16-mixed --channels-last --loader" 20 bench_presets.md \
     "$PYTHON" "${preset[@]}" --precision bf16-mixed --channels-last --loader
+step "bench_presets.py cifar10, bf16-mixed --channels-last --loader --batch 512" 20 bench_presets.md \
+    "$PYTHON" "${preset[@]}" --precision bf16-mixed --channels-last --loader --batch 512
 step "bench_epoch.py --device cuda (default MNIST run)" 40 bench_epoch.md \
     "$PYTHON" scripts/bench_epoch.py --device cuda --epochs 4
-step "bench_epoch.py --device cuda --synthetic 20000 data=cifar10" 50 bench_epoch.md \
+step "bench_epoch.py --device cuda --synthetic 20000 data=cifar10" 45 bench_epoch.md \
     "$PYTHON" scripts/bench_epoch.py --device cuda --epochs 3 --synthetic 20000 data=cifar10 "data.root=$runs/cifar10"
 
 show() { grep -E "$1" "$out/$2" 2>/dev/null; }  # the lines of a step's output the summary quotes
