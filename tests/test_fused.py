@@ -182,12 +182,14 @@ kinds = {
 }
 for arch in sys.argv[1:]:
     for name, constants in kinds.items():
-        for channels_last, write in ((False, False), (True, True)):
+        # float32 tensors with channels_last and cells written; half-precision tensors (what a
+        # bf16 model outside autocast hands over) with the overlapping windows' coefficients
+        for channels_last, write, dtype in ((True, True, "fp32"), (False, False, "bf16")):
             kernel = getattr(fused, name)
             constexprs = dict(geometry, **constants, CHANNELS_LAST=channels_last, BLOCK=fused.BLOCK)
             if "WRITE_CELLS" in constexprs:
                 constexprs["WRITE_CELLS"] = write
-            pointers = {a: "*bf16" if a in ("x", "v") else "*fp32" for a in kernel.arg_names if a in POINTERS}
+            pointers = {a: "*fp32" if a == "coefficients" else f"*{dtype}" for a in kernel.arg_names if a in POINTERS}
             signature = {a: "constexpr" if a in constexprs else pointers.get(a, "fp32" if a == "beta" else "i32")
                          for a in kernel.arg_names}
             where = {(kernel.arg_names.index(k),): v for k, v in constexprs.items()}
