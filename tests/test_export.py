@@ -62,14 +62,14 @@ def best_ckpt(tmp_path_factory) -> Path:
 @pytest.mark.slow
 @pytest.mark.parametrize("name", CASES)
 def test_the_onnx_graph_gives_pytorchs_outputs_at_any_batch_size(name, tmp_path):
+    import onnxruntime
+
     net = trained_like(CASES[name])
     path = export_onnx(net, tmp_path / "m.onnx")
     shape = ", ".join(map(str, net.image_shape))
     assert onnx_signature(path).startswith(
         "opset "
     ) and f"image (batch, {shape}) -> recon (batch, {shape})" in onnx_signature(path)
-    import onnxruntime
-
     session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
     assert [o.name for o in session.get_outputs()] == output_names(net)
     assert ("logits" in output_names(net)) == (net.classifier is not None)
