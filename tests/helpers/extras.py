@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from importlib.metadata import PackageNotFoundError, distribution, entry_points, packages_distributions
 
-from packaging.requirements import Requirement
+from packaging.requirements import Requirement  # packaging: a dependency of pytest itself
 from packaging.utils import canonicalize_name
 
 from swwae.install import PACKAGE, importable, install_extra
