@@ -4,13 +4,17 @@ folder laid out as after a default run (``checkpoints/swwae_hard_mnist_sample_se
 is a small shipped checkpoint), so that a reader can paste any block on its own. A block whose
 first line is ``# needs: internet`` (or ``gpu``, or an optional extra: ``onnx``, ``hub``,
 ``mlflow``, ``wandb``) is skipped, visibly, where that is missing. A block that starts with
-``>>>`` is a doctest: its printed output must match too. Fixtures of the test modules live in
+``>>>`` is a doctest: its printed output must match too.
+
+A test that needs an optional extra is marked ``@pytest.mark.extra("optuna")`` (a block that
+needs one gets the same marker), and is skipped where the extra is missing, with the pip command
+that adds it (``tests/helpers/extras.py``): ``pytest`` passes with only the ``dev`` extra, and
+``pytest -m extra`` runs the tests of the extras alone. Fixtures of the test modules live in
 ``tests/conftest.py``."""
 
 from __future__ import annotations
 
 import doctest
-import importlib.util
 import os
 import shutil
 from pathlib import Path
@@ -21,6 +25,7 @@ from sybil import Sybil
 from sybil.evaluators.python import pad
 from sybil.parsers.markdown import CodeBlockParser
 
+from tests.helpers import extras
 from tests.helpers.docs import NEEDS
 
 # Without CUDA, Triton's kernels (swwae.pooling.fused) run in its interpreter, on the CPU: Triton
@@ -31,7 +36,6 @@ if not torch.cuda.is_available():
 ROOT = Path(__file__).resolve().parent
 SHIPPED_CHECKPOINT = ROOT / "tests" / "data" / "checkpoint_v0_1.ckpt"  # (4)3c-2p-(8)3c-2p-10fc, mnist_sample
 RUN = "swwae_hard_mnist_sample_seed0"
-EXTRAS = {"onnx": "onnxruntime", "hub": "huggingface_hub", "mlflow": "mlflow", "wandb": "wandb"}
 
 
 def missing(what: str) -> str | None:
@@ -42,9 +46,9 @@ def missing(what: str) -> str | None:
         import torch
 
         return None if torch.cuda.is_available() else "needs: gpu (no CUDA device here)"
-    if what in EXTRAS:
-        return None if importlib.util.find_spec(EXTRAS[what]) else f'needs: {what} (pip install -e ".[{what}]")'
-    raise ValueError(f"unknown '# needs: {what}': write internet, gpu or one of {', '.join(EXTRAS)}")
+    if what in extras.EXTRAS:
+        return extras.missing(what)
+    raise ValueError(f"unknown '# needs: {what}': write internet, gpu or one of {', '.join(extras.EXTRAS)}")
 
 
 def run_alone(example) -> None:
@@ -85,11 +89,22 @@ pytest_collect_file = Sybil(
 ).pytest()
 
 
+@pytest.hookimpl(tryfirst=True)  # before -m selects: a block's marker counts in -m extra
 def pytest_collection_modifyitems(items):
-    """Longest first (stable otherwise): the ``slow`` tests, the one marked
+    """The tests of an optional extra: a block that needs one is marked ``extra`` as a test is,
+    and each is skipped, with its reason, where its extra is missing.
+
+    Then longest first (stable otherwise): the ``slow`` tests, the one marked
     ``slow(longest=True)`` (a wheel built and run) before them, the quick ones last. With ``-n
     auto`` each worker starts on a long test and the short ones fill in at the end, instead of
     one worker running the suite's longest test alone while the other waits."""
+    for item in items:
+        needs = NEEDS.match(item.example.parsed) if hasattr(item, "example") else None  # a Sybil block
+        if needs and needs["what"] in extras.EXTRAS:
+            item.add_marker(pytest.mark.extra(needs["what"]))
+        for marker in item.iter_markers("extra"):
+            if reason := extras.missing(*marker.args):
+                item.add_marker(pytest.mark.skip(reason=reason))
 
     def rank(item) -> int:
         slow = item.get_closest_marker("slow")

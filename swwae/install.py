@@ -11,12 +11,18 @@ in a clone it sits beside the clone's ``pyproject.toml`` and ``scripts/``, in a 
 install among other packages, with neither. (Not by how a command was called: a library call
 such as ``swwae.export.export_onnx`` has no command line, and ``python scripts/evaluate.py
 --help`` and ``swwae evaluate --help`` are the same help.)
+
+What this install holds of the optional extras is asked of :func:`importable`, by the package
+and by its tests alike: a module of an extra not installed, or whose parent package is not
+installed, is not importable (``hydra_plugins`` exists only once a Hydra plugin is there).
 """
 
 from __future__ import annotations
 
 import functools
 import re
+import sys
+from importlib.util import find_spec
 from pathlib import Path
 
 PACKAGE = "swwae"
@@ -39,6 +45,19 @@ def in_a_clone() -> bool:
     """Whether this package is a clone's (its folder beside pyproject.toml and scripts/)."""
     root = Path(__file__).resolve().parent.parent
     return (root / "pyproject.toml").is_file() and (root / "scripts").is_dir()
+
+
+def importable(name: str) -> bool:
+    """Whether the module ``name`` (dotted: ``hydra_plugins.hydra_optuna_sweeper``) can be
+    imported here, found without importing it. False, not an error, where it or a parent package
+    is missing: ``importlib.util.find_spec`` imports the parents of a dotted name first, and
+    raises where one is not there. A parent that is there is imported (as ``import name`` would)."""
+    try:
+        return find_spec(name) is not None
+    except ImportError:  # a parent missing, or a module, not a package
+        return False
+    except ValueError:  # imported already but without a spec (``__main__`` of ``python -c``), or no name
+        return sys.modules.get(name) is not None
 
 
 def install_extra(extra: str) -> str:

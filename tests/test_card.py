@@ -109,8 +109,8 @@ def test_a_network_without_a_run_gets_a_card_and_still_loads(tmp_path):
     ids=["with-metrics", "without"],
 )
 @pytest.mark.parametrize("config", [RUN_CONFIG, {}], ids=["cifar10-run", "no-run-config"])
+@pytest.mark.extra("hub")
 def test_the_card_is_the_same_with_and_without_huggingface_hub(metrics, config, monkeypatch):
-    pytest.importorskip("huggingface_hub")
     net = SWWAE(widths=[4, 8], image_shape=(3, 32, 32))
     with_hub = model_card(net, run=RunFacts.of(config), metrics=metrics)
     monkeypatch.setitem(sys.modules, "huggingface_hub", None)  # import huggingface_hub raises ImportError
@@ -122,8 +122,8 @@ def test_the_card_is_the_same_with_and_without_huggingface_hub(metrics, config, 
         assert reported(metadata) == {"mse": 0.003012, "accuracy": 0.974} and metadata["datasets"] == ["cifar10"]
 
 
+@pytest.mark.extra("hub")
 def test_push_to_hub_sends_the_card(tmp_path, monkeypatch):
-    pytest.importorskip("huggingface_hub")
     import swwae.hub
 
     uploaded = tmp_path / "uploaded"

@@ -20,8 +20,7 @@ from swwae.export import check_onnx, export_onnx, onnx_signature, output_names
 from swwae.model import SWWAE
 from swwae.training.run import train
 
-pytest.importorskip("onnxscript")
-onnxruntime = pytest.importorskip("onnxruntime")
+pytestmark = pytest.mark.extra("onnx")
 
 TOLERANCE = 1e-5
 CASES = {  # two stages each: the second pools an odd-sized map in most
@@ -63,6 +62,8 @@ def best_ckpt(tmp_path_factory) -> Path:
 @pytest.mark.slow
 @pytest.mark.parametrize("name", CASES)
 def test_the_onnx_graph_gives_pytorchs_outputs_at_any_batch_size(name, tmp_path):
+    import onnxruntime
+
     net = trained_like(CASES[name])
     path = export_onnx(net, tmp_path / "m.onnx")
     shape = ", ".join(map(str, net.image_shape))
@@ -89,6 +90,8 @@ def test_the_onnx_graph_gives_pytorchs_outputs_at_any_batch_size(name, tmp_path)
 
 @pytest.mark.slow
 def test_export_script_writes_a_folder_and_an_onnx_file_that_both_load_back(best_ckpt, tmp_path, capsys):
+    import onnxruntime
+
     from swwae.commands.export import main
 
     assert main([str(best_ckpt), "--onnx", str(tmp_path / "m.onnx"), "--to", str(tmp_path / "m")]) == 0

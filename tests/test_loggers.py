@@ -4,7 +4,6 @@ panels to every logger that takes images, a missing extra as one error line."""
 from __future__ import annotations
 
 import csv
-import importlib.util
 import re
 import shutil
 import sys
@@ -16,6 +15,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 
 from helpers.cli import command_here
 from swwae.errors import ConfigError
+from swwae.install import importable
 from swwae.training.callbacks import log_image, wandb_offline
 from swwae.training.run import train
 
@@ -79,8 +79,8 @@ def empty_mlflow_db(request, folder):
 
 
 @pytest.mark.slow
+@pytest.mark.extra("mlflow")
 def test_mlflow_run_holds_metrics_params_and_the_panels(make_config, tmp_path, monkeypatch, request):
-    pytest.importorskip("mlflow")
     from mlflow import MlflowClient
 
     monkeypatch.chdir(tmp_path)  # artifacts go to ./mlruns beside a sqlite store
@@ -117,7 +117,7 @@ def test_a_missing_extra_is_one_error_before_any_training(make_config, tmp_path,
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(importlib.util.find_spec("wandb") is not None, reason="wandb is installed")
+@pytest.mark.skipif(importable("wandb"), reason="wandb is installed")
 def test_cli_missing_wandb_is_one_error_line_and_exit_2(tmp_path):
     result = command_here(
         "logger=wandb",

@@ -400,12 +400,12 @@ def test_a_folder_with_pickled_weights_only_is_refused_not_unpickled(tmp_path):
 
 @pytest.fixture
 def hub():
-    pytest.importorskip("huggingface_hub")
     import swwae.hub
 
     return swwae.hub
 
 
+@pytest.mark.extra("hub")
 def test_the_hub_mixin_saves_and_loads_the_same_folder(hub, tmp_path):
     net = hub.SWWAE.of(swwae.load(saved(tmp_path, pool_mode="soft")))
     net.save_pretrained(tmp_path / "hub")  # the mixin's: + the model card
@@ -418,6 +418,7 @@ def test_the_hub_mixin_saves_and_loads_the_same_folder(hub, tmp_path):
             assert torch.equal(a, b)
 
 
+@pytest.mark.extra("hub")
 def test_push_to_hub_uploads_a_folder_that_swwae_load_reads(hub, tmp_path, monkeypatch):
     uploaded = tmp_path / "uploaded"
     fake_hub(monkeypatch, uploaded)
@@ -427,6 +428,7 @@ def test_push_to_hub_uploads_a_folder_that_swwae_load_reads(hub, tmp_path, monke
     assert torch.equal(swwae.load(uploaded)(x).recon, net(x).recon)
 
 
+@pytest.mark.extra("hub")
 def test_from_pretrained_of_a_repo_downloads_config_and_safetensors_only(hub, tmp_path, monkeypatch):
     import huggingface_hub.hub_mixin
 

@@ -5,7 +5,6 @@ Skipped, visibly, without the extra."""
 
 from __future__ import annotations
 
-import importlib.util
 import shlex
 
 import pytest
@@ -18,17 +17,12 @@ from helpers.docs import shell_commands
 PAGE = ROOT / "docs" / "scale_out.md"
 
 
-def needs(plugin: str, extra: str):
-    found = importlib.util.find_spec(f"hydra_plugins.{plugin}") is not None
-    return pytest.mark.skipif(not found, reason=f'needs the {extra} extra: pip install -e ".[{extra}]"')
-
-
 def summary_rows(sweep) -> list[str]:
     return [line for line in (sweep / "summary.md").read_text().splitlines() if line.startswith("| ")]
 
 
 @pytest.mark.slow
-@needs("hydra_optuna_sweeper", "optuna")
+@pytest.mark.extra("optuna")
 def test_the_optuna_search_of_the_docs_runs_two_trials(tmp_path):
     command = next(c for c in shell_commands("python train.py hparams_search=", pages=[PAGE]) if "n_trials" not in c)
     args = [*shlex.split(command)[2:], *QUICK, "hydra.sweeper.n_trials=2", f"hydra.sweep.dir={tmp_path / 'sweep'}"]
@@ -41,7 +35,7 @@ def test_the_optuna_search_of_the_docs_runs_two_trials(tmp_path):
 
 
 @pytest.mark.slow
-@needs("hydra_optuna_sweeper", "optuna")
+@pytest.mark.extra("optuna")
 def test_a_failed_trial_is_a_failed_trial_and_the_search_goes_on(tmp_path):
     """Trial 0 is refused (max_epochs follows the trial's number: 0 trains nothing), trial 1
     trains: Optuna records the first as failed, runs the second, reports it as the best; the
@@ -63,7 +57,7 @@ def test_a_failed_trial_is_a_failed_trial_and_the_search_goes_on(tmp_path):
 
 
 @pytest.mark.slow
-@needs("hydra_submitit_launcher", "slurm")
+@pytest.mark.extra("slurm")
 def test_a_sweep_through_the_local_submitit_launcher_runs_two_jobs(tmp_path):
     sweep = tmp_path / "sweep"
     args = ["-m", "hydra/launcher=submitit_local", "hydra.launcher.timeout_min=5", "seed=0,1", *QUICK]

@@ -4,7 +4,6 @@ every job its own run name, and ``scripts/compare_runs.py`` rebuilds the summary
 
 from __future__ import annotations
 
-import importlib.util
 import itertools
 import json
 import math
@@ -490,13 +489,7 @@ def test_an_explicit_run_name_two_jobs_share_is_still_refused_in_one_line(multir
     assert list(tmp_path.iterdir()) == []  # nothing written, not even the sweep folder
 
 
-needs_optuna = pytest.mark.skipif(
-    importlib.util.find_spec("hydra_plugins.hydra_optuna_sweeper") is None,
-    reason='needs the optuna extra: pip install -e ".[optuna]"',
-)
-
-
-@needs_optuna
+@pytest.mark.extra("optuna")
 @pytest.mark.parametrize(
     ("override", "line"),
     [

@@ -9,7 +9,6 @@ training."""
 
 from __future__ import annotations
 
-import importlib.util
 import shutil
 
 import pytest
@@ -18,15 +17,6 @@ import yaml
 from helpers.cli import command_here, run_cli
 from helpers.config import ROOT
 from swwae.training.spec import check_config
-
-needs_optuna = pytest.mark.skipif(
-    importlib.util.find_spec("hydra_plugins.hydra_optuna_sweeper") is None,
-    reason='needs the optuna extra: pip install -e ".[optuna]"',
-)
-needs_submitit = pytest.mark.skipif(
-    importlib.util.find_spec("hydra_plugins.hydra_submitit_launcher") is None,
-    reason='needs the slurm extra: pip install -e ".[slurm]"',
-)
 
 
 @pytest.fixture
@@ -58,7 +48,7 @@ def test_a_preset_of_your_own_that_is_not_yaml_is_one_line_naming_the_file_line_
     assert left_in(tmp_path) == ["mine"]
 
 
-@needs_optuna
+@pytest.mark.extra("optuna")
 @pytest.mark.parametrize(
     ("override", "line"),
     [
@@ -77,7 +67,7 @@ def test_an_optuna_search_that_cannot_run_is_one_line_with_its_reason(tmp_path, 
     assert left_in(tmp_path) == []
 
 
-@needs_submitit
+@pytest.mark.extra("slurm")
 def test_a_submitit_job_given_no_time_is_one_line(tmp_path, train):
     status, printed = train("-m", "hydra/launcher=submitit_local", "hydra.launcher.timeout_min=0", "debug=quick")
     assert status == 2 and printed == [
@@ -87,7 +77,7 @@ def test_a_submitit_job_given_no_time_is_one_line(tmp_path, train):
     assert left_in(tmp_path) == []
 
 
-@needs_submitit
+@pytest.mark.extra("slurm")
 def test_the_slurm_launcher_off_a_cluster_is_one_line_and_leaves_no_sweep_folder(tmp_path, train, monkeypatch):
     monkeypatch.setenv("PATH", str(tmp_path / "no_slurm_here"))
     status, printed = train("-m", "hydra/launcher=submitit_slurm", "debug=quick")

@@ -8,7 +8,6 @@ one's); nothing of the clone is on its path."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 from pathlib import Path
@@ -18,6 +17,7 @@ import pytest
 import swwae
 from helpers.image_folders import write_image_folder
 from helpers.wheel import build_wheel, run, venv_with
+from swwae.install import importable
 
 RUN = "swwae_hard_mnist_sample_seed0"
 FOLDER_RUN = "swwae_hard_image_folder_seed0"
@@ -43,7 +43,7 @@ def test_every_subcommand_from_a_wheel_in_an_empty_folder(tmp_path):
     assert swwae_("--version").stdout.strip() == f"swwae {swwae.__version__}"
     helped = swwae_("compare", "--help").stdout  # its examples: in a clone, python scripts/compare_runs.py
     assert "\n    swwae compare multirun/" in helped and "scripts/" not in helped
-    missing = [name for name in ("wandb", "mlflow") if importlib.util.find_spec(name) is None]  # logger, package, extra
+    missing = [name for name in ("wandb", "mlflow") if not importable(name)]  # logger, package, extra
     if missing:  # a logger whose extra is not installed: one line, the wheel's way to add it
         refused = swwae_("train", f"logger={missing[0]}", status=2).stderr.strip().splitlines()
         assert refused == [f'error: logger={missing[0]} needs {missing[0]}: pip install "swwae[{missing[0]}]"']
@@ -73,7 +73,7 @@ def test_every_subcommand_from_a_wheel_in_an_empty_folder(tmp_path):
     folder_ckpt = Path("checkpoints", "quick", FOLDER_RUN, "best.ckpt")
     evaluated = json.loads(swwae_("evaluate", folder_ckpt, "--data-root", "pets", "--out", "pets.png").stdout)
     assert "test/recon_mse" in json.dumps(evaluated) and (work / "pets.png").is_file()
-    onnx = ["--onnx", "m.onnx"] if importlib.util.find_spec("onnxruntime") else []
+    onnx = ["--onnx", "m.onnx"] if importable("onnxruntime") else []
     swwae_("export", folder_ckpt, "--to", "m/", *onnx)
     assert (work / "m" / "config.json").is_file() and (work / "m" / "model.safetensors").is_file()
     assert json.loads((work / "m" / "config.json").read_text())["swwae"]["version"] == swwae.__version__

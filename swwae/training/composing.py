@@ -33,10 +33,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from importlib.resources import files
-from importlib.util import find_spec
 from pathlib import Path
 
 from swwae.errors import ConfigError, UserError, excerpt
+from swwae.install import importable
 from swwae.loss_terms import trains_reconstruction
 from swwae.settings import trains_classifier
 from swwae.training.runs import identity  # noqa: F401 - registers the run name's ${swwae.arch_tag:}
@@ -60,7 +60,7 @@ def check_installed() -> None:
     """The configs are part of the install: an editable install made before they were (0.2 and
     earlier) does not map ``configs/`` to ``swwae.configs``, which is one line, not Hydra's
     traceback."""
-    if find_spec(CONFIG_MODULE) is None:
+    if not importable(CONFIG_MODULE):
         raise ConfigError(
             f"the shipped configs ({CONFIG_MODULE}) are not installed with this swwae: install it again "
             "(pip install -e . in a clone, pip install swwae otherwise)"

@@ -19,7 +19,6 @@ from __future__ import annotations
 import difflib
 import functools
 from collections.abc import Mapping
-from importlib.util import find_spec
 from typing import Any, Literal
 
 from pydantic import (
@@ -38,7 +37,7 @@ from pydantic import (
 from swwae.arch import check_fits
 from swwae.datasets import DATA_SETS
 from swwae.errors import CheckpointError, ConfigError, UserError, excerpt
-from swwae.install import install_extra
+from swwae.install import importable, install_extra
 from swwae.loss_terms import loss_weights
 from swwae.settings import (
     DataSettings,
@@ -349,7 +348,7 @@ def check_extras(loggers: Mapping | None) -> None:
         if needs is None:
             continue
         package, extra = needs
-        if find_spec(package) is None:
+        if not importable(package):
             raise ConfigError(f"logger={key} needs {package}: {install_extra(extra)}")
 
 
