@@ -3,9 +3,9 @@ one pass over its windows, for CUDA (``swwae.pooling.soft`` chooses them there).
 
 Why: the reference path (``swwae.pooling.soft``) is a few dozen whole-tensor ops (the window
 layout's copy, the exponentials, the moments, the splat's planes), each one more pass over
-memory; on a GPU those passes are the whole cost, and soft pool + unpool ran 2.7-5.1x native max
-pooling on an H200. Here each program takes a block of windows (or pixels) and keeps everything
-of a window in registers:
+memory; on a GPU those passes are the whole cost, and soft pool + unpool ran several times as
+long as native max pooling there. Here each program takes a block of windows (or pixels) and
+keeps everything of a window in registers:
 
 * ``pool_forward``: each window's max, then its weights' sums in one more pass over its cells
   (from cache): the soft max and the soft argmax, written once;
