@@ -135,6 +135,15 @@ def _logit(z, top, beta, FLOOR: tl.constexpr):
 
 
 @triton.jit
+def _covering(pixel, a: tl.constexpr, P: tl.constexpr, S: tl.constexpr, K: tl.constexpr, OUT):
+    """Along one axis, for the gathers: the ``a``-th window, counting back from the last, that may
+    cover ``pixel``, the pixel's cell in it, and whether it does."""
+    window = (pixel + P) // S - a
+    cell = pixel + P - window * S
+    return window, cell, (window >= 0) & (window < OUT) & (cell < K)
+
+
+@triton.jit
 def _window_sums(x, base, r0, q0, live, H, W, sxh, sxw, beta,
                  KH: tl.constexpr, KW: tl.constexpr, FLOOR: tl.constexpr, BLOCK: tl.constexpr):
     """Each window's max, and with e = exp(logit) its sums of e, e i, e j and e logit: one pass
@@ -227,13 +236,10 @@ def _pool_backward_gather(x, coefficients, grad_x, pixels, windows, C, H, W, HO,
     z = tl.load(x + at, mask=live, other=0.0).to(tl.float32)
     grad = tl.zeros((BLOCK,), tl.float32)
     for a in tl.static_range(NH):
-        ho = (r + PH) // SH - a
-        i = r + PH - ho * SH
-        on_row = live & (ho >= 0) & (ho < HO) & (i < KH)
+        ho, i, on_row = _covering(r, a, PH, SH, KH, HO)
         for b in tl.static_range(NW):
-            wo = (q + PW) // SW - b
-            j = q + PW - wo * SW
-            on = on_row & (wo >= 0) & (wo < WO) & (j < KW)
+            wo, j, on_col = _covering(q, b, PW, SW, KW, WO)
+            on = live & on_row & on_col
             own = ((n * C + c) * HO + ho) * WO + wo
             top = tl.load(coefficients + own, mask=on, other=0.0)
             g = tl.load(coefficients + windows + own, mask=on, other=0.0)
@@ -272,13 +278,10 @@ def _splat_forward(v, q_rows, q_cols, out, pixels, C, H, W, HO, WO,
     n, c, r, q = _unravel(idx, C, H, W, CHANNELS_LAST)
     image = tl.zeros((BLOCK,), tl.float32)
     for a in tl.static_range(NH):
-        ho = (r + PH) // SH - a
-        i = r + PH - ho * SH
-        on_row = live & (ho >= 0) & (ho < HO) & (i < KH)
+        ho, i, on_row = _covering(r, a, PH, SH, KH, HO)
         for b in tl.static_range(NW):
-            wo = (q + PW) // SW - b
-            j = q + PW - wo * SW
-            on = on_row & (wo >= 0) & (wo < WO) & (j < KW)
+            wo, j, on_col = _covering(q, b, PW, SW, KW, WO)
+            on = live & on_row & on_col
             value = tl.load(v + n * svn + c * svc + ho * svh + wo * svw, mask=on, other=0.0).to(tl.float32)
             at = n * sqn + c * sqc + ho * sqh + wo * sqw
             q_row = tl.load(q_rows + at, mask=on, other=0.0).to(tl.float32)
