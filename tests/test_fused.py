@@ -212,3 +212,36 @@ def test_every_fused_kernel_compiles_for_the_gpus_users_train_on():
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     assert len(done.stdout.splitlines()) == 10 * len(CUDA_TARGETS)
+
+
+def test_a_soft_network_trains_the_same_step_through_the_fused_kernels():
+    """The network's own use (conv outputs pooled, decoder values unpooled at the positions, the
+    middle losses): the same loss and gradients as through the reference."""
+    from swwae.loss import swwae_loss
+    from swwae.model import SWWAE
+
+    x = torch.rand(4, 1, 28, 28, generator=torch.Generator().manual_seed(1)).to(DEVICE)
+    y = torch.tensor([0, 1, -1, -1], device=DEVICE)
+    results = []
+    for on in (True, False):
+        torch.manual_seed(0)
+        net = SWWAE(widths=[4, 8], pool_mode="soft", pool_size=3, image_shape=(1, 28, 28), num_classes=10).to(DEVICE)
+        with kernels(on):
+            loss = swwae_loss(net(x), x, y, lambda_rec=1.0, lambda_m=0.5, lambda_nll=1.0)["loss"]
+            assert ({"FusedSoftPoolBackward", "FusedSplatBackward"} <= graph_nodes(loss)) == on
+            loss.backward()
+        results.append([loss.detach(), *(p.grad for p in net.parameters())])
+    assert_close(results[0], results[1], atol=1e-5, rtol=1e-4)
+
+
+def graph_nodes(t: torch.Tensor) -> set[str]:
+    """The names of the autograd nodes that ``t`` was computed through."""
+    seen, todo, names = set(), [t.grad_fn], set()
+    while todo:
+        node = todo.pop()
+        if node is None or node in seen:
+            continue
+        seen.add(node)
+        names.add(type(node).__name__)
+        todo += [next_node for next_node, _ in node.next_functions]
+    return names
