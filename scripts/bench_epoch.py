@@ -108,15 +108,21 @@ def synthetic_images(count: int):
         InMemoryDataModule.setup = setup
 
 
-def interleaved(args) -> int:
-    """The table on the CPU: the two loops interleaved step by step."""
-    set_torch_defaults()
-    set_threads(args.threads)
+def run_overrides(args) -> list[str]:
+    """The run's overrides: its epochs, no test, the batch and training images asked for, then the user's."""
     overrides = [f"trainer.max_epochs={args.epochs}", "test=false", *args.overrides]
     if args.batch:
         overrides.append(f"data.batch_size={args.batch}")
     if args.train_size:
         overrides.append(f"++trainer.limit_train_batches={limit_batches(args.train_size, args.batch)}")
+    return overrides
+
+
+def interleaved(args) -> int:
+    """The table on the CPU: the two loops interleaved step by step."""
+    set_torch_defaults()
+    set_threads(args.threads)
+    overrides = run_overrides(args)
     with tempfile.TemporaryDirectory(prefix="bench_epoch_") as tmp:
         clock, wall = clock_epochs(overrides, Path(tmp))
     skip = min(args.skip, len(clock.lightning) - 1)
@@ -169,11 +175,7 @@ def in_turn(args) -> int:
     set_torch_defaults()
     set_threads(args.threads)
     gpu = args.device == "cuda"
-    overrides = [*(["trainer=gpu"] if gpu else []), f"trainer.max_epochs={args.epochs}", "test=false", *args.overrides]
-    if args.batch:
-        overrides.append(f"data.batch_size={args.batch}")
-    if args.train_size:
-        overrides.append(f"++trainer.limit_train_batches={limit_batches(args.train_size, args.batch)}")
+    overrides = [*(["trainer=gpu"] if gpu else []), *run_overrides(args)]
     busy = BusySampler("cuda") if gpu else contextlib.nullcontext()
     with tempfile.TemporaryDirectory(prefix="bench_epoch_") as tmp, busy:
         clock, _ = clock_epochs(overrides, Path(tmp), hand_loop=False)

@@ -52,7 +52,7 @@ from omegaconf import OmegaConf
 from torch.utils.flop_counter import FlopCounterMode
 
 from swwae.bench.harness import median, peak_memory, set_threads, timed
-from swwae.bench.steps import PRECISIONS, training_step
+from swwae.bench.steps import AUTOCAST, PRECISIONS, training_step
 from swwae.datasets import DATA_SETS
 from swwae.loss import loss_weights, swwae_loss
 from swwae.model import SWWAE
@@ -73,7 +73,7 @@ def matrix_rate(device: torch.device, precision: str, size: int = 8192, repeats:
     """The chip's own matrix rate in TFLOP/s: the median of ``repeats`` products of two
     ``size`` x ``size`` matrices, in bfloat16 (bf16-mixed) or float16 (16-mixed), else in float32
     at the job's precision for its products (TF32 where the chip has it)."""
-    dtype = {"bf16-mixed": torch.bfloat16, "16-mixed": torch.float16}.get(precision, torch.float32)
+    dtype = AUTOCAST[precision] or torch.float32
     torch.set_float32_matmul_precision("high")  # as the job (swwae.training.process)
     a, b = (torch.randn(size, size, device=device, dtype=dtype) for _ in range(2))
     for _ in range(3):

@@ -18,7 +18,8 @@ of its validation batches, off Lightning's clock. A Lightning epoch's clock runs
 steps, so it holds the data loading, hooks, logging, validation, image logging and
 checkpointing too.
 
-On a GPU (``trainer=gpu``) the two run one after the other instead (``interleaved=False``): a
+On a GPU (``trainer=gpu``) the two run one after the other instead (``clock_epochs(...,
+hand_loop=False)``, then ``hand_epochs``): a
 GPU is not a shared, noisy machine, and a step of the other loop between two of Lightning's
 would drain its queue of launched work. The hand-written loop then holds its images on the GPU
 and draws its order there, the fastest plain loop; each epoch is clocked between
@@ -41,6 +42,7 @@ from hydra.core.global_hydra import GlobalHydra
 from omegaconf import DictConfig, open_dict
 
 from swwae.bench.harness import Stopwatch, synchronize
+from swwae.bench.steps import AUTOCAST
 from swwae.loss import loss_weights, swwae_loss
 from swwae.model import SWWAE
 from swwae.training.callbacks import ReconstructionImages
@@ -114,7 +116,7 @@ class HandLoop:
         self.net.load_state_dict(module.net.state_dict())
         self.layout = torch.channels_last if module.channels_last else torch.contiguous_format
         self.net.to(self.device, memory_format=self.layout)
-        self.autocast = {"bf16-mixed": torch.bfloat16, "16-mixed": torch.float16}.get(str(precision))
+        self.autocast = AUTOCAST.get(str(precision))  # None: no autocast (32-true, or a true precision)
         self.weights = loss_weights(hp)  # every weight of swwae.loss_terms
         self.data = datamodule
         if self.device.type != "cpu":  # the images on the device, as the fastest plain loop has them
@@ -150,7 +152,7 @@ class HandLoop:
         self.step += 1
         x, y = to_float(self.data.train_x[idx]), self.data.train_y[idx]  # stored uint8, as the loader does
         x = x.contiguous(memory_format=self.layout)
-        with torch.autocast(self.device.type, dtype=self.autocast, enabled=self.autocast is not None):
+        with self._precision():
             loss = swwae_loss(self.net(x), x, y, **self.weights)["loss"]
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
@@ -163,9 +165,12 @@ class HandLoop:
         batch = self.data.batch_size
         x, y = to_float(self.data.val_x[i * batch : (i + 1) * batch]), self.data.val_y[i * batch : (i + 1) * batch]
         x = x.contiguous(memory_format=self.layout)
-        autocast = torch.autocast(self.device.type, dtype=self.autocast, enabled=self.autocast is not None)
-        with torch.inference_mode(), autocast:
+        with torch.inference_mode(), self._precision():
             float(swwae_loss(self.net(x), x, y, **self.weights)["recon_mse"])
+
+    def _precision(self):
+        """Autocast as the run's precision has it (off for 32-true)."""
+        return torch.autocast(self.device.type, dtype=self.autocast, enabled=self.autocast is not None)
 
     @timed_part("val")
     def end_epoch(self):
