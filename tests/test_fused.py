@@ -83,6 +83,27 @@ def test_the_fused_kernels_run_where_they_should_and_nowhere_else():
     assert not soft.fused_kernels_run(torch.zeros(2, device="meta"))  # only the devices named
 
 
+@pytest.mark.parametrize(
+    "shape, geometry",
+    [
+        ((2**11, 2**10, 32, 32), dict(kernel_size=3, stride=2)),  # the input, and so the splat's output, past 2**31
+        ((2**9, 2**10, 32, 32), dict(kernel_size=2, stride=1)),  # the backward's 5 coefficients a window past it
+    ],
+)
+def test_the_reference_takes_what_32_bit_offsets_cannot_reach(shape, geometry):
+    """Meta tensors (no memory) of these sizes: the pool or the splat would index past 2**31
+    elements somewhere, so it runs the reference, whose int64 indexing reaches everything."""
+    x = torch.empty(shape, device="meta", requires_grad=True)
+    with soft.fused_kernels_on("meta"):
+        pool = WhatWherePool(**geometry, mode="soft")
+        what, where = pool(x)
+        assert type(what.grad_fn).__name__ == "SoftPoolFunctionBackward"
+        if x.numel() >= 2**31:  # the splat's output too (from under 2**31 windows)
+            assert type(Unpool(pool)(what, where).grad_fn).__name__ == "WindowSplatBackward"
+        view = torch.empty(2**31 + 2, device="meta")[::2]  # under 2**31 elements, reaching past it
+        assert not soft.fused_kernels_run(view) and soft.fused_kernels_run(view[: 2**20])
+
+
 @pytest.mark.parametrize("value", [-math.inf, math.inf, math.nan, 1e30])
 @pytest.mark.parametrize("geometry", [dict(kernel_size=2), dict(kernel_size=3, stride=2, padding=1)])
 def test_the_fused_kernels_treat_extreme_values_as_the_reference_does(value, geometry):

@@ -277,15 +277,21 @@ def _triton_installed() -> bool:
     return importlib.util.find_spec("triton") is not None
 
 
-def fused_kernels_run(*tensors: Tensor) -> bool:
+def _span(t: Tensor) -> int:
+    """One more than the farthest element's offset from ``t``'s first (a view's reach, not its size)."""
+    return 1 + sum((size - 1) * abs(stride) for size, stride in zip(t.shape, t.stride())) if t.numel() else 0
+
+
+def fused_kernels_run(*tensors: Tensor, extent: int = 0) -> bool:
     """Whether the soft where of these tensors runs the fused kernels: on a device of
     ``FUSED_DEVICES``, in a dtype they read, with Triton installed, outside torch.compile (which
-    fuses the reference itself) and with 32-bit offsets."""
+    fuses the reference itself), and with every offset they compute in 32 bits: the tensors'
+    spans and ``extent`` (the elements of what the kernels make, for the caller to say)."""
     device = tensors[0].device.type
     return (
         device in FUSED_DEVICES
         and all(t.dtype in FUSED_DTYPES for t in tensors)
-        and all(t.numel() < 2**31 for t in tensors)
+        and max(extent, *(_span(t) for t in tensors)) < 2**31
         and not torch.compiler.is_compiling()
         and _triton_installed()
     )
@@ -295,7 +301,8 @@ def soft_pool(x: Tensor, geometry: Geometry, beta: float) -> tuple[Tensor, Tenso
     """(what, row, col) of every window, positions relative to each window: the fused kernels
     where they run (``fused_kernels_run``), else ``SoftPoolFunction``; in float32 under autocast
     and for half-precision inputs (``swwae.pooling.precision``) either way."""
-    if fused_kernels_run(x):
+    windows = x.shape[0] * x.shape[1] * math.prod(geometry.output_size(x.shape[-2:]))
+    if fused_kernels_run(x, extent=5 * windows):  # the backward's five coefficients a window
         from swwae.pooling import fused
 
         return fused.soft_pool(x, geometry, beta, LOGIT_FLOOR)
@@ -306,7 +313,7 @@ def window_splat(v: Tensor, q_row: Tensor, q_col: Tensor, geometry: Geometry, sh
     """The splat of v at in-window positions (q_row, q_col), in their promoted dtype, and in
     float32 under autocast and for half-precision inputs (``swwae.pooling.precision``): the
     fused kernels where they run (``fused_kernels_run``), else ``WindowSplat``."""
-    if fused_kernels_run(v, q_row, q_col):
+    if fused_kernels_run(v, q_row, q_col, extent=math.prod(shape)):
         from swwae.pooling import fused
 
         return fused.window_splat(v, q_row, q_col, geometry, shape)
