@@ -53,7 +53,10 @@ def _weight_moments(weights: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         lower = weights[:, :, 1, 0] + weights[:, :, 1, 1]
         right = weights[:, :, 0, 1] + weights[:, :, 1, 1]
         total = torch.add(weights[:, :, 0, 0], weights[:, :, 0, 1]).add_(lower)
-        return total, lower.div_(total), right.div_(total)
+        # divided out of place: under torch 2.11's torch.compile an output of an autograd
+        # Function's forward that an in-place op made gets another output's grad (pytorch
+        # issue 180642: wrong position grads here; 2.14 gets it right)
+        return total, lower / total, right / total
     if kh * kw > 4 and weights.device.type == "cpu":
         cells = torch.arange(kh * kw, device=weights.device)
         moments = torch.stack((torch.ones_like(cells), cells // kw, cells % kw)).to(weights.dtype)
