@@ -151,7 +151,7 @@ def interleaved(args) -> int:
     ratio, paired = epoch_l / epoch_h, paired_ratio([r["epoch"] for r in lit], [r["epoch"] for r in hand])
     print(
         f"| **whole epoch** | **{epoch_l:.3f}** | **{epoch_h:.3f}** | **{ratio:.3f}x** "
-        f"(paired {paired:.3f}x) | <= {TARGET}x |"
+        f"(paired {paired:.3f}x) | <= {TARGET['cpu']}x |"
     )
     images = median([r["images"] for r in lit])
     print(f"\nreconstruction images: {images * 1e3:.0f} ms an epoch, {images / epoch_l:.1%} of it")

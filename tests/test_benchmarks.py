@@ -107,6 +107,8 @@ def test_bench_epoch(capsys):
     assert bench_epoch.main(argv) == 0
     out = capsys.readouterr().out
     assert "| **whole epoch** |" in out and "reconstruction images:" in out and "32 training images" in out
+    whole = next(line for line in out.splitlines() if line.startswith("| **whole epoch** |"))
+    assert whole.endswith(f"| <= {bench_epoch.TARGET['cpu']}x |")  # the CPU's target, not the table of them
 
 
 @pytest.mark.slow
