@@ -25,6 +25,9 @@ fused = pytest.importorskip("swwae.pooling.fused", reason="needs Triton (Linux b
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"  # cpu: Triton's interpreter (conftest.py)
 if DEVICE == "cpu" and os.environ.get("TRITON_INTERPRET") != "1":
     pytest.skip("no CUDA device, and Triton's interpreter is off (TRITON_INTERPRET)", allow_module_level=True)
+if not soft._triton_ready():
+    oldest = ".".join(map(str, soft.OLDEST_TRITON))
+    pytest.skip(f"the fused kernels need Triton {oldest} or later (the reference runs)", allow_module_level=True)
 # the interpreter computes with numpy, which warns of the NaN and inf that the tests feed it
 pytestmark = pytest.mark.filterwarnings("ignore:.*encountered in:RuntimeWarning")
 
@@ -81,6 +84,20 @@ def test_the_fused_kernels_run_where_they_should_and_nowhere_else():
     with kernels(False):
         assert type(WhatWherePool(2, mode="soft")(x)[0].grad_fn).__name__ == "SoftPoolFunctionBackward"
     assert not soft.fused_kernels_run(torch.zeros(2, device="meta"))  # only the devices named
+
+
+@pytest.mark.parametrize("version, fused", [("3.1.0", False), ("3.2.0", True), ("3.10.0+git1a2b3c", True)])
+def test_a_triton_older_than_the_kernels_are_tested_with_runs_the_reference(monkeypatch, version, fused):
+    import triton
+
+    monkeypatch.setattr(triton, "__version__", version)
+    soft._triton_ready.cache_clear()
+    try:
+        with kernels(True):
+            what, _ = WhatWherePool(2, mode="soft")(torch.randn(1, 1, 4, 4, device=DEVICE, requires_grad=True))
+    finally:
+        soft._triton_ready.cache_clear()
+    assert type(what.grad_fn).__name__ == ("FusedSoftPoolBackward" if fused else "SoftPoolFunctionBackward")
 
 
 @pytest.mark.parametrize(
@@ -185,7 +202,7 @@ def test_the_fused_kernels_are_bit_identical_run_to_run_and_under_deterministic_
 
 CUDA_TARGETS = ["80", "90"]  # A100; H100 and H200
 COMPILE_EVERY_KERNEL = """
-import sys, triton
+import inspect, sys, triton
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 from swwae.pooling import fused
@@ -213,8 +230,12 @@ for arch in sys.argv[1:]:
             pointers = {a: "*fp32" if a == "coefficients" else f"*{dtype}" for a in kernel.arg_names if a in POINTERS}
             signature = {a: "constexpr" if a in constexprs else pointers.get(a, "fp32" if a == "beta" else "i32")
                          for a in kernel.arg_names}
-            where = {(kernel.arg_names.index(k),): v for k, v in constexprs.items()}
-            source, target = ASTSource(kernel, signature, constexprs=where), GPUTarget("cuda", int(arch), 32)
+            if "constexprs" in inspect.signature(ASTSource).parameters:  # Triton >= 3.3: by argument index
+                source = ASTSource(kernel, signature, constexprs={(kernel.arg_names.index(k),): v
+                                                                   for k, v in constexprs.items()})
+            else:  # Triton 3.2: by name
+                source = ASTSource(kernel, signature, constants=constexprs)
+            target = GPUTarget("cuda", int(arch), 32)
             binary = triton.compile(source, target=target, options=dict(num_warps=fused.WARPS))
             assert binary.asm["cubin"], name
             print(f"sm_{arch} {name} {len(binary.asm['cubin'])} bytes")

@@ -13,6 +13,7 @@ import contextlib
 import functools
 import importlib.util
 import math
+import re
 
 import torch
 import torch.nn.functional as F
@@ -275,9 +276,20 @@ def fused_kernels_on(*devices: str):
         FUSED_DEVICES.update(before)
 
 
+# the oldest Triton the kernels are tested with (under its interpreter, and compiled for sm_80
+# and sm_90): 3.2, torch 2.6's; under 3.0 and 3.1 (torch 2.4, 2.5) they fail, so the reference runs
+OLDEST_TRITON = (3, 2)
+
+
 @functools.cache
-def _triton_installed() -> bool:
-    return importlib.util.find_spec("triton") is not None
+def _triton_ready() -> bool:
+    """Whether Triton ``OLDEST_TRITON`` or later is installed (asked, and Triton imported, the
+    first time a soft where runs on a device of ``FUSED_DEVICES``; never on others)."""
+    if importlib.util.find_spec("triton") is None:
+        return False
+    import triton
+
+    return tuple(int(part) for part in re.findall(r"\d+", triton.__version__)[:2]) >= OLDEST_TRITON
 
 
 def _span(t: Tensor) -> int:
@@ -287,7 +299,7 @@ def _span(t: Tensor) -> int:
 
 def fused_kernels_run(*tensors: Tensor, extent: int = 0) -> bool:
     """Whether the soft where of these tensors runs the fused kernels: on a device of
-    ``FUSED_DEVICES``, in a dtype they read, with Triton installed, outside torch.compile (which
+    ``FUSED_DEVICES``, in a dtype they read, with Triton (``OLDEST_TRITON`` on), outside torch.compile (which
     fuses the reference itself), and with every offset they compute in 32 bits: the tensors'
     spans and ``extent`` (the elements of what the kernels make, for the caller to say)."""
     device = tensors[0].device.type
@@ -296,7 +308,7 @@ def fused_kernels_run(*tensors: Tensor, extent: int = 0) -> bool:
         and all(t.dtype in FUSED_DTYPES for t in tensors)
         and max(extent, *(_span(t) for t in tensors)) < 2**31
         and not torch.compiler.is_compiling()
-        and _triton_installed()
+        and _triton_ready()
     )
 
 
