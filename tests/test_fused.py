@@ -7,6 +7,7 @@ compiles for the GPUs users train on, without one (Triton's compiler, ptxas incl
 
 from __future__ import annotations
 
+import importlib
 import math
 import os
 import subprocess
@@ -21,15 +22,21 @@ from helpers.pooling import geometries
 from swwae.pooling import Unpool, WhatWherePool, soft
 from swwae.pooling.geometry import Geometry
 
-fused = pytest.importorskip("swwae.pooling.fused", reason="needs Triton (Linux builds of torch bring it)")
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"  # cpu: Triton's interpreter (conftest.py)
-if DEVICE == "cpu" and os.environ.get("TRITON_INTERPRET") != "1":
-    pytest.skip("no CUDA device, and Triton's interpreter is off (TRITON_INTERPRET)", allow_module_level=True)
 if not soft._triton_ready():
     oldest = ".".join(map(str, soft.OLDEST_TRITON))
-    pytest.skip(f"the fused kernels need Triton {oldest} or later (the reference runs)", allow_module_level=True)
+    cannot = f"needs Triton {oldest} or later (Linux builds of torch 2.6 and later bring it; else the reference runs)"
+elif DEVICE == "cpu" and os.environ.get("TRITON_INTERPRET") != "1":
+    cannot = "no CUDA device, and Triton's interpreter is off (TRITON_INTERPRET)"
+else:
+    cannot = None
+fused = None if cannot else importlib.import_module("swwae.pooling.fused")
+# skipped test by test, not as a module: every module collects everywhere (tests/test_extras.py);
 # the interpreter computes with numpy, which warns of the NaN and inf that the tests feed it
-pytestmark = pytest.mark.filterwarnings("ignore:.*encountered in:RuntimeWarning")
+pytestmark = [
+    pytest.mark.skipif(cannot is not None, reason=str(cannot)),
+    pytest.mark.filterwarnings("ignore:.*encountered in:RuntimeWarning"),
+]
 
 
 def kernels(on: bool):
