@@ -5,8 +5,9 @@
 #
 # On a CUDA device it runs, each step with its own time limit (under 8 minutes in all, the
 # machine's start aside; no optional extra needed):
-#   1. the CUDA tests (pytest -m cuda: tests/test_cuda.py), then the fused soft-where kernels
-#      against the reference, compiled on the GPU (tests/test_fused.py)
+#   1. the CUDA tests (pytest -m cuda: tests/test_cuda.py, and a network compiled by inductor on
+#      the GPU against eager, tests/test_compile.py), then the fused soft-where kernels against
+#      the reference, compiled on the GPU (tests/test_fused.py)
 #   2. scripts/bench_pooling.py --device cuda: pool + unpool against native max (un)pooling, the
 #      fused soft where beside the reference path it replaces
 #   3. scripts/bench_training.py --device cuda, in 32-true (with the loss checks) and bf16-mixed
@@ -73,7 +74,7 @@ step() {
 } >"$out/env.txt" 2>&1
 
 tests=(-n 0 -q -p no:cacheprovider --durations=5)
-step "CUDA tests (pytest -m cuda)" 150 cuda_tests.txt "$PYTHON" -m pytest -m cuda "${tests[@]}"
+step "CUDA tests (pytest -m cuda)" 170 cuda_tests.txt "$PYTHON" -m pytest -m cuda "${tests[@]}"
 step "fused kernels on the GPU (tests/test_fused.py)" 40 fused_tests.txt "$PYTHON" -m pytest tests/test_fused.py "${tests[@]}"
 step "bench_pooling.py --device cuda" 25 bench_pooling.md "$PYTHON" scripts/bench_pooling.py --device cuda --repeats 20
 step "bench_training.py --device cuda --loss-checks" 30 bench_training.md \

@@ -79,11 +79,20 @@ def test_each_pooling_mode_compiles_without_graph_breaks_and_matches_eager(mode,
         torch.testing.assert_close(g, e, rtol=1e-5, atol=1e-5)
 
 
+ON_CUDA = pytest.param(
+    "cuda", "inductor", 2e-3,  # TF32 convolutions, reordered sums: a wrong gradient is off by far more
+    marks=[pytest.mark.cuda, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")],
+)  # fmt: skip
+
+
 @pytest.mark.slow
-def test_the_network_compiles_whole_and_trains_as_in_eager_mode():
+@pytest.mark.parametrize("device, backend, tolerance", [("cpu", BACKEND, 1e-4), ON_CUDA])
+def test_the_network_compiles_whole_and_trains_as_in_eager_mode(device, backend, tolerance):
+    """On a GPU with the code generator (Triton kernels of the reference path: the fused kernels
+    step aside under torch.compile), as on the CPU traced."""
     torch.manual_seed(0)
-    net = SWWAE(widths=[4, 8], pool_mode="soft")
-    x, y = torch.rand(8, 1, 28, 28), torch.randint(0, 10, (8,))
+    net = SWWAE(widths=[4, 8], pool_mode="soft").to(device)
+    x, y = torch.rand(8, 1, 28, 28, device=device), torch.randint(0, 10, (8,), device=device)
 
     def loss() -> torch.Tensor:
         return swwae_loss(net(x), x, y, lambda_rec=1.0, lambda_m=0.1, lambda_nll=1.0)["loss"]
@@ -93,13 +102,13 @@ def test_the_network_compiles_whole_and_trains_as_in_eager_mode():
     grads = [p.grad.clone() for p in net.parameters()]
     net.zero_grad()
     keys = list(net.state_dict())
-    net.compile(fullgraph=WHOLE, backend=BACKEND)  # in place: the same state-dict keys
+    net.compile(fullgraph=WHOLE, backend=backend)  # in place: the same state-dict keys
     compiled = loss()
     compiled.backward()
     assert list(net.state_dict()) == keys
-    torch.testing.assert_close(compiled, eager)
+    torch.testing.assert_close(compiled, eager, rtol=tolerance, atol=tolerance / 100)
     for p, g in zip(net.parameters(), grads, strict=True):
-        torch.testing.assert_close(p.grad, g, rtol=1e-4, atol=1e-6)
+        torch.testing.assert_close(p.grad, g, rtol=tolerance, atol=tolerance / 100)
 
 
 def test_compile_takes_true_false_or_a_backend_name():
