@@ -46,8 +46,9 @@ def in_float32(fn):
         tensors = [a for a in args if isinstance(a, Tensor)]
         device_type = tensors[0].device.type
         autocast = device_type != "meta" and torch.is_autocast_enabled(device_type)  # meta: shapes only
-        halves = [t.dtype for t in tensors if t.dtype in HALF_DTYPES]  # not next(generator): torch 2.4's compiler
-        half = halves[0] if halves else None  # cannot trace that
+        # a list, not next() over a generator: torch 2.4's compiler cannot trace that
+        halves = [t.dtype for t in tensors if t.dtype in HALF_DTYPES]
+        half = halves[0] if halves else None
         if not autocast and half is None:
             return fn(*args, **kwargs)
         with torch.autocast(device_type, enabled=False):
