@@ -89,6 +89,18 @@ def test_both_progress_bars_show_the_training_loss_read_only_when_they_show_it()
     assert LiveBar().get_metrics(trainer, None) == {"val/acc": 0.5}
 
 
+def test_on_a_gpu_only_torchs_sync_warnings_count_not_its_notice_that_the_mode_is_a_prototype():
+    """torch's sync debug mode warns "called a synchronizing CUDA operation" at each sync, and
+    once a process, as the mode is first set, that it is a prototype: that notice, counted, made
+    the first batch of a GPU test process seem to sync (tests/test_cuda.py, on an H200)."""
+    spy = SyncsPerBatch("cuda")
+    notice = "Synchronization debug mode is a prototype feature and does not yet detect all synchronizing operations"
+    spy._note_sync(UserWarning(notice), UserWarning, "torch/cuda/__init__.py", 1270)
+    assert spy._caught == []
+    spy._note_sync(UserWarning("called a synchronizing CUDA operation"), UserWarning, "torch/nn/functional.py", 1)
+    assert len(spy._caught) == 1 and spy._caught[0].startswith("cuda sync warning at torch/nn/functional.py:1 from ")
+
+
 # through the training job
 
 

@@ -21,6 +21,7 @@ aten = torch.ops.aten
 READS = (aten._local_scalar_dense.default, aten.nonzero.default)
 COPIES = (aten._to_copy.default, aten.copy_.default)
 REPO = str(ROOT)
+SYNC_WARNING = "called a synchronizing CUDA operation"  # c10::cuda::warn_or_error_on_sync
 
 
 def _device(value) -> str | None:
@@ -108,8 +109,11 @@ class SyncsPerBatch(L.Callback):
 
     def _note_sync(self, message, category, filename, lineno, file=None, line=None) -> None:
         """A sync warning, keyed by the first line of this repository, Lightning or torch.optim
-        that led to it (where the warning itself points, torch's own wrapper, says little)."""
-        if "synchroniz" in str(message):
+        that led to it (where the warning itself points, torch's own wrapper, says little).
+        Only torch's own sync message counts: ``set_sync_debug_mode`` also warns, once a
+        process, that the mode "does not yet detect all synchronizing operations", which the
+        first batch of a process's first GPU run once counted as a sync of its own."""
+        if SYNC_WARNING in str(message):
             where = f"{filename.split('site-packages/')[-1]}:{lineno}"
             self._caught.append(f"cuda sync warning at {where} from {CountSyncs.origin()}")
 
