@@ -24,6 +24,7 @@ from swwae.errors import NonFiniteError
 from swwae.training.callbacks import EpochLines, LiveBar
 from swwae.training.nonfinite import LossWatch
 from swwae.training.run import train
+from swwae.training.term_means import TermMeans
 
 # reads of host-side tensors, which are no syncs on a GPU either: the optimiser's step counters
 # (torch keeps them on the CPU for CUDA parameters too) and the batch sampler's indices into
@@ -73,6 +74,29 @@ def test_every_process_stops_at_the_same_check():
     watch.check(any_process=lambda bad: bad)  # nobody saw one
     with pytest.raises(NonFiniteError, match="^non-finite loss in another process; lower model.lr"):
         watch.check(any_process=lambda bad: True)
+
+
+def test_term_means_are_the_epochs_batch_weighted_means_summed_without_a_read_back():
+    """The training terms but the loss reach the loggers once an epoch (swwae.training.term_means):
+    their means weighted by batch size, as Lightning's own epoch means, with no sync a step."""
+    means = TermMeans()
+    steps = [
+        (terms(recon_mse=0.5, nll=2.0), 128),
+        (terms(recon_mse=0.2, nll=1.0), 128),
+        (terms(recon_mse=0.8, nll=4.0), 64),
+    ]
+    with CountSyncs() as counted:
+        for values, batch in steps:
+            means.add(values, batch)
+    assert not counted.by_origin
+    got = {name: value.item() for name, value in means.pop().items()}
+    assert got == pytest.approx({"recon_mse": (64 + 25.6 + 51.2) / 320, "nll": (256 + 128 + 256) / 320})
+    assert means.pop() == {}  # a fresh start: the next epoch's means are its own
+    means.add({}, 128)  # a network whose only term is the loss: nothing to log
+    assert means.pop() == {}
+    means.add(terms(recon_mse=0.5), 128)
+    with pytest.raises(ValueError, match="^the terms changed within an epoch: recon_mse then nll$"):
+        means.add(terms(nll=1.0), 128)
 
 
 def test_both_progress_bars_show_the_training_loss_read_only_when_they_show_it():

@@ -57,6 +57,9 @@ def test_a_short_run_leaves_logs_metrics_and_a_checkpoint_that_reloads(make_conf
     assert {"reconstructions", "where/stage_1", "where/stage_2", "middle/stage_1"} <= tags["images"]
     assert {
         "train/loss_epoch",
+        "train/recon_mse",  # the other terms' epoch means (swwae.training.term_means)
+        "train/middle_mse_1",
+        "train/nll",
         "val/recon_mse",
         "val/acc",
         "val/middle_mse_1",

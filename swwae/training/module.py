@@ -18,6 +18,7 @@ from swwae.model import SWWAE, SWWAEOutput, without_dropout
 from swwae.settings import check_training, model_settings, parse
 from swwae.stored import plain
 from swwae.training.nonfinite import LossWatch
+from swwae.training.term_means import TermMeans
 
 
 class SWWAEModule(L.LightningModule):
@@ -36,6 +37,7 @@ class SWWAEModule(L.LightningModule):
         self.num_stages = len(self.net.encoders)
         self.metrics = nn.ModuleDict({stage: self._metrics() for stage in ("val", "test")})
         self.loss_watch = LossWatch()
+        self.term_means = TermMeans()  # the training terms but the loss, logged at the epoch's end
         self.test_outcomes: list[torch.Tensor] = []  # per test image: label, prediction, recon MSE
 
     def _metrics(self) -> nn.ModuleDict:
@@ -89,10 +91,13 @@ class SWWAEModule(L.LightningModule):
         # not prog_bar=True: Lightning would read the step's value back (a host sync) after every
         # step; the progress bars read it when they show it (swwae.training.callbacks)
         self.log("train/loss", terms["loss"], on_step=True, on_epoch=True, batch_size=len(x), sync_dist=True)
-        for name, value in terms.items():
-            if name != "loss":
-                self.log(f"train/{name}", value, on_step=False, on_epoch=True, batch_size=len(x), sync_dist=True)
+        self.term_means.add({name: value for name, value in terms.items() if name != "loss"}, len(x))
         return terms["loss"]
+
+    def on_train_epoch_end(self) -> None:
+        """The other terms' epoch means, one ``self.log`` each an epoch, not each step (swwae.training.term_means)."""
+        for name, value in self.term_means.pop().items():
+            self.log(f"train/{name}", value, on_step=False, on_epoch=True, sync_dist=True)
 
     # non-finite losses: recorded on the device every step, read back every log_every_n_steps
     # steps, at the end of each epoch and before any checkpoint is saved (swwae.training.nonfinite)
