@@ -120,6 +120,7 @@ def test_bench_epoch_in_turn_the_way_a_gpu_runs_it(capsys):
     out = capsys.readouterr().out
     assert "one after the other; 32 training images" in out
     assert "\n| train.py | " in out and "\n| hand loop | " in out and "| 1.000x |" in out
+    assert "\n| images | " in out and "\n| checkpoints (inside after validation) | " in out  # where the time goes
 
 
 def test_the_busy_sampler_averages_the_samples_of_a_span(monkeypatch):
