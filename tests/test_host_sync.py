@@ -19,7 +19,7 @@ import torch
 from helpers.cli import last_error_line, run_cli
 from helpers.config import DDP_QUICK, MODEL_CONFIGS, ROOT
 from helpers.faults import with_callback
-from helpers.syncs import CountSyncs, SyncsPerBatch
+from helpers.syncs import CountSyncs, SyncsPerBatch, SyncsPerValidationBatch
 from swwae.errors import NonFiniteError
 from swwae.training.callbacks import EpochLines, LiveBar
 from swwae.training.nonfinite import LossWatch
@@ -151,6 +151,18 @@ def test_training_steps_read_nothing_back_between_logging_steps(make_config, mon
     assert len(spy.batches) == 6
     assert [spy.batches[i] for i in (0, 1, 3, 4)] == [{}] * 4, spy.batches
     assert any(origin.startswith("swwae/training/nonfinite.py") for origin in spy.batches[2]), spy.batches[2]
+
+
+@pytest.mark.slow
+def test_validation_batches_read_nothing_back_until_the_epochs_end(make_config, monkeypatch):
+    """Each validation batch queues its metrics' updates and logged loss where they are; they are
+    read back when the epoch ends (the last batch's window runs into the image panels there): a GPU
+    never drains its queue between validation batches."""
+    spy = SyncsPerValidationBatch(ignore=HOST_SIDE)
+    with_callback(monkeypatch, spy)
+    train(make_config("model.widths=[4]", "trainer.limit_train_batches=1", "trainer.limit_val_batches=4", "test=false"))
+    assert len(spy.batches) == 4
+    assert spy.batches[:3] == [{}] * 3, spy.batches
 
 
 @pytest.mark.slow

@@ -1,6 +1,6 @@
 """Counting host-device synchronisations: the ops that need a tensor's value on the host
-(``.item()``, ``bool(t)``, ``.tolist()``: ``aten._local_scalar_dense``; ``nonzero`` and
-boolean-mask indexing, whose output size depends on the values) and, on a GPU, blocking copies
+(``.item()``, ``bool(t)``, ``.tolist()``: ``aten._local_scalar_dense``; ``nonzero``, ``unique``
+and boolean-mask indexing, whose output size depends on the values) and, on a GPU, blocking copies
 between host and device. On the CPU they cost nothing, so the tests count them with a
 ``TorchDispatchMode``: what would wait for a GPU, wherever the tensors are."""
 
@@ -18,7 +18,8 @@ from torch.utils._pytree import tree_leaves
 from helpers.config import ROOT
 
 aten = torch.ops.aten
-READS = (aten._local_scalar_dense.default, aten.nonzero.default)
+# reads, and ops whose output size depends on the values (the host waits to learn it)
+READS = (aten._local_scalar_dense.default, aten.nonzero.default, aten._unique2.default, aten.masked_select.default)
 COPIES = (aten._to_copy.default, aten.copy_.default)
 REPO = str(ROOT)
 SYNC_WARNING = "called a synchronizing CUDA operation"  # c10::cuda::warn_or_error_on_sync
@@ -121,4 +122,22 @@ class SyncsPerBatch(L.Callback):
         self._stop()
 
     def on_exception(self, trainer, module, exception):
+        self._stop()
+
+
+class SyncsPerValidationBatch(SyncsPerBatch):
+    """The same for the validation batches of training (the sanity check's left out), each from
+    its start to the next's; the last one's runs to the callbacks' ``on_validation_epoch_end``."""
+
+    def on_train_batch_start(self, trainer, module, batch, batch_idx):
+        pass
+
+    def on_train_epoch_end(self, trainer, module):
+        pass
+
+    def on_validation_batch_start(self, trainer, module, batch, batch_idx, dataloader_idx=0):
+        if not trainer.sanity_checking:
+            super().on_train_batch_start(trainer, module, batch, batch_idx)
+
+    def on_validation_epoch_end(self, trainer, module):
         self._stop()
