@@ -78,3 +78,36 @@ def test_every_file_the_architecture_guide_names_exists():
     named = [p for p in sorted(paths) if "<" not in p]
     missing = [p for p in named if not (ROOT / p).exists()]
     assert not missing, missing
+
+
+DOTTED = re.compile(r"\bswwae(?:\.\w+)+")
+
+
+def resolves(name: str) -> bool | None:
+    """Whether ``name`` is a module of swwae or an attribute of one; None where importing it needs
+    a package that is not installed (an optional extra's)."""
+    parts = name.split(".")
+    for i in range(len(parts), 0, -1):
+        try:
+            obj = importlib.import_module(".".join(parts[:i]))
+        except ModuleNotFoundError as err:
+            if err.name == ".".join(parts[:i]):  # no such module: perhaps an attribute of a shorter one
+                continue
+            return None
+        except ImportError:  # a module of an extra that is not installed says so (swwae.hub)
+            return None
+        try:
+            for attribute in parts[i:]:
+                obj = getattr(obj, attribute)
+        except AttributeError:
+            return False
+        return True
+    return False
+
+
+def test_every_dotted_swwae_name_in_the_readme_and_docs_exists():
+    """A page that tells readers to call ``swwae.training.run.keep_freed_memory()`` after it moved
+    to ``swwae.training.process`` sends them to an AttributeError: every dotted name resolves."""
+    names = {name.rstrip(".") for page in PAGES for name in DOTTED.findall(page.read_text())}
+    assert len(names) > 30, names
+    assert not [name for name in sorted(names) if resolves(name) is False]
