@@ -61,7 +61,9 @@ def _feed(digest, value) -> None:
     if isinstance(value, torch.Tensor):
         t = value.detach().cpu().contiguous()
         digest.update(f"T{t.dtype}{tuple(t.shape)}".encode())
-        digest.update(t.reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b"")
+        # the array itself, not a copy of its bytes: hashlib reads it without holding the GIL
+        # (a checkpoint written in a background thread, swwae.training.checkpoints)
+        digest.update(t.reshape(-1).view(torch.uint8).numpy() if t.numel() else b"")
     elif isinstance(value, Mapping):
         digest.update(f"D{len(value)}".encode())
         for key in sorted(value, key=repr):

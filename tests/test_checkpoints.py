@@ -14,6 +14,7 @@ import random
 import shutil
 import signal
 import struct
+import threading
 import time
 import zipfile
 from pathlib import Path
@@ -21,6 +22,7 @@ from pathlib import Path
 import pytest
 import torch
 from hydra.core.global_hydra import GlobalHydra
+from lightning.pytorch.loggers import CSVLogger
 
 import swwae
 import swwae.commands.outputs
@@ -30,9 +32,10 @@ from helpers.disks import read_only_folder, read_only_reason
 from helpers.faults import Crash, crash_at
 from swwae.checkpoint_file import CHECKPOINT_CHECKSUM_KEY, content_checksum, read_checkpoint
 from swwae.commands.evaluate import main as evaluate_main
-from swwae.errors import CheckpointError, DiskError, Unreadable
+from swwae.errors import CheckpointError, DiskError, NonFiniteError, Unreadable
 from swwae.training.checkpoints import (
     AtomicCheckpointIO,
+    BackgroundCheckpointIO,
     atomic_torch_save,
     build_trainer,
     load_model,
@@ -109,9 +112,74 @@ def test_a_failed_save_keeps_the_previous_checkpoint(tmp_path, monkeypatch):
     assert [p.name for p in tmp_path.iterdir()] == ["last.ckpt"]
 
 
-def test_training_saves_through_the_atomic_checkpoint_io(make_config):
-    trainer = build_trainer(check_config(make_config("model.widths=[8]")).trainer, [], [])
-    assert isinstance(trainer.strategy.checkpoint_io, AtomicCheckpointIO)
+def test_training_saves_through_the_atomic_checkpoint_io_in_the_background(make_config, tmp_path):
+    """Written by a background thread; each save before training goes on where a logger uploads
+    the files it saves (log_model: MLflow's and W&B's loggers read them at once)."""
+    settings = check_config(make_config("model.widths=[8]")).trainer
+    assert type(build_trainer(settings, [], []).strategy.checkpoint_io) is BackgroundCheckpointIO
+    uploads = CSVLogger(tmp_path)
+    uploads._log_model = "all"  # as MLFlowLogger(log_model="all") keeps it
+    assert type(build_trainer(settings, [uploads], []).strategy.checkpoint_io) is AtomicCheckpointIO
+
+
+def slow_saves(monkeypatch, seconds: float = 0.3) -> threading.Event:
+    """torch.save that waits ``seconds`` before writing; the event is set when a write starts."""
+    started, real_save = threading.Event(), torch.save
+
+    def slow_save(obj, f, *args, **kwargs):
+        started.set()
+        time.sleep(seconds)
+        return real_save(obj, f, *args, **kwargs)
+
+    monkeypatch.setattr(torch, "save", slow_save)
+    return started
+
+
+def test_a_background_save_writes_the_checkpoint_of_its_moment_and_a_read_waits_for_it(
+    trained_run, tmp_path, monkeypatch
+):
+    """Training goes on while the writer thread writes: the file holds the weights as they were
+    at the save (not after the next optimiser step), and a read right after the save reads it."""
+    checkpoint = read_checkpoint(trained_run / "last.ckpt")
+    name, weights = next((k, v) for k, v in checkpoint["state_dict"].items() if v.is_floating_point())
+    at_save = weights.clone()
+    started = slow_saves(monkeypatch)
+    io, path = BackgroundCheckpointIO(), tmp_path / "last.ckpt"
+    io.save_checkpoint(checkpoint, path)
+    assert started.wait(5) and not path.exists()  # handed over; the writer is still at it
+    weights.add_(1.0)  # the next optimiser step, in place
+    again = io.load_checkpoint(path)  # the safe reader, once the write is done: checksum checked
+    assert torch.equal(again["state_dict"][name], at_save)
+    io.teardown()
+
+
+def test_a_failed_background_save_raises_once_when_training_ends_and_keeps_the_previous_file(
+    tmp_path, monkeypatch, caplog
+):
+    io, path = BackgroundCheckpointIO(), tmp_path / "last.ckpt"
+    io.save_checkpoint({"epoch": 0}, path)
+    io.wait()
+    before = sha(path)
+
+    def disk_full(obj, f, *args, **kwargs):
+        f.write(b"PK\x03\x04 half a zip")
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(torch, "save", disk_full)
+    io.save_checkpoint({"epoch": 1}, path)  # handed over: the writer fails later
+    with pytest.raises(DiskError, match=f"^writing {path} failed: No space left on device$"):
+        io.teardown()
+    io.teardown()  # said once
+    assert sha(path) == before and [p.name for p in tmp_path.iterdir()] == ["last.ckpt"]
+
+    io.save_checkpoint({"epoch": 2}, path)  # fails too, while the run stops for another reason
+    try:
+        raise NonFiniteError("non-finite loss in epoch 3, step 7")
+    except NonFiniteError:
+        io.teardown()  # that error goes on; this one is logged, one line
+    assert [r.getMessage() for r in caplog.records if r.levelname == "ERROR"] == [
+        f"writing {path} failed: No space left on device"
+    ]
 
 
 # resuming from what is there

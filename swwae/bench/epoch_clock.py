@@ -16,14 +16,16 @@ hand-written training step before each of Lightning's, and one validation batch 
 of its validation batches, off Lightning's clock. A Lightning epoch's clock runs from its
 ``on_train_epoch_start`` to the next one (or to the end of training), less the hand-written
 steps, so it holds the data loading, hooks, logging, validation, image logging and
-checkpointing too.
+checkpointing too (each save until its file is written: the job writes them in the background,
+whose CPU time would otherwise land on the hand loop's steps that follow).
 
 On a GPU (``trainer=gpu``) the two run one after the other instead (``clock_epochs(...,
 hand_loop=False)``, then ``hand_epochs``): a
 GPU is not a shared, noisy machine, and a step of the other loop between two of Lightning's
 would drain its queue of launched work. The hand-written loop then holds its images on the GPU
 and draws its order there, the fastest plain loop; each epoch is clocked between
-synchronisations of the device, and ``BusySampler`` says how busy the GPU was.
+synchronisations of the device, and ``BusySampler`` says how busy the GPU was. The job's
+checkpoints are written in the background there, as in any run.
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ from swwae.bench.steps import AUTOCAST
 from swwae.loss import loss_weights, swwae_loss
 from swwae.model import SWWAE
 from swwae.training.callbacks import ReconstructionImages
+from swwae.training.checkpoints import wait_for_saves
 from swwae.training.composing import compose_run
 from swwae.training.data.batching import to_float
 from swwae.training.run import train
@@ -99,6 +102,17 @@ def timed_part(part: str):
         return timed
 
     return decorate
+
+
+def written(save, trainer):
+    """``trainer.save_checkpoint`` that returns once the file is written (the job's saves are
+    written in the background: ``swwae.training.checkpoints``)."""
+
+    def save_and_wait(*args, **kwargs):
+        save(*args, **kwargs)
+        wait_for_saves(trainer)
+
+    return save_and_wait
 
 
 # classes
@@ -202,7 +216,12 @@ class EpochClock(L.Callback):
         self.precision = trainer.precision
         self.twin = HandLoop(module, trainer.datamodule) if self.hand_loop else None
         # instance-level wrappers: Lightning looks hooks up on the instance
-        trainer.save_checkpoint = self.checkpoints.wrap(trainer.save_checkpoint)
+        save = trainer.save_checkpoint
+        if self.hand_loop:
+            # interleaved on shared cores, the background writer would take its CPU time from the
+            # hand loop's next steps: each save is clocked until its file is written instead
+            save = written(save, trainer)
+        trainer.save_checkpoint = self.checkpoints.wrap(save)
         for callback in trainer.callbacks:
             if isinstance(callback, ReconstructionImages):
                 callback.on_validation_epoch_end = self.images.wrap(callback.on_validation_epoch_end)

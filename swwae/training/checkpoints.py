@@ -19,14 +19,24 @@ job's Trainer: so that no load of a ``ckpt_path`` bypasses the safe reader): eve
 save gets ``swwae_checksum``, and every load Lightning makes (``ckpt_path=`` of fit, validate
 and test) goes through ``swwae.checkpoint_file.read_checkpoint``: weights only, whatever
 ``TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD`` says, checksum checked.
+
+The job's Trainer writes in the background (``BackgroundCheckpointIO``): a save copies the
+checkpoint's tensors to host memory, the state of that moment, and one writer thread checksums,
+writes and fsyncs it while training goes on. The paper's CIFAR-10 network saves 353 MB
+(weights and Adam's moments) in 0.7-1.6 s on 2 CPU cores, twice in an epoch whose validation
+improved: time a GPU would otherwise wait for. Every read, the end of training and a
+pre-emption wait for the writes; a failed one raises at the next save or at the end.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import sys
 import uuid
+from collections import deque
 from collections.abc import Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -34,6 +44,7 @@ import lightning as L
 import torch
 from lightning.fabric.utilities.cloud_io import _is_local_file_protocol
 from lightning.pytorch.plugins.io import CheckpointIO, TorchCheckpointIO
+from lightning_utilities.core.apply_func import apply_to_collection
 
 from swwae.checkpoint_file import read_checkpoint, verified, with_checksum
 from swwae.errors import CheckpointError, one_line
@@ -154,13 +165,95 @@ class AtomicCheckpointIO(TorchCheckpointIO):
         return read_checkpoint(path)
 
 
+def host_copy(checkpoint: dict) -> dict:
+    """``checkpoint`` with its tensors copied to host memory: what it holds now, whatever
+    training does to the originals later (a tensor met twice is copied once)."""
+    copies: dict[int, torch.Tensor] = {}
+
+    def copy(t: torch.Tensor) -> torch.Tensor:
+        if id(t) not in copies:
+            copies[id(t)] = t.detach().to("cpu", copy=True)
+        return copies[id(t)]
+
+    return apply_to_collection(checkpoint, torch.Tensor, copy)
+
+
+class BackgroundCheckpointIO(AtomicCheckpointIO):
+    """``AtomicCheckpointIO`` whose local saves are written by one background thread, in the
+    order they were made (see the module docstring). ``wait`` returns once every save handed
+    over is on disk, and raises the error of the first that failed; loads, removals, the end
+    of training (Lightning's ``teardown``) and a pre-emption (``wait_for_saves``) call it."""
+
+    MAX_PENDING = 2  # best.ckpt and last.ckpt of one epoch; a third save waits for the first
+
+    def __init__(self):
+        super().__init__()
+        self._pending: deque[Future] = deque()
+        self._writer: ThreadPoolExecutor | None = None
+
+    def save_checkpoint(self, checkpoint: dict[str, Any], path, storage_options: Any | None = None) -> None:
+        if storage_options is not None or not _is_local_file_protocol(path):
+            self.wait()
+            return super().save_checkpoint(checkpoint, path, storage_options)
+        while len(self._pending) >= self.MAX_PENDING:
+            self._pending.popleft().result()
+        if self._writer is None:
+            self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="swwae-checkpoint-writer")
+        write = super().save_checkpoint  # checksum, atomic write, fsync; a DiskError (one line) if it fails
+        self._pending.append(self._writer.submit(write, host_copy(checkpoint), path))
+
+    def wait(self) -> None:
+        """Until every save handed over is written; the first failed one's error, raised once."""
+        error = None
+        while self._pending:
+            try:
+                self._pending.popleft().result()
+            except Exception as err:  # the writer's own error (a DiskError: one line); the rest still land
+                error = error or err
+        if error is not None:
+            raise error
+
+    def load_checkpoint(self, path, map_location: Any | None = None, weights_only: bool | None = None):
+        self.wait()
+        return super().load_checkpoint(path, map_location=map_location, weights_only=weights_only)
+
+    def remove_checkpoint(self, path) -> None:
+        self.wait()
+        super().remove_checkpoint(path)
+
+    def teardown(self) -> None:
+        """The end of a fit (or its failure): every write lands before the Trainer returns. A
+        failed write raises, unless another error is on its way out (Lightning tears down while
+        handling it): then it is logged, one line, and that error goes on."""
+        handling = sys.exc_info()[1]
+        try:
+            self.wait()
+        except Exception as err:
+            if handling is None:
+                raise
+            log.error("%s", err)
+        finally:
+            if self._writer is not None:
+                self._writer.shutdown(wait=True)
+                self._writer = None
+
+
+def wait_for_saves(trainer: L.Trainer) -> None:
+    """Until the checkpoints ``trainer`` saved are on disk (a DiskError if one failed)."""
+    io = trainer.strategy.checkpoint_io
+    if isinstance(io, BackgroundCheckpointIO):
+        io.wait()
+
+
 # the Trainer that reads and writes them
 
 
 def build_trainer(settings: TrainerSpec, loggers: list, callbacks: list, verbose: bool = False) -> L.Trainer:
     """The Trainer of the run spec's ``trainer`` section (a ``TrainerSpec``: the keys the config
-    set), saving and loading checkpoints through ``AtomicCheckpointIO`` (atomic, checksummed,
-    weights only) unless the config names a CheckpointIO plugin of its own. The job builds its
+    set), saving and loading checkpoints through ``BackgroundCheckpointIO`` (atomic, checksummed,
+    weights only, written in the background) unless the config names a CheckpointIO plugin of its
+    own; ``AtomicCheckpointIO`` (each save written before training goes on) where a logger uploads
+    checkpoints (``log_model``): it reads the files as soon as they are saved. The job builds its
     one Trainer here, so that no load of a ``ckpt_path`` bypasses the safe reader. Lightning's
     model summary only when ``verbose`` (with rich installed it prints a table of its own, past
     logging) or where the config asks for it (``trainer.enable_model_summary``). cuDNN's
@@ -174,6 +267,8 @@ def build_trainer(settings: TrainerSpec, loggers: list, callbacks: list, verbose
     given = list(given) if isinstance(given, (list, tuple)) else [given]
     plugins = [build(p) if isinstance(p, Mapping) else p for p in given]  # nodes with _target_, or names
     if not any(isinstance(p, CheckpointIO) for p in plugins):
-        plugins.append(AtomicCheckpointIO())
+        # MLFlowLogger and WandbLogger keep their log_model setting as _log_model
+        uploads = any(getattr(logger, "_log_model", False) for logger in loggers or [])
+        plugins.append(AtomicCheckpointIO() if uploads else BackgroundCheckpointIO())
     # plain containers: Lightning tells a mapping ({minutes: 1}) by isinstance(value, dict)
     return build(kwargs, logger=loggers or False, callbacks=callbacks, plugins=plugins, _convert_="all")

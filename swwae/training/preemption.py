@@ -27,6 +27,7 @@ import lightning as L
 from lightning.fabric.plugins.environments import SLURMEnvironment
 
 from swwae.checkpoint_file import POSITION_KEY
+from swwae.training.checkpoints import wait_for_saves
 
 log = logging.getLogger(__name__)
 
@@ -98,6 +99,7 @@ class Preemption(L.Callback):
         self._position = {"epoch": trainer.current_epoch, "batches_done": batch_idx + 1}
         path = self.folder / "last.ckpt"
         trainer.save_checkpoint(path)
+        wait_for_saves(trainer)  # on disk before the job is requeued or the process ends
         requeue = (
             requeue_slurm_job()
             if signum == REQUEUE_SIGNAL and SLURMEnvironment.detect() and trainer.is_global_zero
