@@ -98,6 +98,10 @@ class SyncsPerBatch(L.Callback):
         self.mode = None
 
     def on_train_batch_start(self, trainer, module, batch, batch_idx):
+        self._start()
+
+    def _start(self) -> None:
+        """Close the open window and open the next one."""
         self._stop()
         if self.device_type == "cuda":
             self.warnings, self._caught = warnings.catch_warnings(), []
@@ -137,7 +141,7 @@ class SyncsPerValidationBatch(SyncsPerBatch):
 
     def on_validation_batch_start(self, trainer, module, batch, batch_idx, dataloader_idx=0):
         if not trainer.sanity_checking:
-            super().on_train_batch_start(trainer, module, batch, batch_idx)
+            self._start()
 
     def on_validation_epoch_end(self, trainer, module):
         self._stop()
