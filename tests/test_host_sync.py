@@ -51,6 +51,9 @@ def test_the_watch_names_the_first_bad_step_and_its_non_finite_terms():
     assert str(err.value) == (
         "non-finite loss in epoch 2, step 7: recon_mse=nan, loss=inf; lower model.lr or model.beta, or check the data"
     )
+    watch.record(terms(recon_mse=0.5, nll=2.0, loss=2.5), epoch=1, step=10)
+    with pytest.raises(NonFiniteError, match="^non-finite loss in epoch 2, step 7:"):
+        watch.check()  # and at every later check (a save after the error is refused too)
 
 
 def test_recording_a_step_reads_nothing_back():
@@ -77,8 +80,8 @@ def test_every_process_stops_at_the_same_check():
 
 
 def test_term_means_are_the_epochs_batch_weighted_means_summed_without_a_read_back():
-    """The training terms but the loss reach the loggers once an epoch (swwae.training.term_means):
-    their means weighted by batch size, as Lightning's own epoch means, with no sync a step."""
+    """The training terms reach the loggers once an epoch (swwae.training.term_means): their
+    means weighted by batch size, as Lightning's own epoch means, with no sync a step or at the end."""
     means = TermMeans()
     steps = [
         (terms(recon_mse=0.5, nll=2.0), 128),
@@ -88,8 +91,9 @@ def test_term_means_are_the_epochs_batch_weighted_means_summed_without_a_read_ba
     with CountSyncs() as counted:
         for values, batch in steps:
             means.add(values, batch)
+        means_now = means.pop()
     assert not counted.by_origin
-    got = {name: value.item() for name, value in means.pop().items()}
+    got = {name: value.item() for name, value in means_now.items()}
     assert got == pytest.approx({"recon_mse": (64 + 25.6 + 51.2) / 320, "nll": (256 + 128 + 256) / 320})
     assert means.pop() == {}  # a fresh start: the next epoch's means are its own
     means.add({}, 128)  # a network whose only term is the loss: nothing to log
@@ -100,15 +104,19 @@ def test_term_means_are_the_epochs_batch_weighted_means_summed_without_a_read_ba
 
 
 def test_both_progress_bars_show_the_training_loss_read_only_when_they_show_it():
-    """train/loss is logged without prog_bar=True (Lightning would read it back every step):
-    the live bar and the epoch lines add it themselves, from the callback metrics."""
+    """train/loss is logged without prog_bar=True (Lightning would read it back at once): the
+    live bar adds the last logged step's, the epoch lines the epoch's, from the callback metrics."""
     trainer = SimpleNamespace(
         loggers=[],
         progress_bar_metrics={"val/acc": 0.5},
-        callback_metrics={"train/loss": torch.tensor(0.25), "val/acc": torch.tensor(0.5)},
+        callback_metrics={
+            "train/loss_step": torch.tensor(0.25),
+            "train/loss_epoch": torch.tensor(0.5),
+            "val/acc": torch.tensor(0.5),
+        },
     )
-    for bar in (LiveBar(refresh_rate=5), EpochLines()):
-        assert bar.get_metrics(trainer, None) == {"val/acc": 0.5, "train/loss": 0.25}
+    assert LiveBar(refresh_rate=5).get_metrics(trainer, None) == {"val/acc": 0.5, "train/loss": 0.25}
+    assert EpochLines().get_metrics(trainer, None) == {"val/acc": 0.5, "train/loss": 0.5}
     trainer.callback_metrics = {}  # before the first step
     assert LiveBar().get_metrics(trainer, None) == {"val/acc": 0.5}
 

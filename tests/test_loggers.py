@@ -8,12 +8,14 @@ import re
 import shutil
 import sys
 
+import lightning as L
 import pytest
 import yaml
 from lightning.pytorch.loggers import CSVLogger, Logger
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from helpers.cli import command_here
+from helpers.faults import with_callback
 from swwae.errors import ConfigError
 from swwae.install import importable
 from swwae.training.callbacks import log_image, wandb_offline
@@ -46,6 +48,41 @@ def test_logger_many_writes_tensorboard_and_a_csv_file_with_the_final_metrics(ma
         images |= {tag: acc.Images(tag)[-1] for tag in acc.Tags()["images"]}
     assert images["reconstructions"].width == 4 * (84 + 2) + 2 and images["reconstructions"].height > 3 * (84 + 2) + 2
     assert images["where/stage_2"].width == 4 * (84 + 2) + 2  # 14-pixel masks shown as 84-pixel images
+
+
+class StepLosses(L.Callback):
+    def __init__(self):
+        self.losses = []
+
+    def on_train_batch_end(self, trainer, module, outputs, batch, batch_idx):
+        self.losses.append(outputs["loss"].item())
+
+
+@pytest.mark.slow
+def test_each_step_the_loggers_write_carries_its_own_loss_and_the_epoch_its_mean(make_config, monkeypatch, tmp_path):
+    """train/loss_step is logged only at the steps the loggers write (Lightning's rule, asked of
+    it: swwae.training.module.loggers_write_this_step), train/loss_epoch once an epoch from the
+    steps' terms kept on the device: each written value is its own step's loss, none stale or missing."""
+    steps = StepLosses()
+    with_callback(monkeypatch, steps)
+    train(
+        make_config(
+            "logger=csv",
+            "model.widths=[4]",
+            "trainer.max_epochs=2",
+            "trainer.limit_train_batches=7",
+            "trainer.log_every_n_steps=3",
+            "trainer.limit_val_batches=1",
+            "test=false",
+        )
+    )
+    with open(tmp_path / "logs" / "csv" / RUN / "version_0" / "metrics.csv", newline="") as file:
+        rows = list(csv.DictReader(file))
+    logged = [(int(row["step"]), float(row["train/loss_step"])) for row in rows if row["train/loss_step"]]
+    assert [step for step, _ in logged] == [2, 5, 8, 11]  # every 3rd of 14 steps
+    assert [loss for _, loss in logged] == pytest.approx([steps.losses[i] for i in (2, 5, 8, 11)], rel=1e-6)
+    epochs = [float(row["train/loss_epoch"]) for row in rows if row["train/loss_epoch"]]
+    assert epochs == pytest.approx([sum(steps.losses[:7]) / 7, sum(steps.losses[7:]) / 7], rel=1e-5)
 
 
 @pytest.mark.slow

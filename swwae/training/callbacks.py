@@ -343,20 +343,24 @@ def progress_bar(refresh_rate: int = 5) -> ProgressBar:
 
 
 class ShowsTrainLoss:
-    """Progress-bar metrics plus ``train/loss`` (the step's, or the epoch's at its end), read
-    when a bar shows them. The module logs it without ``prog_bar=True``: with it, Lightning
-    would read the step's loss back from the device after every step, a host sync."""
+    """Progress-bar metrics plus ``train/loss`` (the bar's ``shown_loss``: the last logged step's,
+    or the epoch's), read when a bar shows it. The module logs it without ``prog_bar=True``: with
+    it, Lightning would read the loss back from the device at once, a host sync."""
+
+    shown_loss = "train/loss_epoch"
 
     def get_metrics(self, trainer: L.Trainer, module: L.LightningModule) -> dict:
         metrics = super().get_metrics(trainer, module)
-        loss = trainer.callback_metrics.get("train/loss")
+        loss = trainer.callback_metrics.get(self.shown_loss)
         if loss is not None:
             metrics["train/loss"] = loss.item()
         return metrics
 
 
 class LiveBar(ShowsTrainLoss, TQDMProgressBar):
-    """Lightning's tqdm bar, with the training loss."""
+    """Lightning's tqdm bar, with the training loss of the last step the loggers wrote."""
+
+    shown_loss = "train/loss_step"
 
 
 class EpochLines(ShowsTrainLoss, ProgressBar):

@@ -21,6 +21,18 @@ from swwae.training.nonfinite import LossWatch
 from swwae.training.term_means import TermMeans
 
 
+def loggers_write_this_step(trainer: L.Trainer | None) -> bool:
+    """Whether Lightning's loggers write this training step's values: every ``log_every_n_steps``
+    steps, and each step of a ``fast_dev_run``. A ``self.log`` call costs about 0.4 ms of host
+    time (2 CPU cores), a GPU's whole step for a small network, and a value logged at other steps
+    is overwritten unread. Lightning's own rule, asked of it; every step where a release moved it
+    (and without a Trainer, where ``self.log`` says what it does)."""
+    if trainer is None:
+        return True
+    rule = getattr(getattr(trainer, "_logger_connector", None), "should_update_logs", True)
+    return bool(trainer.fast_dev_run) or bool(rule)
+
+
 class SWWAEModule(L.LightningModule):
     """Trains an :class:`swwae.model.SWWAE`. ``image_shape``, ``num_classes`` and
     ``pixel_mean`` come from the data; ``settings`` are the model section's, flat
@@ -37,7 +49,8 @@ class SWWAEModule(L.LightningModule):
         self.num_stages = len(self.net.encoders)
         self.metrics = nn.ModuleDict({stage: self._metrics() for stage in ("val", "test")})
         self.loss_watch = LossWatch()
-        self.term_means = TermMeans()  # the training terms but the loss, logged at the epoch's end
+        self.term_means = TermMeans()  # the training terms' epoch means, summed on their device
+        self.eval_loss = {stage: TermMeans() for stage in ("val", "test")}  # the evaluation loss's, likewise
         self.test_outcomes: list[torch.Tensor] = []  # per test image: label, prediction, recon MSE
 
     def _metrics(self) -> nn.ModuleDict:
@@ -88,16 +101,22 @@ class SWWAEModule(L.LightningModule):
         targets = self.clean_features(x) if hp.clean_middle_targets and hp.lambda_m and self.num_stages > 1 else None
         terms = self.losses(self(noisy), x, y, targets)  # denoising: the targets are the clean images
         self.loss_watch.record(terms, self.current_epoch, self.global_step)  # checked in on_train_batch_end
-        # not prog_bar=True: Lightning would read the step's value back (a host sync) after every
-        # step; the progress bars read it when they show it (swwae.training.callbacks)
-        self.log("train/loss", terms["loss"], on_step=True, on_epoch=True, batch_size=len(x), sync_dist=True)
-        self.term_means.add({name: value for name, value in terms.items() if name != "loss"}, len(x))
+        self.term_means.add(terms, len(x))  # the epoch's means, logged at its end (swwae.training.term_means)
+        if loggers_write_this_step(self._trainer):
+            # not prog_bar=True: Lightning would read the value back (a host sync) at once; the
+            # progress bars read it when they show it (swwae.training.callbacks)
+            self.log("train/loss_step", terms["loss"], on_step=True, on_epoch=False, sync_dist=True)
         return terms["loss"]
 
-    def on_train_epoch_end(self) -> None:
-        """The other terms' epoch means, one ``self.log`` each an epoch, not each step (swwae.training.term_means)."""
+    def log_epoch_means(self) -> None:
+        """The training terms' means over the epoch's steps so far, one ``self.log`` each: the loss
+        as ``train/loss_epoch`` (its steps are ``train/loss_step``), the others by their names."""
         for name, value in self.term_means.pop().items():
-            self.log(f"train/{name}", value, on_step=False, on_epoch=True, sync_dist=True)
+            key = "train/loss_epoch" if name == "loss" else f"train/{name}"
+            self.log(key, value, on_step=False, on_epoch=True, batch_size=1, sync_dist=True)
+
+    def on_train_epoch_end(self) -> None:
+        self.log_epoch_means()  # an epoch cut short (max_steps, a stop); a whole one logged at its last batch
 
     # non-finite losses: recorded on the device every step, read back every log_every_n_steps
     # steps, at the end of each epoch and before any checkpoint is saved (swwae.training.nonfinite)
@@ -112,8 +131,11 @@ class SWWAEModule(L.LightningModule):
 
     def on_train_batch_end(self, outputs, batch, batch_idx: int) -> None:
         done = batch_idx + 1
-        if done % max(1, self.trainer.log_every_n_steps) == 0 or done == self.trainer.num_training_batches:
+        last = done == self.trainer.num_training_batches
+        if done % max(1, self.trainer.log_every_n_steps) == 0 or last:
             self.check_losses()
+        if last:  # before the callbacks' on_train_epoch_end, which run before this module's: the epoch lines show them
+            self.log_epoch_means()
 
     def on_train_end(self) -> None:
         self.check_losses()
@@ -132,12 +154,23 @@ class SWWAEModule(L.LightningModule):
             predicted = out.logits.argmax(1) if out.logits is not None else torch.full_like(y, -1)
             mse = (out.recon - x).pow(2).flatten(1).mean(1)
             self.test_outcomes.append(torch.stack([y.double(), predicted.double(), mse.double()], 1).cpu())
-        self.log(f"{stage}/loss", self.losses(out, x, y)["loss"], batch_size=len(x), sync_dist=True)
-        for name, metric in metrics.items():
-            self.log(f"{stage}/{name}", metric, prog_bar=name in ("recon_mse", "acc"))
+        self.eval_loss[stage].add({"loss": self.losses(out, x, y)["loss"]}, len(x))
+
+    def _log_evaluation(self, stage: str) -> None:
+        """The stage's metrics over its whole split, logged once at its end: a ``self.log`` per
+        batch costs Lightning's host time and reads nothing the epoch's end cannot. The
+        torchmetrics objects gather their states across processes as they compute."""
+        for name, value in self.eval_loss[stage].pop().items():
+            self.log(f"{stage}/{name}", value, batch_size=1, sync_dist=True)
+        for name, metric in self.metrics[stage].items():
+            self.log(f"{stage}/{name}", metric.compute(), prog_bar=name in ("recon_mse", "acc"))
+            metric.reset()
 
     def validation_step(self, batch, batch_idx):
         self._evaluate(batch, "val")
+
+    def on_validation_epoch_end(self) -> None:
+        self._log_evaluation("val")
 
     def on_test_epoch_start(self) -> None:
         self.test_outcomes = []
@@ -145,18 +178,19 @@ class SWWAEModule(L.LightningModule):
     def test_step(self, batch, batch_idx):
         self._evaluate(batch, "test")
 
+    def on_test_epoch_end(self) -> None:
+        self._log_evaluation("test")
+
     def on_save_checkpoint(self, checkpoint: dict) -> None:
         """Refuse to save non-finite weights: weights that blow up in the last step of an
         epoch would otherwise reach last.ckpt (through a NaN validation) before the next
         training step notices, and overwrite the last good checkpoint. A non-finite loss not yet
         reported is reported first: it is the cause."""
         self.loss_watch.check()
-        bad = [
-            name
-            for name, t in checkpoint["state_dict"].items()
-            if t.is_floating_point() and not torch.isfinite(t).all()
-        ]
-        if bad:
+        weights = {name: t for name, t in checkpoint["state_dict"].items() if t.is_floating_point()}
+        finite = torch.stack([torch.isfinite(t).all() for t in weights.values()]) if weights else None
+        if finite is not None and not bool(finite.all()):  # one read from the device, not one a tensor
+            bad = [name for name, ok in zip(weights, finite.tolist()) if not ok]
             raise NonFiniteError(
                 f"non-finite weights in epoch {checkpoint.get('epoch', -1) + 1}, step {checkpoint.get('global_step')} "
                 f"({', '.join(bad[:3])}{', ...' if len(bad) > 3 else ''}); not saved over the last checkpoint; "

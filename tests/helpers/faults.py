@@ -14,6 +14,8 @@ import signal
 import lightning as L
 import torch
 
+from swwae.training.checkpoints import wait_for_saves
+
 
 class AtBatch(L.Callback):
     """Acts once, at the start of training batch ``batch`` of epoch ``epoch``."""
@@ -52,9 +54,12 @@ def crash_at(epoch: int, batch: int = 0) -> list[str]:
 
 
 class KillAt(AtBatch):
-    """SIGKILL this very process: no handler, no cleanup, like the OOM killer or a lost node."""
+    """SIGKILL this very process: no handler, no cleanup, like the OOM killer or a lost node;
+    once the checkpoints saved so far are on disk (they are written in the background: a kill
+    during a write loses that write only, the file before it stays whole)."""
 
     def act(self, trainer, module) -> None:
+        wait_for_saves(trainer)
         os.kill(os.getpid(), signal.SIGKILL)
 
 
