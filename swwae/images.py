@@ -202,6 +202,10 @@ def panel_rows(net: SWWAE, x: Tensor) -> dict[str, list[tuple[str, Tensor]]]:
     * ``where/stage_<i>``: the where mask of stage i (mean over channels, scaled per image)
     * ``middle/stage_<i>``: the what of stage i (the input of encoder stage i + 1; mean over
       channels, scaled per image) | the decoder's reconstruction of it
+
+    The rows come back in host memory, whatever the network's device: the figures are drawn
+    there (a few hundred tiny ops, each a kernel launch and some a sync on a GPU), and the
+    loggers and files take them from there anyway.
     """
     with eval_mode(net):  # one encoding, decoded with and without the wheres
         whats, wheres, sizes = net.encode(x)
@@ -225,7 +229,7 @@ def panel_rows(net: SWWAE, x: Tensor) -> dict[str, list[tuple[str, Tensor]]]:
             (f"stage {i} what", _scaled_by(target, target)),
             (f"stage {i} what decoded", _scaled_by(middle, target)),
         ]
-    return panels
+    return {name: [(label, images.cpu()) for label, images in rows] for name, rows in panels.items()}
 
 
 def reconstruction_panels(net: SWWAE, x: Tensor, scale: int | None = None, labels: bool = True) -> dict[str, Tensor]:
