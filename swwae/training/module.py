@@ -158,13 +158,12 @@ class SWWAEModule(L.LightningModule):
 
     def _log_evaluation(self, stage: str) -> None:
         """The stage's metrics over its whole split, logged once at its end: a ``self.log`` per
-        batch costs Lightning's host time and reads nothing the epoch's end cannot. The
-        torchmetrics objects gather their states across processes as they compute."""
+        batch costs Lightning's host time and reads nothing the epoch's end cannot. Lightning
+        computes the torchmetrics objects (their states gathered across processes) and resets them."""
         for name, value in self.eval_loss[stage].pop().items():
             self.log(f"{stage}/{name}", value, batch_size=1, sync_dist=True)
         for name, metric in self.metrics[stage].items():
-            self.log(f"{stage}/{name}", metric.compute(), prog_bar=name in ("recon_mse", "acc"))
-            metric.reset()
+            self.log(f"{stage}/{name}", metric, prog_bar=name in ("recon_mse", "acc"))
 
     def validation_step(self, batch, batch_idx):
         self._evaluate(batch, "val")
