@@ -22,6 +22,7 @@ from helpers.syncs import SyncsPerBatch
 from swwae.bench.harness import peak_memory
 from swwae.loss import swwae_loss
 from swwae.model import SWWAE
+from swwae.optim import adam
 from swwae.pooling import MODES, Unpool, WhatWherePool
 from swwae.pooling.soft import add_at
 from swwae.training.run import train
@@ -167,10 +168,11 @@ def test_every_mode_is_bit_reproducible_on_cuda_under_deterministic_algorithms(d
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 def test_every_mode_trains_a_step_on_cuda_in_half_precision_autocast(mode, dtype):
     """bf16: finite loss and gradients; fp16: the same through a grad scaler, which finds no
-    overflow at its starting scale (2**16), so the step is taken."""
+    overflow at its starting scale (2**16), so the step is taken: by the job's Adam, fused on CUDA."""
     torch.manual_seed(0)
     net = SWWAE(widths=[8, 16], pool_mode=mode, image_shape=(1, 28, 28), num_classes=10, beta=100.0).to(CUDA)
-    optimizer = torch.optim.Adam(net.parameters(), lr=1e-3)
+    optimizer = adam(net.parameters(), lr=1e-3)
+    assert optimizer.defaults["fused"]
     scaler = torch.amp.GradScaler("cuda", enabled=dtype == torch.float16)
     x = torch.rand(16, 1, 28, 28, generator=generator(10)).to(CUDA)
     y = torch.randint(0, 10, (16,), generator=generator(11)).to(CUDA)

@@ -47,6 +47,7 @@ from swwae.bench.harness import Stopwatch, synchronize
 from swwae.bench.steps import AUTOCAST
 from swwae.loss import loss_weights, swwae_loss
 from swwae.model import SWWAE
+from swwae.optim import adam
 from swwae.training.callbacks import ReconstructionImages
 from swwae.training.checkpoints import wait_for_saves
 from swwae.training.composing import compose_run
@@ -139,7 +140,7 @@ class HandLoop:
                    for split in ("train", "val") for part in "xy"},
                 batch_size=datamodule.batch_size,
             )  # fmt: skip
-        self.optimizer = torch.optim.Adam(self.net.parameters(), lr=hp.lr, weight_decay=hp.weight_decay)
+        self.optimizer = adam(self.net.parameters(), hp.lr, hp.weight_decay)  # the job's (swwae.optim)
         self.scheduler = torch.optim.lr_scheduler.CosineAnnealingLR(self.optimizer, T_max=20)
         self.generator = torch.Generator().manual_seed(0)
         self.epochs: list[dict[str, float]] = []

@@ -11,6 +11,8 @@ from collections.abc import Callable, Iterable
 import torch
 from torch import Tensor
 
+from swwae.optim import adam
+
 AUTOCAST = {"32-true": None, "bf16-mixed": torch.bfloat16, "16-mixed": torch.float16}
 PRECISIONS = tuple(AUTOCAST)
 
@@ -27,7 +29,7 @@ def training_step(
     if precision not in AUTOCAST:
         raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
     device_type, dtype = torch.device(device).type, AUTOCAST[precision]
-    optimizer = torch.optim.Adam(list(parameters), lr=lr)
+    optimizer = adam(parameters, lr)  # the job's (swwae.optim)
     scaler = torch.amp.GradScaler(device_type) if precision == "16-mixed" else None
 
     def step() -> Tensor:

@@ -15,6 +15,7 @@ from torchmetrics.classification import MulticlassAccuracy
 from swwae.errors import NonFiniteError
 from swwae.loss import loss_weights, swwae_loss
 from swwae.model import SWWAE, SWWAEOutput, without_dropout
+from swwae.optim import adam
 from swwae.settings import check_training, model_settings, parse
 from swwae.stored import plain
 from swwae.training.nonfinite import LossWatch
@@ -198,7 +199,7 @@ class SWWAEModule(L.LightningModule):
 
     def configure_optimizers(self):
         hp = self.hparams
-        optimizer = torch.optim.Adam(self.parameters(), lr=hp.lr, weight_decay=hp.weight_decay)
+        optimizer = adam(self.parameters(), hp.lr, hp.weight_decay)  # fused on CUDA (swwae.optim)
         if hp.scheduler == "none":
             return optimizer
         epochs = self.trainer.max_epochs if self.trainer.max_epochs and self.trainer.max_epochs > 0 else 1
