@@ -103,6 +103,23 @@ def test_term_means_are_the_epochs_batch_weighted_means_summed_without_a_read_ba
         means.add(terms(nll=1.0), 128)
 
 
+def test_a_long_epochs_term_means_are_folded_on_the_device_as_they_go(monkeypatch):
+    """Every FOLD_EVERY steps the kept terms are summed into one vector (a long epoch holds no
+    more than that many steps' tensors); the means are those of every step, nothing read back."""
+    monkeypatch.setattr(TermMeans, "FOLD_EVERY", 4)
+    means = TermMeans()
+    values = [0.1 * i for i in range(10)]
+    with CountSyncs() as counted:
+        for i, value in enumerate(values):
+            means.add(terms(loss=value), 8 if i < 9 else 2)
+            assert len(means.steps) == (i + 1) % 4
+        means_now = means.pop()
+    assert not counted.by_origin
+    expected = (8 * sum(values[:9]) + 2 * values[9]) / (8 * 9 + 2)
+    assert means_now["loss"].item() == pytest.approx(expected)
+    assert means.pop() == {}
+
+
 def test_both_progress_bars_show_the_training_loss_read_only_when_they_show_it():
     """train/loss is logged without prog_bar=True (Lightning would read it back at once): the
     live bar adds the last logged step's, the epoch lines the epoch's, from the callback metrics."""

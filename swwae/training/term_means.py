@@ -4,8 +4,9 @@ Lightning's ``self.log(..., on_epoch=True)`` costs about 0.2-0.4 ms of host time
 cores; it walks its accumulator's attributes to move it to the value's device, every call), and
 the default network has four terms a step: on a GPU, where the default run's step is a few
 milliseconds of kernel launches, that was host time the GPU waited for. ``TermMeans`` only keeps
-each step's terms (the 0-d tensors themselves: no kernel, no host sync a step) and, at the
-epoch's end, weighs and sums them on their device in one go, for one ``self.log`` a term.
+each step's terms (the 0-d tensors themselves: no kernel, no host sync a step) and weighs and
+sums them on their device in one go, every few hundred steps and at the epoch's end, for one
+``self.log`` a term.
 """
 
 from __future__ import annotations
@@ -20,10 +21,14 @@ class TermMeans:
     """Batch-size-weighted means over an epoch of named 0-d tensors (sum(value * batch) / sum(batch),
     as Lightning's epoch means), computed on their device when ``pop`` hands them back."""
 
+    FOLD_EVERY = 256  # steps kept before they are summed into one vector (a long epoch holds no more)
+
     def __init__(self):
         self.names: tuple[str, ...] = ()
         self.steps: list[tuple[Tensor, ...]] = []
         self.batch_sizes: list[int] = []
+        self.sums: Tensor | None = None  # of the steps folded so far: sum(value * batch)
+        self.count = 0  # their samples
 
     def add(self, terms: Mapping[str, Tensor], batch_size: int) -> None:
         """Keep one step's ``terms`` (0-d tensors) over ``batch_size`` samples; no kernel, no host sync."""
@@ -35,14 +40,25 @@ class TermMeans:
         self.names = names
         self.steps.append(tuple(t.detach() for t in terms.values()))
         self.batch_sizes.append(batch_size)
+        if len(self.steps) >= self.FOLD_EVERY:
+            self._fold()
 
-    def pop(self) -> dict[str, Tensor]:
-        """The means since the last ``pop`` (none when nothing was added), and a fresh start; no host sync."""
-        if not self.steps:
-            return {}
+    def _fold(self) -> None:
+        """The kept steps summed, weighted by their batch sizes, into ``sums`` on their device."""
         values = torch.stack([t for step in self.steps for t in step]).float().view(len(self.steps), -1)
         # non_blocking: a copy from pageable memory that the host does not wait for the device to take
         weights = torch.tensor(self.batch_sizes, dtype=values.dtype).to(values.device, non_blocking=True)
-        means = (values * weights[:, None]).sum(0) / sum(self.batch_sizes)
+        sums = (values * weights[:, None]).sum(0)
+        self.sums = sums if self.sums is None else self.sums.add_(sums)
+        self.count += sum(self.batch_sizes)
         self.steps, self.batch_sizes = [], []
+
+    def pop(self) -> dict[str, Tensor]:
+        """The means since the last ``pop`` (none when nothing was added), and a fresh start; no host sync."""
+        if self.steps:
+            self._fold()
+        if self.sums is None:
+            return {}
+        means = self.sums / self.count
+        self.sums, self.count = None, 0
         return dict(zip(self.names, means.unbind()))
