@@ -119,7 +119,7 @@ class SWWAEModule(L.LightningModule):
     def on_train_epoch_end(self) -> None:
         self.log_epoch_means()  # an epoch cut short (max_steps, a stop); a whole one logged at its last batch
 
-    # non-finite losses: recorded on the device every step, read back every log_every_n_steps
+    # non-finite losses: kept as they are every step, read back every log_every_n_steps
     # steps, at the end of each epoch and before any checkpoint is saved (swwae.training.nonfinite)
 
     def check_losses(self) -> None:

@@ -14,10 +14,10 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping
 
-import torch
 from torch import Tensor
 
 from swwae.errors import NonFiniteError
+from swwae.training.term_means import stacked
 
 ADVICE = "lower model.lr or model.beta, or check the data"
 
@@ -47,7 +47,7 @@ class LossWatch:
         self.pending, self.steps = [], []
         if not pending or self.first_bad is not None:
             return
-        values = torch.stack([t for row in pending for t in row]).float().view(len(pending), -1)
+        values = stacked(pending)
         if bool(values.isfinite().all()):  # the one read from the device, as a rule
             return
         for (epoch, step), row in zip(steps, values.tolist()):

@@ -17,6 +17,11 @@ import torch
 from torch import Tensor
 
 
+def stacked(steps: list[tuple[Tensor, ...]]) -> Tensor:
+    """Steps' kept 0-d terms as one (steps, terms) float32 matrix on their device: one kernel."""
+    return torch.stack([t for step in steps for t in step]).float().view(len(steps), -1)
+
+
 class TermMeans:
     """Batch-size-weighted means over an epoch of named 0-d tensors (sum(value * batch) / sum(batch),
     as Lightning's epoch means), computed on their device when ``pop`` hands them back."""
@@ -45,7 +50,7 @@ class TermMeans:
 
     def _fold(self) -> None:
         """The kept steps summed, weighted by their batch sizes, into ``sums`` on their device."""
-        values = torch.stack([t for step in self.steps for t in step]).float().view(len(self.steps), -1)
+        values = stacked(self.steps)
         # non_blocking: a copy from pageable memory that the host does not wait for the device to take
         weights = torch.tensor(self.batch_sizes, dtype=values.dtype).to(values.device, non_blocking=True)
         sums = (values * weights[:, None]).sum(0)
