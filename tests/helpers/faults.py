@@ -18,13 +18,16 @@ from swwae.training.checkpoints import wait_for_saves
 
 
 class AtBatch(L.Callback):
-    """Acts once, at the start of training batch ``batch`` of epoch ``epoch``."""
+    """Acts once, at the start of training batch ``batch`` of epoch ``epoch``, once the
+    checkpoints saved before it are on disk: they are written in the background, and a fault
+    that strikes during a write loses that write only (the file before it stays whole)."""
 
     def __init__(self, epoch: int, batch: int):
         self.epoch, self.batch = epoch, batch
 
     def on_train_batch_start(self, trainer, module, batch, batch_idx):
         if trainer.current_epoch == self.epoch and batch_idx == self.batch:
+            wait_for_saves(trainer)
             self.act(trainer, module)
 
     def act(self, trainer, module) -> None:
@@ -54,12 +57,9 @@ def crash_at(epoch: int, batch: int = 0) -> list[str]:
 
 
 class KillAt(AtBatch):
-    """SIGKILL this very process: no handler, no cleanup, like the OOM killer or a lost node;
-    once the checkpoints saved so far are on disk (they are written in the background: a kill
-    during a write loses that write only, the file before it stays whole)."""
+    """SIGKILL this very process: no handler, no cleanup, like the OOM killer or a lost node."""
 
     def act(self, trainer, module) -> None:
-        wait_for_saves(trainer)
         os.kill(os.getpid(), signal.SIGKILL)
 
 
