@@ -119,7 +119,7 @@ show() { grep -E "$1" "$out/$2" 2>/dev/null; }  # the lines of a step's output t
     show '^(measured on|\| cifar10 )' bench_presets.md
     echo
     echo "an epoch through train.py against the hand-written loop on the GPU (bench_epoch.md; MNIST, then CIFAR-shaped):"
-    show '^(one epoch on|\| (train.py|hand loop|train|val|images|checkpoints|after validation) |target)' bench_epoch.md
+    show '^(one epoch on|\| (train.py|hand loop|train|val|images|checkpoints|after validation) |beyond the hand loop|target)' bench_epoch.md
     echo
     echo "$((SECONDS - started)) s in all; every output in $out/"
 } >"$out/summary.md" 2>&1
