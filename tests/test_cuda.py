@@ -136,6 +136,29 @@ def test_a_network_in_channels_last_on_cuda_trains_like_a_contiguous_one():
     )
 
 
+def test_the_jobs_fused_adam_updates_channels_last_parameters_as_torchs_plain_adam_does():
+    """swwae.optim.adam is fused on CUDA: from the same gradients, it must update parameters laid
+    out channels_last (the job's channels_last=true) as the plain per-tensor Adam does."""
+    torch.manual_seed(0)
+    net = SWWAE(widths=[8, 16], image_shape=(3, 32, 32), num_classes=10).to(CUDA, memory_format=torch.channels_last)
+    x = torch.rand(8, 3, 32, 32, generator=generator(9)).to(CUDA).contiguous(memory_format=torch.channels_last)
+    y = torch.randint(0, 10, (8,), generator=generator(10)).to(CUDA)
+    swwae_loss(net(x), x, y, lambda_rec=1.0, lambda_m=0.1, lambda_nll=1.0)["loss"].backward()
+    assert any(p.dim() == 4 and p.is_contiguous(memory_format=torch.channels_last) for p in net.parameters())
+    assert adam(net.parameters(), lr=1e-2).defaults["fused"]  # the path under test
+    updated = []
+    for make in (lambda ps: adam(ps, lr=1e-2), lambda ps: torch.optim.Adam(ps, lr=1e-2, foreach=False)):
+        params = [p.detach().clone().requires_grad_() for p in net.parameters()]  # clone keeps the layout
+        for param, original in zip(params, net.parameters()):
+            param.grad = original.grad.clone()
+        optimizer = make(params)
+        for _ in range(2):
+            optimizer.step()
+        updated.append(params)
+    for fused, plain in zip(*updated):
+        torch.testing.assert_close(fused, plain, rtol=1e-5, atol=1e-6)
+
+
 # determinism
 
 
