@@ -110,9 +110,15 @@ def _banner(lines: tuple[str, ...], font: int) -> Tensor:
 
 
 def _stacked(*figures: Tensor) -> Tensor:
-    """Figures one under the other, the narrower ones made as wide with white on the right."""
-    width = max(figure.shape[2] for figure in figures)
-    return torch.cat([F.pad(figure, (0, width - figure.shape[2]), value=1.0) for figure in figures], dim=1)
+    """Figures one under the other, the narrower ones made as wide with white on the right
+    (each copied once into place)."""
+    height, width = sum(figure.shape[1] for figure in figures), max(figure.shape[2] for figure in figures)
+    out = figures[0].new_ones(figures[0].shape[0], height, width)
+    top = 0
+    for figure in figures:
+        out[:, top : top + figure.shape[1], : figure.shape[2]] = figure
+        top += figure.shape[1]
+    return out
 
 
 # figures
@@ -175,23 +181,30 @@ def card_figure(
     grids = [labelled_figure([line], scale=scale, labels=False, size=size) for line in lines]
     tile = grids[0].shape[1] - 2 * PAD
 
-    def drawn(font: int) -> Tensor:
-        return _stacked(*(_stacked(_banner((label,), font), grid) for (label, _), grid in zip(lines, grids)))
+    def parts(font: int) -> list[Tensor]:  # each line's label (a cached strip) above its grid
+        return [part for (label, _), grid in zip(lines, grids) for part in (_banner((label,), font), grid)]
+
+    def scale_of(pieces: list[Tensor]) -> float:  # card_scale of the figure they stack into
+        return _card_scale(sum(p.shape[1] for p in pieces), max(p.shape[2] for p in pieces))
 
     font = font_size_for(tile)
-    figure = drawn(font)
+    pieces = parts(font)
     for _ in range(4):  # a larger font makes the panel taller, which the card shrinks more
-        needed = min(math.ceil(CARD_FONT / card_scale(figure)), tile // 3)  # labels stay smaller than images
+        needed = min(math.ceil(CARD_FONT / scale_of(pieces)), tile // 3)  # labels stay smaller than images
         if needed <= font:
             break
         font = needed
-        figure = drawn(font)
-    return figure
+        pieces = parts(font)
+    return _stacked(*pieces)  # drawn once, at the font found
+
+
+def _card_scale(height: int, width: int) -> float:
+    return min(1.0, CARD_WIDTH / width, CARD_HEIGHT / height)
 
 
 def card_scale(figure: Tensor) -> float:
     """How much TensorBoard's card shrinks ``figure`` (3, H, W) to show it: 1 if it fits."""
-    return min(1.0, CARD_WIDTH / figure.shape[2], CARD_HEIGHT / figure.shape[1])
+    return _card_scale(figure.shape[1], figure.shape[2])
 
 
 @torch.no_grad()
