@@ -30,7 +30,9 @@ from swwae.pooling import (
     unpool2d,
     what_where_pool2d,
 )
+from swwae.pooling.geometry import Geometry
 from swwae.pooling.soft import add_at
+from swwae.pooling.windows import from_windows
 
 SEED_X = torch.tensor([[1.0, 2, 3], [13, 3, 1], [4, 2, 9]]).view(1, 1, 3, 3)
 
@@ -275,6 +277,20 @@ def test_soft_gradcheck_on_each_path(geometry, size):
         return what, where.row, where.col, unpool(v, where), unpool(what, where)
 
     assert torch.autograd.gradcheck(through_both, (x, v))
+
+
+@settings(max_examples=60, deadline=None)
+@given(geometries(), st.sampled_from([torch.float32, torch.float64]))
+def test_window_cells_go_back_to_their_pixels_as_col2im_adds_them(case, dtype):
+    """``from_windows``, the soft pool's way back to the image (its backward pass), adds the
+    cells of overlapping windows as ``F.fold`` (col2im) does, in its order: the same bits."""
+    geometry, shape, seed = case
+    g = Geometry(**geometry)
+    ho, wo = g.output_size(shape[-2:])
+    (kh, kw), (n, c) = g.kernel, shape[:2]
+    cells = torch.randn(n, c, kh, kw, ho, wo, generator=torch.Generator().manual_seed(seed), dtype=dtype)
+    folded = F.fold(cells.reshape(n, c * kh * kw, ho * wo), shape[-2:], g.kernel, padding=g.padding, stride=g.stride)
+    assert torch.equal(from_windows(cells, g, shape), folded)
 
 
 def test_splat_adds_the_same_row_by_row_and_flat():

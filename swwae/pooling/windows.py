@@ -72,16 +72,22 @@ def from_windows(t: Tensor, g: Geometry, shape) -> Tensor:
 
     Windows apart (stride >= kernel, the usual case) give every cell a pixel of its own,
     so this is one copy into place (2-wide windows: ``interleave`` writes, ~2x faster
-    still; 2x2 windows tiling the image fill it whole, rows at a time). Overlapping windows take
-    ``F.fold`` (col2im), ~2.5x slower on CPU: one deterministic pass in which each output pixel
-    is summed in a fixed order."""
+    still; 2x2 windows tiling the image fill it whole, rows at a time). Overlapping windows add
+    their cells' planes onto the image one cell at a time, each plane onto a strided view of it:
+    every pixel is summed in a fixed order, deterministic, and in ``F.fold``'s order (so the
+    same bits as col2im), which is 1.5-2.5x slower on CPU."""
     n, c, height, width = shape
     (kh, kw), (sh, sw), (ph, pw) = g.kernel, g.stride, g.padding
     ho, wo = t.shape[-2:]
-    if t.numel() == 0:  # F.fold refuses zero channels
+    if t.numel() == 0:
         return t.new_zeros(shape)
     if sh < kh or sw < kw:
-        return F.fold(t.reshape(n, c * kh * kw, ho * wo), (height, width), g.kernel, padding=g.padding, stride=g.stride)
+        rows, cols = max(height + 2 * ph, (ho - 1) * sh + kh), max(width + 2 * pw, (wo - 1) * sw + kw)
+        image = t.new_zeros(n, c, rows, cols)  # in padded coordinates
+        for i in range(kh):
+            for j in range(kw):
+                image[:, :, i : i + (ho - 1) * sh + 1 : sh, j : j + (wo - 1) * sw + 1 : sw].add_(t[:, :, i, j])
+        return image[:, :, ph : ph + height, pw : pw + width]
     pairs = (kw, sw) == (2, 2) and t.dtype in (torch.float32, torch.float64)
     rows, cols = max(height + 2 * ph, ho * sh), max(width + 2 * pw, wo * sw)
     cols += pairs and cols % 2  # even: complex views of the image need even strides
