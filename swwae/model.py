@@ -16,6 +16,7 @@ import contextlib
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from itertools import islice
 
 import torch
 from torch import Tensor, nn
@@ -258,7 +259,8 @@ class SWWAE(nn.Module, Pretrained):
         """Image -> (whats, wheres, pre-pool sizes), one entry per stage (the first
         ``stages`` only, if given)."""
         whats, wheres, sizes = [], [], []
-        for encoder, pool in zip(self.encoders[:stages], self.pools[:stages]):
+        # islice, not [:stages]: slicing a ModuleList builds a new one, at every forward pass
+        for encoder, pool in islice(zip(self.encoders, self.pools), stages):
             h = encoder(x)
             sizes.append(h.shape[-2:])
             x, where = pool(h)
