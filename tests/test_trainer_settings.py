@@ -13,6 +13,7 @@ from datetime import timedelta
 import lightning as L
 import pytest
 from lightning.pytorch.callbacks import Timer
+from lightning.pytorch.demos.boring_classes import BoringModel
 
 from swwae.errors import ConfigError
 from swwae.training import lightning_api
@@ -64,6 +65,38 @@ def test_arguments_the_schema_does_not_list_reach_the_trainer(make_config):
     assert timer._duration == timedelta(minutes=1).total_seconds()
     assert trainer._val_check_time_interval == 2.0
     assert trainer.num_sanity_val_steps == 0 and trainer.checkpoint_callback is None
+
+
+def test_the_trainer_calls_the_batch_hooks_a_callback_defines_and_skips_its_empty_ones(tmp_path):
+    """Lightning calls a callback's hook only where it is callable: the job's Trainer sets each
+    callback's empty per-batch hooks to None, and still runs at every batch those it defines."""
+
+    class CountsBatches(L.Callback):
+        batches = 0
+
+        def on_train_batch_end(self, *args) -> None:
+            self.batches += 1
+
+    counts = CountsBatches()
+    settings = TrainerSpec.model_validate(
+        {
+            "_target_": "lightning.pytorch.Trainer",
+            "max_steps": 3,
+            "profiler": "simple",
+            "default_root_dir": str(tmp_path),
+            **dict(enable_checkpointing=False, enable_progress_bar=False, num_sanity_val_steps=0, limit_val_batches=1),
+        }
+    )
+    trainer = build_trainer(settings, [], [counts])
+    trainer.fit(BoringModel())
+    calls = {  # the profiler's records of the callback's hooks, by hook
+        name.rpartition(".")[2]: len(times)
+        for name, times in trainer.profiler.recorded_durations.items()
+        if name.startswith(f"[Callback]{counts.state_key}.")
+    }
+    assert counts.batches == calls["on_train_batch_end"] == 3
+    assert "on_train_batch_start" not in calls and "on_before_backward" not in calls
+    assert calls["on_train_epoch_end"] == 1  # hooks called once an epoch or a run, as before
 
 
 @pytest.mark.parametrize(

@@ -49,6 +49,7 @@ from lightning_utilities.core.apply_func import apply_to_collection
 from swwae.checkpoint_file import read_checkpoint, verified, with_checksum
 from swwae.errors import CheckpointError, one_line
 from swwae.pretrained import check_tensors, meta_kinds, tensor_kinds
+from swwae.training.callbacks import skip_empty_hooks
 from swwae.training.composing import build
 from swwae.training.folders import write_failed
 from swwae.training.module import SWWAEModule
@@ -257,7 +258,8 @@ def build_trainer(settings: TrainerSpec, loggers: list, callbacks: list, verbose
     one Trainer here, so that no load of a ``ckpt_path`` bypasses the safe reader. Lightning's
     model summary only when ``verbose`` (with rich installed it prints a table of its own, past
     logging) or where the config asks for it (``trainer.enable_model_summary``). cuDNN's
-    autotuning (``trainer.benchmark``) unless the run is to be deterministic."""
+    autotuning (``trainer.benchmark``) unless the run is to be deterministic. The callbacks'
+    empty per-batch hooks are skipped (``swwae.training.callbacks.skip_empty_hooks``)."""
     kwargs = settings.model_dump(by_alias=True, exclude_unset=True)
     kwargs.setdefault("enable_model_summary", verbose)
     # cuDNN's autotuning (the fastest convolution for each shape, timed on its first batch),
@@ -271,4 +273,6 @@ def build_trainer(settings: TrainerSpec, loggers: list, callbacks: list, verbose
         uploads = any(getattr(logger, "_log_model", False) for logger in loggers or [])
         plugins.append(AtomicCheckpointIO() if uploads else BackgroundCheckpointIO())
     # plain containers: Lightning tells a mapping ({minutes: 1}) by isinstance(value, dict)
-    return build(kwargs, logger=loggers or False, callbacks=callbacks, plugins=plugins, _convert_="all")
+    trainer = build(kwargs, logger=loggers or False, callbacks=callbacks, plugins=plugins, _convert_="all")
+    skip_empty_hooks(trainer.callbacks)
+    return trainer
