@@ -91,7 +91,8 @@ def _left_cell(q: Tensor, k: int) -> Tensor:
 
 def _splat_corners(q_row: Tensor, q_col: Tensor, g: Geometry, shape):
     """Where the bilinear splat at each in-window position lands: the flat indices, in the
-    padded (H + 2 ph, W + 2 pw) image, of the 2x2 pixels around it, (N, C, Ho, Wo, 2, 2)
+    padded (H + 2 ph, W + 2 pw) image, of the 2x2 pixels around it, (N, C, 2, 2, Ho, Wo): a
+    plane of every window's pixel per corner, so that each op on them runs along whole planes
     (a 1-cell axis repeats its pixel, with weight 0 on the copy); and the position's
     offsets from the top-left one, in [0, 1]."""
     (kh, kw), (ph, pw) = g.kernel, g.padding
@@ -105,7 +106,7 @@ def _splat_corners(q_row: Tensor, q_col: Tensor, g: Geometry, shape):
     down, right = (width if kh > 1 else 0), (1 if kw > 1 else 0)
     step = torch.arange(2, device=q_row.device)  # not torch.tensor(..., device=): a blocking copy to a GPU
     corners = step.view(2, 1) * down + step * right  # [[0, right], [down, down + right]]
-    return top_left[..., None, None] + corners, q_row - left_row, q_col - left_col
+    return top_left[:, :, None, None] + corners[..., None, None], q_row - left_row, q_col - left_col
 
 
 def add_at(image: Tensor, index: Tensor, values: Tensor, flat: bool | None = None) -> Tensor:
@@ -219,9 +220,9 @@ class WindowSplat(torch.autograd.Function):
         # bigger windows: the 4 weights of each splat, added onto their pixels
         index, frac_row, frac_col = _splat_corners(q_row, q_col, geometry, shape)
         lower = v * frac_row
-        by_row = torch.stack((v - lower, lower), -1)  # (N, C, Ho, Wo, 2): upper and lower pixels
-        right = by_row * frac_col.unsqueeze(-1)
-        values = torch.stack((by_row.sub_(right), right), -1)  # (N, C, Ho, Wo, 2, 2), as index
+        rows = torch.stack((v - lower, lower), 2)  # (N, C, 2, Ho, Wo): upper and lower pixels
+        right = rows * frac_col.unsqueeze(2)
+        values = torch.stack((rows.sub_(right), right), 3)  # (N, C, 2, 2, Ho, Wo), as index
         (n, c, height, width), (ph, pw) = shape, geometry.padding
         image = add_at(v.new_zeros(n, c, (height + 2 * ph) * (width + 2 * pw)), index.flatten(2), values.flatten(2))
         return image.view(n, c, height + 2 * ph, width + 2 * pw)[:, :, ph : ph + height, pw : pw + width]
@@ -237,8 +238,8 @@ class WindowSplat(torch.autograd.Function):
             return WindowSplat.bilinear_grads(by_rows, v, q_row, q_col) + (None, None)
         # the splat only reached the 2x2 pixels around each position: gather those
         index, frac_row, frac_col = _splat_corners(q_row, q_col, g, ctx.shape)
-        values = padded.flatten(2).gather(2, index.flatten(2)).view(index.shape)  # (N, C, Ho, Wo, 2, 2)
-        by_rows = values.permute(0, 1, 2, 4, 3, 5)  # (N, C, Ho, 2, Wo, 2)
+        values = padded.flatten(2).gather(2, index.flatten(2)).view(index.shape)  # (N, C, 2, 2, Ho, Wo)
+        by_rows = values.permute(0, 1, 4, 2, 5, 3)  # (N, C, Ho, 2, Wo, 2), a view
         return WindowSplat.bilinear_grads(by_rows, v, frac_row, frac_col) + (None, None)
 
     @staticmethod
