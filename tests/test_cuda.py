@@ -25,6 +25,7 @@ from swwae.model import SWWAE
 from swwae.optim import adam
 from swwae.pooling import MODES, Unpool, WhatWherePool
 from swwae.pooling.soft import add_at
+from swwae.training.checkpoints import host_copy
 from swwae.training.run import train
 
 pytestmark = [pytest.mark.cuda, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]
@@ -171,6 +172,20 @@ def one_step(mode: str, x: torch.Tensor, y: torch.Tensor):
     loss = swwae_loss(net(x), x, y, lambda_rec=1.0, lambda_m=0.1, lambda_nll=1.0)["loss"]
     loss.backward()
     return loss.detach(), [p.grad.clone() for p in net.parameters() if p.grad is not None]
+
+
+def test_a_checkpoints_host_copy_of_gpu_tensors_is_pinned_and_holds_the_values_of_that_moment():
+    """The background writer's copy (``host_copy``): asynchronous copies into pinned memory, every
+    one finished when it returns, a tensor met twice copied once, host tensors copied too."""
+    weights = torch.randn(256, 256, device=CUDA)
+    checkpoint = {"state_dict": {"w": weights, "again": weights}, "cpu": torch.ones(3), "epoch": 2}
+    expected = weights.cpu()
+    copied = host_copy(checkpoint)
+    weights.add_(1.0)  # training goes on
+    w = copied["state_dict"]["w"]
+    assert w.device.type == "cpu" and w.is_pinned() and torch.equal(w, expected)
+    assert copied["state_dict"]["again"] is w and copied["epoch"] == 2
+    assert copied["cpu"] is not checkpoint["cpu"] and torch.equal(copied["cpu"], checkpoint["cpu"])
 
 
 @pytest.mark.parametrize("mode", MODES)
