@@ -12,7 +12,7 @@ from datetime import timedelta
 
 import lightning as L
 import pytest
-from lightning.pytorch.callbacks import Timer
+from lightning.pytorch.callbacks import LambdaCallback, Timer
 from lightning.pytorch.demos.boring_classes import BoringModel
 
 from swwae.errors import ConfigError
@@ -77,7 +77,8 @@ def test_the_trainer_calls_the_batch_hooks_a_callback_defines_and_skips_its_empt
         def on_train_batch_end(self, *args) -> None:
             self.batches += 1
 
-    counts = CountsBatches()
+    counts, starts = CountsBatches(), []
+    lambdas = LambdaCallback(on_train_batch_start=lambda *args: starts.append(args[-1]))  # hooks of an instance
     settings = TrainerSpec.model_validate(
         {
             "_target_": "lightning.pytorch.Trainer",
@@ -87,14 +88,14 @@ def test_the_trainer_calls_the_batch_hooks_a_callback_defines_and_skips_its_empt
             **dict(enable_checkpointing=False, enable_progress_bar=False, num_sanity_val_steps=0, limit_val_batches=1),
         }
     )
-    trainer = build_trainer(settings, [], [counts])
+    trainer = build_trainer(settings, [], [counts, lambdas])
     trainer.fit(BoringModel())
     calls = {  # the profiler's records of the callback's hooks, by hook
         name.rpartition(".")[2]: len(times)
         for name, times in trainer.profiler.recorded_durations.items()
         if name.startswith(f"[Callback]{counts.state_key}.")
     }
-    assert counts.batches == calls["on_train_batch_end"] == 3
+    assert counts.batches == calls["on_train_batch_end"] == 3 and starts == [0, 1, 2]
     assert "on_train_batch_start" not in calls and "on_before_backward" not in calls
     assert calls["on_train_epoch_end"] == 1  # hooks called once an epoch or a run, as before
 
