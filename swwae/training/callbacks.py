@@ -37,6 +37,7 @@ import numpy as np
 import torch
 from lightning.pytorch.callbacks import ProgressBar, TQDMProgressBar
 from lightning.pytorch.loggers import Logger, MLFlowLogger, TensorBoardLogger, WandbLogger
+from lightning.pytorch.utilities.model_helpers import is_overridden
 from omegaconf import OmegaConf
 from torch import Tensor
 
@@ -353,7 +354,7 @@ def skip_empty_hooks(callbacks: list[L.Callback]) -> None:
     (Lightning's ``LambdaCallback``), stays."""
     for callback in callbacks:
         for hook in BATCH_HOOKS:
-            if getattr(getattr(callback, hook, None), "__func__", None) is getattr(L.Callback, hook):
+            if not is_overridden(hook, callback, L.Callback):
                 setattr(callback, hook, None)
 
 
