@@ -52,9 +52,9 @@ def _channels_last(t: Tensor) -> bool:
     return t.is_contiguous(memory_format=torch.channels_last) and not t.is_contiguous()
 
 
-def _empty(shape, like: Tensor, dtype: torch.dtype) -> Tensor:
-    """An empty tensor of ``shape`` in ``like``'s memory format (channels_last or contiguous)."""
-    return torch.empty(shape, device=like.device, dtype=dtype, memory_format=_format(like))
+def _empty(shape, like: Tensor, dtype: torch.dtype, memory_format: torch.memory_format | None = None) -> Tensor:
+    """An empty tensor of ``shape`` in ``memory_format``, by default ``like``'s (channels_last or contiguous)."""
+    return torch.empty(shape, device=like.device, dtype=dtype, memory_format=memory_format or _format(like))
 
 
 def output_dtype(*tensors: Tensor) -> torch.dtype:
@@ -73,7 +73,7 @@ def output_dtype(*tensors: Tensor) -> torch.dtype:
 
 
 def _grid(count: int):
-    return (triton.cdiv(count, BLOCK),)
+    return (_ceil_div(count, BLOCK),)  # not triton.cdiv: a few microseconds a call, a launch waits for them
 
 
 def _format(t: Tensor) -> torch.memory_format:
@@ -347,8 +347,9 @@ class FusedSoftPool(torch.autograd.Function):
     def forward(ctx, x: Tensor, geometry: Geometry, beta: float, floor: float, dtype: torch.dtype):
         n, c, height, width = x.shape
         ho, wo = geometry.output_size((height, width))
-        what, row, col = (_empty((n, c, ho, wo), x, dtype) for _ in range(3))
-        args = dict(**_geometry_args(geometry), FLOOR=floor, CHANNELS_LAST=_channels_last(x), BLOCK=BLOCK)
+        layout = _format(x)
+        what, row, col = (_empty((n, c, ho, wo), x, dtype, layout) for _ in range(3))
+        args = dict(**_geometry_args(geometry), FLOOR=floor, CHANNELS_LAST=layout == torch.channels_last, BLOCK=BLOCK)
         if what.numel():
             _pool_forward[_grid(what.numel())](
                 x, what, row, col, what.numel(), c, height, width, ho, wo, *x.stride(), *what.stride(), beta,
