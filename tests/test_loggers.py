@@ -18,7 +18,7 @@ from helpers.cli import command_here
 from helpers.faults import with_callback
 from swwae.errors import ConfigError
 from swwae.install import importable
-from swwae.training.callbacks import log_image, wandb_offline
+from swwae.training.callbacks import ReconstructionImages, log_image, wandb_offline
 from swwae.training.run import train
 
 RUN = "swwae_hard_mnist_sample_seed0"
@@ -83,6 +83,22 @@ def test_each_step_the_loggers_write_carries_its_own_loss_and_the_epoch_its_mean
     assert [loss for _, loss in logged] == pytest.approx([steps.losses[i] for i in (2, 5, 8, 11)], rel=1e-6)
     epochs = [float(row["train/loss_epoch"]) for row in rows if row["train/loss_epoch"]]
     assert epochs == pytest.approx([sum(steps.losses[:7]) / 7, sum(steps.losses[7:]) / 7], rel=1e-5)
+
+
+class CallbacksSeen(L.Callback):
+    def on_fit_start(self, trainer, module):
+        self.kinds = [type(callback) for callback in trainer.callbacks]
+
+
+def test_a_logger_or_a_callback_set_to_null_is_switched_off(make_config, monkeypatch, tmp_path):
+    """Hydra's way to switch off one node of a section (as ``~logger.tensorboard``): the run goes on
+    without it."""
+    seen = CallbacksSeen()
+    with_callback(monkeypatch, seen)
+    train(make_config("logger=many", "logger.tensorboard=null", "callbacks.reconstruction_images=null"))
+    assert (tmp_path / "logs" / "csv" / RUN / "version_0" / "metrics.csv").is_file()
+    assert not (tmp_path / "logs" / RUN).exists()  # TensorBoard's folder
+    assert CallbacksSeen in seen.kinds and ReconstructionImages not in seen.kinds
 
 
 @pytest.mark.slow

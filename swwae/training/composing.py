@@ -202,8 +202,9 @@ def build(node, **kwargs):
 
 
 def build_all(nodes: Mapping | None) -> list:
-    """The objects of a config section of named nodes (``callbacks``), in order."""
-    return [build(node) for node in (nodes or {}).values()]
+    """The objects of a config section of named nodes (``callbacks``), in order; a node set to
+    null is switched off (``callbacks.reconstruction_images=null``, as ``~callbacks.<name>``)."""
+    return [build(node) for node in (nodes or {}).values() if node is not None]
 
 
 def latest_version(save_dir: str, name: str) -> int | None:
@@ -215,9 +216,11 @@ def latest_version(save_dir: str, name: str) -> int | None:
 
 def build_loggers(configured: Mapping | None, resuming: bool) -> list:
     """The loggers of the config's ``logger`` section; a resumed run's TensorBoard logger
-    continues its newest version."""
+    continues its newest version. A logger set to null is switched off (``logger.csv=null``)."""
     loggers = []
     for logger in (configured or {}).values():
+        if logger is None:
+            continue
         extra = {}
         if resuming and logger.get("_target_", "").endswith("TensorBoardLogger"):
             extra["version"] = latest_version(logger.save_dir, logger.name)
