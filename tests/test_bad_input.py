@@ -94,6 +94,10 @@ BAD_VALUES = [
     ("model.lamda_m=1", "error: model.lamda_m is not a setting; did you mean model.lambda_m?"),
     ("model.batch_norm=3", "error: model.batch_norm=3 is not allowed: must be a valid boolean"),
     ("model.widths=[1,2", "error: cannot read 'model.widths=[1,2' as an override"),
+    ("model=swwae_hrad", "error: model=swwae_hrad: there is no model config swwae_hrad; did you mean swwae_hard?"),
+    ("trainer=cuda", "error: trainer=cuda: there is no trainer config cuda; the choices are: ddp, default, gpu"),
+    ("logger=null", "error: logger=null: logger takes the name of a config; to run without one: ~logger"),
+    ("+callbacks.mine.every=2", "error: callbacks.mine names no class (_target_): give it one, or switch it off"),
 ]
 
 

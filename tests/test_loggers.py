@@ -4,6 +4,7 @@ panels to every logger that takes images, a missing extra as one error line."""
 from __future__ import annotations
 
 import csv
+import math
 import re
 import shutil
 import sys
@@ -99,6 +100,13 @@ def test_a_logger_or_a_callback_set_to_null_is_switched_off(make_config, monkeyp
     assert (tmp_path / "logs" / "csv" / RUN / "version_0" / "metrics.csv").is_file()
     assert not (tmp_path / "logs" / RUN).exists()  # TensorBoard's folder
     assert CallbacksSeen in seen.kinds and ReconstructionImages not in seen.kinds
+
+
+def test_a_run_without_loggers_trains_and_reports(make_config, tmp_path):
+    """``~logger``: nothing tracked; Lightning's learning-rate monitor, which refuses to start without
+    a logger, is left out."""
+    assert math.isfinite(train(make_config("~logger")))
+    assert not (tmp_path / "logs").exists()
 
 
 @pytest.mark.slow

@@ -1,15 +1,18 @@
 """The override grammar's errors for common mistakes, as one line: Hydra reads the command line
 before the job runs, and answers an unknown key, a look-alike character or a ``+`` too many with
 four to seven lines of its own, whose advice (``+trainer.max_epoch=3``) may lead to a second
-error, a value it cannot merge with no reason at all, and a config file that is not YAML (a
-preset of the user's own) with a hundred lines of traceback. ``run_with_one_line_errors(main)``
-runs a ``@hydra.main`` function and turns those into one ``error:`` line naming the key and
-what to write instead, or the file, line and column (exit status 2); any other error of Hydra's
+error, a value it cannot merge with no reason at all, a config group's option that no folder
+holds with a dozen lines (its choices and the search path), a group set to null with a
+traceback, and a config file that is not YAML (a preset of the user's own) with a hundred lines
+of traceback. ``run_with_one_line_errors(main)`` runs a ``@hydra.main`` function and turns those
+into one ``error:`` line naming the key and what to write instead (the nearest choice, or the
+choices), or the file, line and column (exit status 2); any other error of Hydra's
 is printed as Hydra prints it (exit status 1), and an error of the job is the job's.
 """
 
 from __future__ import annotations
 
+import difflib
 import os
 import re
 import sys
@@ -18,7 +21,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 import yaml
-from hydra.errors import CompactHydraException, ConfigCompositionException, OverrideParseException
+from hydra.errors import (
+    CompactHydraException,
+    ConfigCompositionException,
+    MissingConfigException,
+    OverrideParseException,
+)
 from omegaconf.errors import InterpolationResolutionError
 
 from swwae.errors import excerpt
@@ -28,6 +36,7 @@ FULL_ERROR = "HYDRA_FULL_ERROR"  # Hydra raises instead of printing its own repo
 NOT_IN_CONFIG = re.compile(r"Could not override '([^']+)'")
 ALREADY_THERE = re.compile(r"Could not append to config\. An item is already at '([^']+)'")
 NOT_MERGED = re.compile(r"Error merging override (.+)", re.DOTALL)
+GROUP_SET_TO_NULL = "Config group override must be a string or a list. Got NoneType"
 WHY_LIMIT = 200  # characters of a parser's or Hydra's reason (it may quote the input)
 
 # helpers
@@ -118,6 +127,34 @@ def merge_line(override: str, cause: BaseException | None, argv: list[str]) -> s
     return f"{excerpt(override)}: {excerpt(why, WHY_LIMIT)}"
 
 
+def missing_choice_line(err: MissingConfigException, argv: list[str]) -> str:
+    """'model=swwae_hrad: there is no model config swwae_hrad; did you mean swwae_hard?' (or the
+    choices there are) for a config group's option on the command line that no config folder
+    holds; "" for another missing config (Hydra's own report names it)."""
+    for arg in argv:
+        key, sep, value = arg.partition("=")
+        group = key.lstrip("+~").partition("@")[0]
+        name = (err.missing_cfg_file or "").removeprefix(f"{group}/")
+        if sep and name in value.split(","):  # one option, or one of a sweep's
+            break
+    else:
+        return ""
+    line = f"{excerpt(arg)}: there is no {group} config {name}"
+    if "/" in name or not err.options:  # a subfolder's option: Hydra lists the group's top level only
+        return line
+    near = difflib.get_close_matches(name, err.options, n=1, cutoff=0.6)
+    if near:
+        return f"{line}; did you mean {near[0]}?"
+    return f"{line}; the choices are: {', '.join(sorted(err.options))}"
+
+
+def null_group_line(argv: list[str]) -> str:
+    """A config group set to null (``logger=null``), which Hydra refuses with a traceback."""
+    group = next((arg.partition("=")[0] for arg in argv if arg.endswith("=null") and "." not in arg), "")
+    shown = group.lstrip("+~") or "a config group"
+    return f"{excerpt(group or shown)}=null: {shown} takes the name of a config; to run without one: ~{shown}"
+
+
 def yaml_line(err: BaseException) -> str:
     """A config file that is not YAML (a preset of the user's own, most often): the file, the
     line and column of the problem and what it is; "" when ``err`` is no YAML error."""
@@ -159,6 +196,10 @@ def line_for(err: Exception, argv: list[str]) -> str:
     text = str(err)
     if isinstance(err, OverrideParseException) or isinstance(err.__cause__, OverrideParseException):
         return grammar_line(argv)
+    if isinstance(err, ValueError) and text == GROUP_SET_TO_NULL:
+        return null_group_line(argv)
+    if isinstance(err, MissingConfigException):
+        return missing_choice_line(err, argv)
     if not isinstance(err, ConfigCompositionException):
         return yaml_line(err)
     if match := NOT_IN_CONFIG.search(text):

@@ -35,7 +35,7 @@ from urllib.parse import urlparse
 import lightning as L
 import numpy as np
 import torch
-from lightning.pytorch.callbacks import ProgressBar, TQDMProgressBar
+from lightning.pytorch.callbacks import DeviceStatsMonitor, LearningRateMonitor, ProgressBar, TQDMProgressBar
 from lightning.pytorch.loggers import Logger, MLFlowLogger, TensorBoardLogger, WandbLogger
 from lightning.pytorch.utilities.model_helpers import is_overridden
 from omegaconf import OmegaConf
@@ -333,6 +333,15 @@ class BatchSeed(L.Callback):
             torch.manual_seed(torch_seed)
         np.random.seed(numpy_seed)
         random.seed(numpy_seed)
+
+
+# Lightning's callbacks that only write to loggers, and refuse to start without one
+FOR_LOGGERS_ONLY = (LearningRateMonitor, DeviceStatsMonitor)
+
+
+def for_the_loggers(callbacks: list[L.Callback], loggers: list) -> list[L.Callback]:
+    """``callbacks``, less those that only write to loggers where there is none (``~logger``)."""
+    return callbacks if loggers else [cb for cb in callbacks if not isinstance(cb, FOR_LOGGERS_ONLY)]
 
 
 # the hooks Lightning calls on every callback at every batch (and step of the optimiser)

@@ -38,7 +38,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from swwae.errors import CheckpointError, ConfigError, DiskError, Interrupted, NonFiniteError, Preempted
 from swwae.install import command
-from swwae.training.callbacks import RunClock, job_callbacks, log_final, run_params
+from swwae.training.callbacks import RunClock, for_the_loggers, job_callbacks, log_final, run_params
 from swwae.training.checkpoints import build_trainer, check_fits_model
 from swwae.training.composing import Launch, build, build_all, build_loggers, check_monitor, launch
 from swwae.training.folders import check_folders, check_writable, write_failed
@@ -228,6 +228,7 @@ def start_training(folder: RunFolder, job: Job, decision: Decision, logger_nodes
     start over it), a pre-empted epoch's position; the checkpoint it continues from, if any."""
     continuing = decision.action == "continue"
     job.trainer.loggers = build_loggers(logger_nodes, resuming=continuing)  # Lightning reads them from fit on
+    job.trainer.callbacks = for_the_loggers(job.trainer.callbacks, job.trainer.loggers)
     if decision.action == "start_over" and job.owns_run:  # only now touch what is on disk
         folder.move_aside()
     if not continuing:

@@ -163,6 +163,16 @@ class RunSpec(Frozen):
                     raise ConfigError(typo)
         return values
 
+    @field_validator("logger", "callbacks", mode="before")
+    @classmethod
+    def _classes(cls, value, info: ValidationInfo):
+        """Each node names the class it builds, or is switched off (null)."""
+        for name, node in value.items() if isinstance(value, Mapping) else ():
+            if node is not None and not (isinstance(node, Mapping) and node.get("_target_")):
+                key = f"{info.field_name}.{name}"
+                raise ConfigError(f"{key} names no class (_target_): give it one, or switch it off with {key}=null")
+        return value
+
     @field_validator("run_name", mode="before")
     @classmethod
     def _name(cls, value):
