@@ -98,6 +98,11 @@ BAD_VALUES = [
     ("trainer=cuda", "error: trainer=cuda: there is no trainer config cuda; the choices are: ddp, default, gpu"),
     ("logger=null", "error: logger=null: logger takes the name of a config; to run without one: ~logger"),
     ("+callbacks.mine.every=2", "error: callbacks.mine names no class (_target_): give it one, or switch it off"),
+    (
+        "callbacks.reconstruction_images.num_images=0",
+        "error: callbacks.reconstruction_images: num_images must be a whole number >= 1",
+    ),
+    ("callbacks.embeddings.split=tset", "error: callbacks.embeddings: split must be one of train, val, test"),
 ]
 
 

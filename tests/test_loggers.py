@@ -102,6 +102,17 @@ def test_a_logger_or_a_callback_set_to_null_is_switched_off(make_config, monkeyp
     assert CallbacksSeen in seen.kinds and ReconstructionImages not in seen.kinds
 
 
+def test_panels_every_0_epochs_are_never_drawn(make_config, tmp_path):
+    train(make_config("callbacks.reconstruction_images.every_n_epochs=0"))
+    events = list((tmp_path / "logs" / RUN).rglob("events.out.tfevents.*"))
+    tags = set()
+    for file in events:
+        acc = EventAccumulator(str(file), size_guidance={"images": 0})
+        acc.Reload()
+        tags |= set(acc.Tags()["images"])
+    assert events and tags == set()
+
+
 def test_a_run_without_loggers_trains_and_reports(make_config, tmp_path):
     """``~logger``: nothing tracked; Lightning's learning-rate monitor, which refuses to start without
     a logger, is left out."""

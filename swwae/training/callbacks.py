@@ -41,6 +41,7 @@ from lightning.pytorch.utilities.model_helpers import is_overridden
 from omegaconf import OmegaConf
 from torch import Tensor
 
+from swwae.errors import ConfigError
 from swwae.images import Picture, reconstruction_panels
 from swwae.training.runs.identity import IDENTITY_KEY
 
@@ -201,18 +202,27 @@ register_tracker_resolvers()
 # callbacks
 
 
+def whole(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
 class ReconstructionImages(L.Callback):
-    """Every ``every_n_epochs``, on the same first ``num_images`` validation images, log the
+    """Every ``every_n_epochs`` (0: never), on the same first ``num_images`` validation images, log the
     panels of ``swwae.images.reconstruction_panels`` (labelled rows, magnified so an image
     is at least 84 pixels wide, drawn to be read in TensorBoard's card) to every logger that
     takes images (``log_image``: TensorBoard, MLflow, W&B; not CSV)."""
 
     def __init__(self, num_images: int = 4, every_n_epochs: int = 1):
+        if not (whole(num_images) and num_images >= 1 and whole(every_n_epochs) and every_n_epochs >= 0):
+            raise ConfigError(
+                "callbacks.reconstruction_images: num_images must be a whole number >= 1, every_n_epochs >= 0 "
+                f"(0: never), got {num_images!r} and {every_n_epochs!r}"
+            )
         self.num_images, self.every_n_epochs = num_images, every_n_epochs
         self._images = None
 
     def on_validation_epoch_end(self, trainer: L.Trainer, module: L.LightningModule) -> None:
-        if trainer.sanity_checking or trainer.current_epoch % self.every_n_epochs:
+        if trainer.sanity_checking or not self.every_n_epochs or trainer.current_epoch % self.every_n_epochs:
             return
         loggers = [lg for lg in trainer.loggers if takes_images(lg)]
         if not loggers or not trainer.is_global_zero:

@@ -14,9 +14,11 @@ import torch
 from lightning.pytorch.loggers import TensorBoardLogger
 from torch import Tensor
 
+from swwae.errors import ConfigError
 from swwae.model import SWWAE, eval_mode
 
 TAG = "top_what"
+SPLITS = ("train", "val", "test")  # the data module's
 
 # helpers
 
@@ -52,11 +54,16 @@ class Embeddings(L.Callback):
     network's 3,136-number top what (over the 2 s a default run may spend on it)."""
 
     def __init__(self, enabled: bool = False, num_images: int = 1000, split: str = "test"):
-        self.enabled, self.num_images, self.split = bool(enabled), int(num_images), split
+        if split not in SPLITS or not isinstance(num_images, int) or isinstance(num_images, bool) or num_images < 1:
+            raise ConfigError(
+                f"callbacks.embeddings: split must be one of {', '.join(SPLITS)} and num_images a whole number >= 1, "
+                f"got {split!r} and {num_images!r}"
+            )
+        self.enabled, self.num_images, self.split = bool(enabled), num_images, split
 
     def on_fit_end(self, trainer: L.Trainer, module: L.LightningModule) -> None:
         loggers = [lg for lg in trainer.loggers if isinstance(lg, TensorBoardLogger)]
-        if not self.enabled or not loggers or not trainer.is_global_zero or self.num_images <= 0:
+        if not self.enabled or not loggers or not trainer.is_global_zero:
             return
         data = trainer.datamodule
         images = data.images(self.split, self.num_images).to(module.device, module.dtype)
