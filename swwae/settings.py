@@ -51,6 +51,11 @@ LABELLED_SHARE = 4  # without data.labelled_per_batch: a quarter of every batch 
 # types
 
 
+def whole(value) -> bool:
+    """An int, and not a bool (which Python counts as one)."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
 def finite(value):
     """A finite number, kept as written (an int stays an int: ``got -1``, as the user typed)."""
     if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):

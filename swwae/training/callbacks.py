@@ -43,6 +43,7 @@ from torch import Tensor
 
 from swwae.errors import ConfigError
 from swwae.images import Picture, reconstruction_panels
+from swwae.settings import whole
 from swwae.training.runs.identity import IDENTITY_KEY
 
 # helpers
@@ -200,10 +201,6 @@ register_tracker_resolvers()
 
 
 # callbacks
-
-
-def whole(value) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
 
 
 class ReconstructionImages(L.Callback):

@@ -16,6 +16,7 @@ from torch import Tensor
 
 from swwae.errors import ConfigError
 from swwae.model import SWWAE, eval_mode
+from swwae.settings import whole
 
 TAG = "top_what"
 SPLITS = ("train", "val", "test")  # the data module's
@@ -54,7 +55,7 @@ class Embeddings(L.Callback):
     network's 3,136-number top what (over the 2 s a default run may spend on it)."""
 
     def __init__(self, enabled: bool = False, num_images: int = 1000, split: str = "test"):
-        if split not in SPLITS or not isinstance(num_images, int) or isinstance(num_images, bool) or num_images < 1:
+        if split not in SPLITS or not whole(num_images) or num_images < 1:
             raise ConfigError(
                 f"callbacks.embeddings: split must be one of {', '.join(SPLITS)} and num_images a whole number >= 1, "
                 f"got {split!r} and {num_images!r}"

@@ -54,6 +54,7 @@ from swwae.settings import (
     pool_mode_of,
     trains_classifier,
     unknown_key,
+    whole,
 )
 from swwae.training.composing import check_mode
 from swwae.training.registry import DATA_MODULES, DATASETS, MODEL_MODULES, MODELS, shipped
@@ -66,10 +67,6 @@ from swwae.training.trainer_settings import TrainerSpec, check_devices
 AS_WRITTEN = ("logger", "callbacks")
 
 # helpers
-
-
-def whole(value) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
 
 
 # sections

@@ -35,6 +35,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr, create
 
 from swwae.errors import ConfigError, excerpt, plural
 from swwae.install import command
+from swwae.settings import whole
 from swwae.training.lightning_api import precision_values, trainer_arguments
 
 Count = Annotated[int, Field(strict=True, ge=0)]
@@ -47,10 +48,6 @@ DURATION_WORDS = "a duration ('DD:HH:MM:SS', or {minutes: 30}: datetime.timedelt
 
 def fails(key: str, value, allowed: str) -> ConfigError:
     return ConfigError(f"{key}={excerpt(repr(value))} is not allowed: {allowed}")
-
-
-def whole(value) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def batch_setting(key: str, value, smallest: int = 0):
