@@ -7,6 +7,7 @@ import math
 
 import pytest
 import torch
+import yaml
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from helpers.cli import command_here
@@ -151,6 +152,15 @@ def test_cli_unknown_model_name_fails_with_the_choices(tmp_path):
     result = command_here("model=swwae_medium", f"hydra.run.dir={tmp_path}", cwd=tmp_path)
     assert result.returncode != 0
     assert "swwae_medium" in result.stderr and "swwae_hard" in result.stderr
+
+
+def test_hydras_flags_may_stand_between_the_overrides(tmp_path):
+    """``model=swwae_soft --cfg job seed=3`` (or ``... -m seed=0,1``): Hydra's parser alone would
+    take ``seed=3`` for an unrecognized argument."""
+    result = command_here("model=swwae_soft", "--cfg", "job", "seed=3", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    job = yaml.safe_load(result.stdout)
+    assert job["seed"] == 3 and job["model"]["pool_mode"] == "soft"
 
 
 @pytest.mark.parametrize("flush", [True, False])

@@ -173,6 +173,34 @@ def quote_layer_strings(argv: list[str]) -> list[str]:
     return quoted
 
 
+def flags_last(argv: list[str]) -> list[str]:
+    """Hydra's flags (``-m``, ``--config-dir DIR``, ...) moved after the overrides: its parser
+    takes the overrides as one list, so a flag between two of them (``model=x -m seed=0,1``) left
+    the rest "unrecognized arguments" (and before them, ``--info`` would take an override for its
+    value). The flags and how many values each takes are its parser's."""
+    try:
+        from hydra._internal.utils import get_args_parser
+
+        takes = {option: a.nargs for a in get_args_parser()._actions for option in a.option_strings}
+    except (ImportError, AttributeError):  # another Hydra: its parser as it is
+        return argv
+    flags, overrides, i = [], [], 0
+    while i < len(argv):
+        arg = argv[i]
+        name, inline, _ = arg.partition("=")
+        if name not in takes or not arg.startswith("-"):
+            overrides.append(arg)
+            i += 1
+            continue
+        values = 0 if inline or takes[name] == 0 else 1
+        if takes[name] == "?":  # --info [what]: a value only if the next word is no override nor flag
+            following = argv[i + 1] if i + 1 < len(argv) else "="
+            values = int(not inline and "=" not in following and not following.startswith("-"))
+        flags += argv[i : i + 1 + values]
+        i += 1 + values
+    return overrides + flags
+
+
 def main(argv: list[str] | None = None, configs: Path | None = None) -> int:
     """``swwae train <argv>``: Hydra's command line (overrides, ``-m`` sweeps, ``--help``,
     ``--config-dir``) over the shipped configs, or a clone's ``configs`` folder (``python
@@ -189,7 +217,7 @@ def main(argv: list[str] | None = None, configs: Path | None = None) -> int:
         return 2
     args = sys.argv[1:] if argv is None else list(argv)
     saved = sys.argv
-    sys.argv = [saved[0] if argv is None else "train", *quote_layer_strings(args)]
+    sys.argv = [saved[0] if argv is None else "train", *flags_last(quote_layer_strings(args))]
     try:
         app = hydra.main(config_path=path, config_name=CONFIG_NAME, version_base="1.3")(run)
         run_with_one_line_errors(app)  # the override grammar's errors for common mistakes
