@@ -188,14 +188,17 @@ def flags_last(argv: list[str]) -> list[str]:
     while i < len(argv):
         arg = argv[i]
         name, inline, _ = arg.partition("=")
-        if name not in takes or not arg.startswith("-"):
+        if name not in takes:  # an override (every flag starts with -)
             overrides.append(arg)
             i += 1
             continue
-        values = 0 if inline or takes[name] == 0 else 1
-        if takes[name] == "?":  # --info [what]: a value only if the next word is no override nor flag
-            following = argv[i + 1] if i + 1 < len(argv) else "="
-            values = int(not inline and "=" not in following and not following.startswith("-"))
+        following = argv[i + 1] if i + 1 < len(argv) else "="
+        if inline or takes[name] == 0:
+            values = 0
+        elif takes[name] == "?":  # --info [what]: a value only if the next word is no override nor flag
+            values = int("=" not in following and not following.startswith("-"))
+        else:
+            values = 1
         flags += argv[i : i + 1 + values]
         i += 1 + values
     return overrides + flags

@@ -66,9 +66,6 @@ from swwae.training.trainer_settings import TrainerSpec, check_devices
 # interpolations may need resolvers of modules that import Lightning
 AS_WRITTEN = ("logger", "callbacks")
 
-# helpers
-
-
 # sections
 
 
