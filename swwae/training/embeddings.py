@@ -17,9 +17,9 @@ from torch import Tensor
 from swwae.errors import ConfigError
 from swwae.model import SWWAE, eval_mode
 from swwae.settings import whole
+from swwae.training.data.base import SPLIT_NAMES
 
 TAG = "top_what"
-SPLITS = ("train", "val", "test")  # the data module's
 
 # helpers
 
@@ -55,10 +55,10 @@ class Embeddings(L.Callback):
     network's 3,136-number top what (over the 2 s a default run may spend on it)."""
 
     def __init__(self, enabled: bool = False, num_images: int = 1000, split: str = "test"):
-        if split not in SPLITS or not whole(num_images) or num_images < 1:
+        if split not in SPLIT_NAMES or not whole(num_images) or num_images < 1:
             raise ConfigError(
-                f"callbacks.embeddings: split must be one of {', '.join(SPLITS)} and num_images a whole number >= 1, "
-                f"got {split!r} and {num_images!r}"
+                f"callbacks.embeddings: split must be one of {', '.join(SPLIT_NAMES)} "
+                f"and num_images a whole number >= 1, got {split!r} and {num_images!r}"
             )
         self.enabled, self.num_images, self.split = bool(enabled), num_images, split
 
