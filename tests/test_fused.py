@@ -93,6 +93,14 @@ def test_the_fused_kernels_run_where_they_should_and_nowhere_else():
     assert not soft.fused_kernels_run(torch.zeros(2, device="meta"))  # only the devices named
 
 
+@pytest.mark.skipif(DEVICE != "cuda", reason="needs a CUDA device")
+def test_a_rocm_build_runs_the_reference_on_its_gpus(monkeypatch):
+    x = torch.randn(2, 3, 8, 8, device=DEVICE)
+    assert soft.fused_kernels_run(x)
+    monkeypatch.setattr(torch.version, "hip", "6.2.41133")  # what a ROCm build of torch says
+    assert not soft.fused_kernels_run(x)
+
+
 @pytest.mark.parametrize("version, fused", [("3.1.0", False), ("3.2.0", True), ("3.10.0+git1a2b3c", True)])
 def test_a_triton_older_than_the_kernels_are_tested_with_runs_the_reference(monkeypatch, version, fused):
     import triton
@@ -207,7 +215,7 @@ def test_the_fused_kernels_are_bit_identical_run_to_run_and_under_deterministic_
         assert torch.equal(a, b)
 
 
-CUDA_TARGETS = ["80", "90"]  # A100; H100 and H200
+CUDA_TARGETS = ["75", "80", "86", "90"]  # T4 (Colab); A100; RTX 30xx, A10, A40; H100 and H200
 COMPILE_EVERY_KERNEL = """
 import inspect, sys, triton
 from triton.backends.compiler import GPUTarget

@@ -277,8 +277,8 @@ def fused_kernels_on(*devices: str):
         FUSED_DEVICES.update(before)
 
 
-# the oldest Triton the kernels are tested with (under its interpreter, and compiled for sm_80
-# and sm_90): 3.2, torch 2.6's; under 3.0 and 3.1 (torch 2.4, 2.5) they fail, so the reference runs
+# the oldest Triton the kernels are tested with (under its interpreter, and compiled for sm_75
+# to sm_90): 3.2, torch 2.6's; under 3.0 and 3.1 (torch 2.4, 2.5) they fail, so the reference runs
 OLDEST_TRITON = (3, 2)
 
 
@@ -300,12 +300,14 @@ def _span(t: Tensor) -> int:
 
 def fused_kernels_run(*tensors: Tensor, extent: int = 0) -> bool:
     """Whether the soft where of these tensors runs the fused kernels: on a device of
-    ``FUSED_DEVICES``, in a dtype they read, with Triton (``OLDEST_TRITON`` on), outside torch.compile (which
+    ``FUSED_DEVICES`` (an NVIDIA GPU: never compiled for AMD's), in a dtype they read, with Triton
+    (``OLDEST_TRITON`` on), outside torch.compile (which
     fuses the reference itself), and with every offset they compute in 32 bits: the tensors'
     spans and ``extent`` (the elements of what the kernels make, for the caller to say)."""
     device = tensors[0].device.type
     return (
         device in FUSED_DEVICES
+        and not (device == "cuda" and torch.version.hip)  # ROCm's GPUs are "cuda" too: kernels untried there
         and all(t.dtype in FUSED_DTYPES for t in tensors)
         and max(extent, *(_span(t) for t in tensors)) < 2**31
         and not torch.compiler.is_compiling()
