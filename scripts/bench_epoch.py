@@ -204,12 +204,14 @@ def in_turn(args) -> int:
         f"images, batch {clock.data.batch_size}, {clock.precision}; torch {torch.__version__}; {len(lit)} epochs "
         f"each (+{skip} warm-up)\n"
     )
-    print("| loop | epoch median s | training images/s | GPU busy (mean of samples) | ratio | target |")
+    print("| loop | epoch median s | training images/s | GPU busy (mean over its epochs) | ratio | target |")
     print("|---|---|---|---|---|---|")
     epochs = {"train.py": lit, "hand loop": hand}
     medians = {name: median([r["epoch"] for r in records]) for name, records in epochs.items()}
     for name, records in epochs.items():
-        used = median([busy.between(r["start"], r["end"]) for r in records]) if gpu else float("nan")
+        # over all the measured epochs, not a median of each: NVML's counter averages over 1/6 s or more,
+        # as long as a short epoch
+        used = busy.between(records[0]["start"], records[-1]["end"]) if gpu else float("nan")
         ratio = medians[name] / medians["hand loop"]
         target = f"<= {TARGET[args.device]}x" if name == "train.py" else ""
         print(

@@ -91,7 +91,7 @@ step "bench_presets.py cifar10, bf16-mixed --channels-last --loader" 20 bench_pr
 step "bench_presets.py cifar10, bf16-mixed --channels-last --loader --batch 512" 20 bench_presets.md \
     "$PYTHON" "${preset[@]}" --precision bf16-mixed --channels-last --loader --batch 512
 step "bench_epoch.py --device cuda (default MNIST run)" 40 bench_epoch.md \
-    "$PYTHON" scripts/bench_epoch.py --device cuda --epochs 4
+    "$PYTHON" scripts/bench_epoch.py --device cuda --epochs 12
 step "bench_epoch.py --device cuda --synthetic 20000 data=cifar10" 45 bench_epoch.md \
     "$PYTHON" scripts/bench_epoch.py --device cuda --epochs 3 --synthetic 20000 data=cifar10 "data.root=$runs/cifar10"
 
