@@ -73,7 +73,7 @@ step() {
     "$PYTHON" -c 'import torch; print(f"torch {torch.__version__}, CUDA {torch.version.cuda}, cuDNN {torch.backends.cudnn.version()}, {torch.cuda.get_device_name()}")'
 } >"$out/env.txt" 2>&1
 
-tests=(-n 0 -q -p no:cacheprovider --durations=5)
+tests=(-n 0 -v -p no:cacheprovider --durations=5)  # -v: a line a test as it ends, kept if the step runs out of time
 step "CUDA tests (pytest -m cuda)" 170 cuda_tests.txt "$PYTHON" -m pytest -m cuda "${tests[@]}"
 step "fused kernels on the GPU (tests/test_fused.py)" 40 fused_tests.txt "$PYTHON" -m pytest tests/test_fused.py "${tests[@]}"
 step "bench_pooling.py --device cuda" 25 bench_pooling.md "$PYTHON" scripts/bench_pooling.py --device cuda --repeats 20
@@ -96,6 +96,15 @@ step "bench_epoch.py --device cuda --synthetic 20000 data=cifar10" 45 bench_epoc
     "$PYTHON" scripts/bench_epoch.py --device cuda --epochs 3 --synthetic 20000 data=cifar10 "data.root=$runs/cifar10"
 
 show() { grep -E "$1" "$out/$2" 2>/dev/null; }  # the lines of a step's output the summary quotes
+# tally FILE: pytest's closing line, or what its -v lines say of a run cut short
+tally() {
+    local last
+    last=$(show '^=+ .*(passed|failed|error|skipped|deselected).* in [0-9.]+s' "$1" | tail -n 1)
+    [ -n "$last" ] && { echo "$last"; return; }
+    echo "cut short: $(grep -c ' PASSED' "$out/$1") passed, $(grep -c ' FAILED' "$out/$1") failed," \
+        "$(grep -c ' ERROR' "$out/$1") errors before its time ran out"
+    show ' (FAILED|ERROR) +\[' "$1" | head -n 20
+}
 {
     echo "# device check, $(date '+%Y-%m-%d %H:%M'), $(tail -n 1 "$out/env.txt")"
     echo
@@ -103,10 +112,10 @@ show() { grep -E "$1" "$out/$2" 2>/dev/null; }  # the lines of a step's output t
     echo "|---|---|---:|"
     printf '%s\n' "${steps[@]}"
     echo
-    echo "CUDA tests: $(show '(passed|failed|error|skipped)' cuda_tests.txt | tail -n 1)"
+    echo "CUDA tests: $(tally cuda_tests.txt)"
     show '^(FAILED|ERROR) ' cuda_tests.txt | head -n 20
     echo
-    echo "fused kernels against the reference on the GPU: $(show '(passed|failed|error|skipped)' fused_tests.txt | tail -n 1)"
+    echo "fused kernels against the reference on the GPU: $(tally fused_tests.txt)"
     echo
     echo "pool + unpool, forward + backward, against native max (un)pooling (bench_pooling.md):"
     show '^\| (case|[0-9]+x[0-9]+ stride [0-9]+ \| (hard|soft))' bench_pooling.md
