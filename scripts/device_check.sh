@@ -33,6 +33,26 @@ if [ "$cuda" != 1 ]; then
     echo "device check: no CUDA device here (torch.cuda.is_available() is False); nothing to check"
     exit 0
 fi
+# every step needs swwae installed with its requirements: what is missing, in one line, not in every step
+"$PYTHON" - <<'EOF' || exit 1
+import re
+import sys
+from importlib.metadata import PackageNotFoundError, requires, version
+
+try:
+    wanted = [r for r in requires("swwae") or [] if "extra ==" not in r]
+except PackageNotFoundError:
+    sys.exit("device check: swwae is not installed here: pip install -e '.[dev]' in this folder first")
+missing = []
+for requirement in wanted:
+    name = re.match(r"[A-Za-z0-9_.-]+", requirement).group()
+    try:
+        version(name)
+    except PackageNotFoundError:
+        missing.append(name)
+if missing:
+    sys.exit(f"device check: swwae needs {', '.join(missing)}, not installed here: pip install -e '.[dev]'")
+EOF
 
 out=${OUT:-outputs/device_check/$(date +%Y%m%d-%H%M%S)}
 mkdir -p "$out"
