@@ -12,6 +12,7 @@ import math
 import os
 import subprocess
 import sys
+import warnings
 
 import pytest
 import torch
@@ -91,6 +92,43 @@ def test_the_fused_kernels_run_where_they_should_and_nowhere_else():
     with kernels(False):
         assert type(WhatWherePool(2, mode="soft")(x)[0].grad_fn).__name__ == "SoftPoolFunctionBackward"
     assert not soft.fused_kernels_run(torch.zeros(2, device="meta"))  # only the devices named
+
+
+@pytest.fixture
+def first_start(monkeypatch):
+    """The fused kernels as in a new process: not yet run, not failed."""
+    monkeypatch.setattr(soft, "_fused_start", soft._FusedStart())
+    return soft._fused_start
+
+
+def test_kernels_that_cannot_start_leave_the_reference_running_after_one_warning(monkeypatch, first_start):
+    """Triton builds a kernel at its first launch (a C compiler, the driver): where that fails, the
+    reference runs, with the same results, and says why once."""
+    x = torch.randn(2, 3, 8, 8, device=DEVICE, requires_grad=True)
+
+    def cannot_build(*args):
+        raise RuntimeError("Failed to find C compiler. Please specify via CC environment variable.\nmore")
+
+    monkeypatch.setattr(fused, "soft_pool", cannot_build)
+    with kernels(True):
+        with pytest.warns(RuntimeWarning, match=r"cannot start here \(RuntimeError: Failed to find C compiler\. "):
+            what, where = WhatWherePool(2, mode="soft")(x)
+        assert type(what.grad_fn).__name__ == "SoftPoolFunctionBackward"
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # said once
+            Unpool(WhatWherePool(2, mode="soft"))(what, where)  # the splat too, without trying again
+        assert not soft.fused_kernels_run(x)
+    assert first_start.failed == "RuntimeError: Failed to find C compiler. Please specify via CC environment variable."
+
+
+def test_once_the_kernels_ran_their_errors_are_raised(monkeypatch, first_start):
+    x = torch.randn(2, 3, 8, 8, device=DEVICE)
+    with kernels(True):
+        WhatWherePool(2, mode="soft")(x)
+        assert first_start.ran
+        monkeypatch.setattr(fused, "soft_pool", lambda *args: 1 / 0)
+        with pytest.raises(ZeroDivisionError):
+            WhatWherePool(2, mode="soft")(x)
 
 
 @pytest.mark.skipif(DEVICE != "cuda", reason="needs a CUDA device")

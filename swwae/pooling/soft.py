@@ -14,6 +14,7 @@ import functools
 import importlib.util
 import math
 import re
+import warnings
 
 import torch
 import torch.nn.functional as F
@@ -301,9 +302,9 @@ def _span(t: Tensor) -> int:
 def fused_kernels_run(*tensors: Tensor, extent: int = 0) -> bool:
     """Whether the soft where of these tensors runs the fused kernels: on a device of
     ``FUSED_DEVICES`` (an NVIDIA GPU: never compiled for AMD's), in a dtype they read, with Triton
-    (``OLDEST_TRITON`` on), outside torch.compile (which
-    fuses the reference itself), and with every offset they compute in 32 bits: the tensors'
-    spans and ``extent`` (the elements of what the kernels make, for the caller to say)."""
+    (``OLDEST_TRITON`` on) that could build them here (``_FusedStart``), outside torch.compile
+    (which fuses the reference itself), and with every offset they compute in 32 bits: the
+    tensors' spans and ``extent`` (the elements of what the kernels make, for the caller to say)."""
     device = tensors[0].device.type
     return (
         device in FUSED_DEVICES
@@ -312,7 +313,42 @@ def fused_kernels_run(*tensors: Tensor, extent: int = 0) -> bool:
         and max(extent, *(_span(t) for t in tensors)) < 2**31
         and not torch.compiler.is_compiling()
         and _triton_ready()
+        and not _fused_start.failed
     )
+
+
+class _FusedStart:
+    """Whether the fused kernels have run in this process, or why they cannot. Triton builds each
+    kernel at its first launch, with a C compiler and the GPU's driver; a machine without them (a
+    slim container, an old driver) fails there, before anything ran. That first failure warns once
+    and leaves the reference running (the same results); after one fused call ran, errors are
+    raised as they come (no fallback hides a fault of the kernels)."""
+
+    ran = False
+    failed: str | None = None
+
+    def run(self, fused_call, reference_call):
+        if self.ran:
+            return fused_call()
+        try:
+            result = fused_call()
+        except torch.cuda.OutOfMemoryError:
+            raise  # the reference takes more memory, not less
+        except Exception as err:  # Triton's own errors have no common class
+            self.failed = f"{type(err).__name__}: {next(iter(str(err).strip().splitlines()), '')}"
+        else:
+            self.ran = True
+            return result
+        warnings.warn(
+            f"swwae.pooling: the soft where's fused kernels cannot start here ({self.failed}); the "
+            "reference path runs instead: the same results, slower on a GPU",
+            RuntimeWarning,
+            stacklevel=4,
+        )
+        return reference_call()
+
+
+_fused_start = _FusedStart()
 
 
 def soft_pool(x: Tensor, geometry: Geometry, beta: float) -> tuple[Tensor, Tensor, Tensor]:
@@ -323,7 +359,9 @@ def soft_pool(x: Tensor, geometry: Geometry, beta: float) -> tuple[Tensor, Tenso
     if fused_kernels_run(x, extent=5 * windows):  # the backward's five coefficients a window
         from swwae.pooling import fused
 
-        return fused.soft_pool(x, geometry, beta, LOGIT_FLOOR)
+        return _fused_start.run(
+            lambda: fused.soft_pool(x, geometry, beta, LOGIT_FLOOR), lambda: _soft_pool(x, geometry, beta)
+        )
     return _soft_pool(x, geometry, beta)
 
 
@@ -334,7 +372,10 @@ def window_splat(v: Tensor, q_row: Tensor, q_col: Tensor, geometry: Geometry, sh
     if fused_kernels_run(v, q_row, q_col, extent=math.prod(shape)):
         from swwae.pooling import fused
 
-        return fused.window_splat(v, q_row, q_col, geometry, shape)
+        return _fused_start.run(
+            lambda: fused.window_splat(v, q_row, q_col, geometry, shape),
+            lambda: _window_splat(v, q_row, q_col, geometry, shape),
+        )
     return _window_splat(v, q_row, q_col, geometry, shape)
 
 
