@@ -209,8 +209,8 @@ def in_turn(args) -> int:
     epochs = {"train.py": lit, "hand loop": hand}
     medians = {name: median([r["epoch"] for r in records]) for name, records in epochs.items()}
     for name, records in epochs.items():
-        # over all the measured epochs, not a median of each: NVML's counter averages over 1/6 s or more,
-        # as long as a short epoch
+        # over all the measured epochs, not a median of each: NVML's counter averages over 1/6 s or
+        # more, about as long as a short epoch
         used = busy.between(records[0]["start"], records[-1]["end"]) if gpu else float("nan")
         ratio = medians[name] / medians["hand loop"]
         target = f"<= {TARGET[args.device]}x" if name == "train.py" else ""

@@ -343,7 +343,7 @@ class _FusedStart:
             f"swwae.pooling: the soft where's fused kernels cannot start here ({self.failed}); the "
             "reference path runs instead: the same results, slower on a GPU",
             RuntimeWarning,
-            stacklevel=4,
+            stacklevel=3,  # the line of swwae.pooling that asked for the soft where
         )
         return reference_call()
 
