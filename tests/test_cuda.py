@@ -102,6 +102,20 @@ def test_soft_pooling_on_cuda_matches_the_cpu_and_the_definition(kernel, stride,
     torch.testing.assert_close(on_cuda[2].sum(), v.to(CUDA).sum(), rtol=1e-9, atol=1e-9)
 
 
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two CUDA devices")
+def test_soft_pooling_on_a_gpu_other_than_the_current_one_gives_the_cpu_results():
+    """Triton launches its kernels on the current device, whatever their tensors': a network on
+    cuda:1 while cuda:0 is current (float32: the fused kernels' path)."""
+    pool = WhatWherePool(3, 2, 1, mode="soft", beta=10.0)
+    x = torch.randn(2, 3, 11, 9, generator=generator(4))
+    v = torch.randn(pool(x)[0].shape, generator=generator(5))
+    with torch.cuda.device(0):
+        on_the_other = pool_unpool_grad(pool, x.to("cuda:1"), v.to("cuda:1"))
+    for got, want in zip(on_the_other, pool_unpool_grad(pool, x, v)):
+        assert got.device == torch.device("cuda:1")
+        torch.testing.assert_close(got.cpu(), want, rtol=1e-4, atol=1e-3)  # float32; beta amplifies the grads
+
+
 def test_the_flat_scatter_adds_repeated_targets_on_cuda_as_the_cpu_does_row_by_row(deterministic):
     index = torch.randint(0, 50, (4, 8, 300), generator=generator(4))
     values = torch.randn(4, 8, 300, generator=generator(5), dtype=torch.float64)

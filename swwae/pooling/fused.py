@@ -28,6 +28,8 @@ the reference to float32 rounding; the tests check that on the CPU under Triton'
 
 from __future__ import annotations
 
+import contextlib
+
 import torch
 import triton
 import triton.language as tl
@@ -425,12 +427,23 @@ class FusedSplat(torch.autograd.Function):
         return grad_v, grad_row, grad_col, None, None, None
 
 
+def _on_device_of(t: Tensor):
+    """Triton launches on the current CUDA device, not on its tensors': theirs made current where
+    they differ (a network on cuda:1 while cuda:0 is current; Lightning makes a run's device current
+    itself, and autograd runs a device's backward with it current)."""
+    if t.is_cuda and t.device.index != torch.cuda.current_device():
+        return torch.cuda.device(t.device)
+    return contextlib.nullcontext()
+
+
 def soft_pool(x: Tensor, geometry: Geometry, beta: float, floor: float) -> tuple[Tensor, Tensor, Tensor]:
     """(what, row, col) of ``x``: the soft max and the in-window soft argmax of every window,
     exponents clamped at ``floor`` (``swwae.pooling.soft``'s)."""
-    return FusedSoftPool.apply(x, geometry, beta, floor, output_dtype(x))
+    with _on_device_of(x):
+        return FusedSoftPool.apply(x, geometry, beta, floor, output_dtype(x))
 
 
 def window_splat(v: Tensor, q_row: Tensor, q_col: Tensor, geometry: Geometry, shape) -> Tensor:
     """The bilinear splat of each v at its in-window position (q_row, q_col), shaped ``shape``."""
-    return FusedSplat.apply(v, q_row, q_col, geometry, tuple(shape), output_dtype(v, q_row))
+    with _on_device_of(v):
+        return FusedSplat.apply(v, q_row, q_col, geometry, tuple(shape), output_dtype(v, q_row))
