@@ -178,8 +178,11 @@ def test_the_reference_takes_what_32_bit_offsets_cannot_reach(shape, geometry):
 @pytest.mark.parametrize("geometry", [dict(kernel_size=2), dict(kernel_size=3, stride=2, padding=1)])
 def test_the_fused_kernels_treat_extreme_values_as_the_reference_does(value, geometry):
     """-inf weighs nothing, NaN and +inf give NaN windows (and NaN gradients inside them only),
-    huge values stay finite where the reference's are."""
-    x = torch.randn(1, 2, 7, 7)
+    huge values stay finite where the reference's are. Seeded, as every input here: at beta = 100 a
+    window with one clear winner has its position within rounding of a cell, where the splat's
+    position gradient jumps (its left cell changes), so an input drawn from whatever state the
+    global generator is in made the comparison pass or fail with the order the tests ran in."""
+    x = torch.randn(1, 2, 7, 7, generator=torch.Generator().manual_seed(0))
     x[0, 0, 2, 3] = value
     x[0, 1, 0, 0] = value
     x = x.to(DEVICE)
