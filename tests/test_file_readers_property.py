@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import tempfile
 from pathlib import Path
 
@@ -47,12 +46,10 @@ VALUES = st.recursive(
 MAPPINGS = st.dictionaries(st.sampled_from(KEYS), VALUES, max_size=8)
 ANY = VALUES | MAPPINGS
 pytestmark = pytest.mark.slow  # a few seconds each: hypothesis draws many files
-# derandomized: CI draws the same files each run (a red CI is a real change, never a lucky draw);
-# SWWAE_HYPOTHESIS_SEARCH=<n> draws n fresh random examples per test, to hunt for new cases
-SEARCH = int(os.environ.get("SWWAE_HYPOTHESIS_SEARCH", "0"))
+# the same files each run, as every property test's (the suite's profile, conftest.py); fresh
+# ones with pytest --hypothesis-profile search
 SETTINGS = settings(
-    max_examples=SEARCH or 80,
-    derandomize=not SEARCH,
+    max_examples=80,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
 )
@@ -109,7 +106,7 @@ def test_a_checkpoint(value, state_dict, hyper_parameters):
         run_row("r", Path("."), Path("x.ckpt"), checkpoint)
 
 
-@settings(SETTINGS, max_examples=SEARCH or 30)  # files on disk: slower
+@settings(SETTINGS, max_examples=30)  # files on disk: slower
 @given(ANY)
 def test_a_model_folder_config(value):
     with tempfile.TemporaryDirectory() as folder:
@@ -117,7 +114,7 @@ def test_a_model_folder_config(value):
         loads_or_one_line(read_config, Path(folder))
 
 
-@settings(SETTINGS, max_examples=SEARCH or 30)  # files on disk: slower
+@settings(SETTINGS, max_examples=30)  # files on disk: slower
 @given(ANY, ANY)
 @example({"status": None}, None)  # found by CI: a status of null made a failed job with no error
 @example({"status": "killed", "metrics": {"val/acc": 0.5}}, None)
