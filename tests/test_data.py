@@ -4,13 +4,16 @@ The torchvision paths run on tiny files written here in torchvision's own on-dis
 formats (IDX for MNIST, pickled batches for CIFAR-10); nothing touches the network.
 """
 
+import math
 import urllib.error
+from types import SimpleNamespace
 
 import pytest
 import torch
 import torchvision.datasets
 import torchvision.datasets.cifar
 import torchvision.datasets.mnist
+from lightning.fabric.utilities.data import _set_sampler_epoch
 
 from helpers.config import CONFIG_DIR
 from helpers.datasets import md5, write_cifar, write_mnist
@@ -228,27 +231,52 @@ def test_val_and_test_loaders_unshuffled(sample):
         assert torch.equal(torch.cat(xs), x.float() / 255) and torch.equal(torch.cat(ys), y)
 
 
-def test_ddp_replacement_shards_batches(sample):
-    """Lightning wraps our batch sampler in DistributedSamplerWrapper: ranks get disjoint
-    whole batches that together cover the training set."""
-    from lightning.fabric.utilities.data import _set_sampler_epoch, _update_dataloader
-    from lightning.fabric.utilities.distributed import DistributedSamplerWrapper
-    from lightning.pytorch.trainer.connectors.data_connector import _get_distributed_sampler
+def under_ddp(rank: int, world_size: int = 2) -> SimpleNamespace:
+    """What a datamodule reads of its trainer: rank ``rank`` of ``world_size`` DDP processes on the CPU."""
+    return SimpleNamespace(
+        world_size=world_size,
+        global_rank=rank,
+        strategy=SimpleNamespace(root_device=torch.device("cpu")),
+        _accelerator_connector=SimpleNamespace(use_distributed_sampler=True),
+    )
 
-    sample.batch_size = 200  # 20 batches: 10 per rank, no padding
-    loader = sample.train_dataloader()
-    seen = []
-    for rank in range(2):
-        sampler = _get_distributed_sampler(loader, shuffle=True, overfit_batches=0, num_replicas=2, rank=rank)
-        assert isinstance(sampler, DistributedSamplerWrapper)
-        sharded = _update_dataloader(loader, sampler)
-        _set_sampler_epoch(sharded, 5)
-        batches = list(sharded.sampler)
-        assert len(batches) == 10 and all(len(b) == 200 for b in batches)
-        x, y = next(iter(sharded))
-        assert x.shape == (200, 1, 28, 28)
-        seen += [i for b in batches for i in b]
-    assert sorted(seen) == list(range(4000))
+
+def keys(batches) -> list:
+    """Batches of indices (semi-supervised: pairs of them) as comparable keys."""
+    return [tuple(map(tuple, b)) if isinstance(b, tuple) else tuple(b) for b in batches]
+
+
+@pytest.mark.parametrize("labels", [None, 100], ids=["all labels", "semi-supervised"])
+def test_under_ddp_each_rank_trains_its_own_whole_batches_and_resumes_after_them(labels):
+    """Two DDP ranks deal out a single process's batches of the epoch, whole (the first again
+    where two do not divide them), in a loader Lightning leaves as it is (a DistributedSampler:
+    its own wrapper deals in an order of its own, and forwards set_epoch only from 2.6.1 on); a
+    pre-empted epoch resumes on each rank after the batches that rank had trained."""
+    dm = MNISTSampleDataModule(seed=0, num_labels=labels, batch_size=450)
+    dm.setup()
+    one = dm.train_dataloader()
+    one.sampler.set_epoch(5)
+    epoch = keys(one.sampler)
+
+    shares = []
+    for rank in (0, 1):
+        dm.trainer = under_ddp(rank)
+        loader = dm.train_dataloader()
+        assert isinstance(loader.sampler, torch.utils.data.DistributedSampler)
+        _set_sampler_epoch(loader, 5)  # as Lightning calls it, in every version
+        shares.append(keys(loader.sampler))
+        x, y = next(iter(loader))
+        assert len(x) == len(y) == 450 and x.shape[1:] == (1, 28, 28)
+    assert len(shares[0]) == len(shares[1]) == len(loader) == math.ceil(len(epoch) / 2)
+    assert set(shares[0]) | set(shares[1]) == set(epoch)  # whole batches of the epoch, all of them
+    assert len(set(shares[0]) & set(shares[1])) == len(epoch) % 2  # one again where two do not divide them
+
+    for rank in (0, 1):  # pre-empted after 3 batches a process: each rank goes on with its own 4th
+        dm.trainer, dm.resume_position = under_ddp(rank), (5, 3)
+        loader = dm.train_dataloader()
+        batches = iter(loader.sampler)  # on a restart Lightning makes the iterator, then sets the epoch
+        _set_sampler_epoch(loader, 5)
+        assert keys(batches) == shares[rank][3:] and len(loader) == len(shares[rank])
 
 
 def all_batches(loader, epoch: int, resume_after: int | None = None) -> list:

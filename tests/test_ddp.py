@@ -1,6 +1,6 @@
 """Scale-out (docs/architecture.md 4.7): ``trainer=ddp`` really trains with two CPU processes (gloo), and
-the batch sampler in the ``sampler=`` slot makes Lightning deal distinct batches to the
-ranks (its DistributedSamplerWrapper); a finished DDP run is evaluated again on its devices."""
+each rank trains its own whole batches (``DealtBatches``, in the ``sampler=`` slot); a finished
+DDP run is evaluated again on its devices."""
 
 from __future__ import annotations
 

@@ -235,7 +235,7 @@ def start_training(folder: RunFolder, job: Job, decision: Decision, logger_nodes
         return None
     path, checkpoint = folder.checkpoint(decision.checkpoint)
     if (position := mid_epoch_position(checkpoint)) is not None:
-        job.datamodule.resume_at(*position, world_size=job.trainer.world_size)
+        job.datamodule.resume_at(*position)
     return path
 
 

@@ -221,15 +221,25 @@ class InMemoryDataModule(lightning.LightningDataModule):
                 len(self.train_x), self.labelled, self.batch_size, self.labelled_per_batch, self.seed
             )
         x, y, device = self.split_for_loader("train")
-        loader = batch_loader(x, y, self.batch_size, True, self.seed, self.num_workers, sampler, device)
+        loader = batch_loader(x, y, self.batch_size, True, self.seed, self.num_workers, sampler, device, self.ranks())
         if self.resume_position is not None:  # the batch sampler sits in the sampler= slot
             loader.sampler.resume_at(*self.resume_position)
         return loader
 
-    def resume_at(self, epoch: int, batches_done: int, world_size: int = 1) -> None:
-        """Start training epoch ``epoch`` after the ``batches_done`` batches (per process) that
-        a pre-empted run had trained (``swwae.training.preemption``)."""
-        self.resume_position = (epoch, batches_done * world_size)
+    def ranks(self) -> tuple[int, int]:
+        """(rank, ranks) that share the training batches: the trainer's, under DDP, unless its
+        ``use_distributed_sampler=false`` gives every process the whole epoch."""
+        trainer = self.trainer
+        if trainer is None or trainer.world_size < 2:
+            return 0, 1
+        if not getattr(trainer._accelerator_connector, "use_distributed_sampler", True):
+            return 0, 1
+        return trainer.global_rank, trainer.world_size
+
+    def resume_at(self, epoch: int, batches_done: int) -> None:
+        """Start training epoch ``epoch`` after the ``batches_done`` batches (of this process)
+        that a pre-empted run had trained (``swwae.training.preemption``)."""
+        self.resume_position = (epoch, batches_done)
 
     def val_dataloader(self) -> DataLoader:
         x, y, device = self.split_for_loader("val")

@@ -2,12 +2,12 @@
 
 A sampler hands out one *batch of indices* at a time and the dataset answers it with one
 gather, ``(x[idx], y[idx])``, uint8 images turned to float in [0, 1] batch by batch. The batch
-sampler sits in the DataLoader's ``sampler`` slot (``batch_size=None``): under DDP Lightning
-wraps a plain ``sampler`` in its ``DistributedSamplerWrapper``, which then deals whole batches out to the ranks.
+sampler sits in the DataLoader's ``sampler`` slot (``batch_size=None``). Under DDP the training
+batches are dealt out to the ranks whole by :class:`DealtBatches`, which Lightning leaves in place.
 
-Every order is a pure function of (seed, epoch): Lightning calls ``set_epoch`` before each
-training epoch (through its wrapper too, under DDP), so a resumed run replays exactly the
-batches of an uninterrupted one.
+Every order is a pure function of (seed, epoch), and each rank's share of it of (seed, epoch,
+rank): Lightning calls ``set_epoch`` before each training epoch, so a resumed run, DDP or not,
+replays exactly the batches of an uninterrupted one.
 
 Semi-supervised batches (:class:`LabelledBatchSampler`) hold a fixed number of labelled
 samples each, cycled through the labelled subset, and label-hidden samples for the rest.
@@ -26,7 +26,15 @@ from typing import NamedTuple
 
 import torch
 from torch import Tensor
-from torch.utils.data import BatchSampler, DataLoader, Dataset, RandomSampler, Sampler, SequentialSampler
+from torch.utils.data import (
+    BatchSampler,
+    DataLoader,
+    Dataset,
+    DistributedSampler,
+    RandomSampler,
+    Sampler,
+    SequentialSampler,
+)
 
 from swwae.loss import UNLABELLED
 from swwae.splits import LABELLED_CYCLES, SHUFFLE, derive_seed, generator
@@ -204,6 +212,30 @@ class LabelledBatchSampler(ResumesMidEpoch, Sampler):
         yield from self._skipping(epoch, batches)
 
 
+class DealtBatches(ResumesMidEpoch, DistributedSampler):
+    """One DDP rank's share of each epoch's batches, whole: batches ``rank``, ``rank + W``, ... of
+    the batch sampler's order (``W`` ranks; where ``W`` does not divide them, the first batches
+    again, as DistributedSampler pads, so that every rank steps as often). A share is so a pure
+    function of (seed, epoch, rank), and a pre-empted epoch resumes on each rank after the batches
+    that rank had trained (``resume_at``, its own count).
+
+    A DistributedSampler, so that Lightning leaves it in the loader instead of wrapping the batch
+    sampler in its DistributedSamplerWrapper, which deals the batches in a shuffled order of its
+    own (no rank could skip what it had trained) and forwards ``set_epoch`` to the batch sampler
+    only from Lightning 2.6.1 on (before, every resumed run took epoch 0's order)."""
+
+    def __init__(self, batches: ResumesMidEpoch, num_replicas: int, rank: int) -> None:
+        super().__init__(batches, num_replicas=num_replicas, rank=rank, shuffle=False)  # batches: sized
+        self.batches = batches
+
+    def __iter__(self):  # a generator: the epoch is read at the first batch, after Lightning's set_epoch
+        epoch = self.epoch  # (on a restart, Lightning makes the iterator before it sets the epoch)
+        self.batches.set_epoch(epoch)
+        every = list(self.batches)
+        every = (every * math.ceil(self.total_size / len(every)))[: self.total_size]
+        yield from self._skipping(epoch, iter(every[self.rank :: self.num_replicas]))
+
+
 def batch_loader(
     x: Tensor,
     y: Tensor,
@@ -213,10 +245,12 @@ def batch_loader(
     num_workers: int = 0,
     sampler: Sampler | None = None,
     device: torch.device | None = None,
+    ranks: tuple[int, int] = (0, 1),
 ) -> DataLoader:
     """A DataLoader of whole batches gathered from in-memory tensors: shuffled (by (seed,
     epoch)) or in order, or as ``sampler`` says. The last batch may be smaller. With a
-    ``device`` (the tensors' own: ``data.on_device``), by index tensors there."""
+    ``device`` (the tensors' own: ``data.on_device``), by index tensors there. ``ranks``, (rank,
+    number of ranks): that rank's share of the batches (:class:`DealtBatches`)."""
     dataset = BatchTensorDataset(x, y)
     if sampler is None:
         order = EpochRandomSampler(dataset, seed) if shuffle else SequentialSampler(dataset)
@@ -225,6 +259,8 @@ def batch_loader(
         if x.device != device:
             raise ValueError(f"the batches are gathered where the images are ({x.device}), not on {device}")
         sampler.device = device
+    if ranks[1] > 1:
+        sampler = DealtBatches(sampler, num_replicas=ranks[1], rank=ranks[0])
     return DataLoader(
         dataset, sampler=sampler, batch_size=None, num_workers=num_workers, persistent_workers=num_workers > 0
     )
