@@ -6,15 +6,20 @@ from __future__ import annotations
 
 import json
 import math
+import signal
+from pathlib import Path
 
 import pytest
+import torch
 
 from helpers.cli import run_cli
 from helpers.config import DDP_QUICK, ROOT
 
+TWO_EPOCHS = ["trainer.max_epochs=2", "trainer.deterministic=true"]
+
 
 @pytest.mark.slow
-def ddp_run(tmp_path, folder: str, *overrides: str):
+def ddp_run(tmp_path, folder: str, *overrides: str, checkpoints: str = "checkpoints"):
     return run_cli(
         ROOT / "train.py",
         *DDP_QUICK,
@@ -24,19 +29,26 @@ def ddp_run(tmp_path, folder: str, *overrides: str):
         *overrides,
         f"hydra.run.dir={tmp_path / folder}",
         f"paths.log_dir={tmp_path / 'logs'}",
-        f"paths.checkpoint_dir={tmp_path / 'checkpoints'}",
+        f"paths.checkpoint_dir={tmp_path / checkpoints}",
         cwd=tmp_path,
         timeout=600,
     )
 
 
-def test_ddp_with_two_cpu_processes_trains_on_distinct_batches_and_is_evaluated_again_as_it_was(tmp_path):
-    result = ddp_run(
-        tmp_path,
-        "run",
+def recording(folder: Path) -> list[str]:
+    folder.mkdir()
+    return [
         "+callbacks.record_batches._target_=helpers.faults.RecordBatches",
-        f"+callbacks.record_batches.out={tmp_path}",
-    )
+        f"+callbacks.record_batches.out={folder}",
+    ]
+
+
+def batches_seen(folder: Path) -> list[list]:
+    return [json.loads((folder / f"rank{k}.json").read_text())["batches"] for k in (0, 1)]
+
+
+def test_ddp_with_two_cpu_processes_trains_on_distinct_batches_resumes_exactly_and_is_evaluated_again(tmp_path):
+    result = ddp_run(tmp_path, "run", *TWO_EPOCHS, *recording(tmp_path / "seen"))
     assert result.returncode == 0, result.stderr[-3000:]
 
     metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())  # rank 0 writes it, once
@@ -44,19 +56,35 @@ def test_ddp_with_two_cpu_processes_trains_on_distinct_batches_and_is_evaluated_
         assert math.isfinite(metrics["metrics"][name]), name
     assert (tmp_path / "checkpoints" / metrics["run_name"] / "best.ckpt").is_file()
 
-    ranks = [json.loads((tmp_path / f"rank{k}.json").read_text()) for k in (0, 1)]
-    assert [r["world_size"] for r in ranks] == [2, 2]
-    batches = [r["batches"] for r in ranks]
-    assert [len(b) for b in batches] == [2, 2] and all(len(batch) == 32 for b in batches for batch in b)
-    samples = [{s for batch in b for s in batch} for b in batches]
-    assert len(samples[0]) == len(samples[1]) == 64  # whole batches, no repeats within a rank
-    assert not samples[0] & samples[1]  # each rank gets its own batches
+    assert [json.loads((tmp_path / "seen" / f"rank{k}.json").read_text())["world_size"] for k in (0, 1)] == [2, 2]
+    batches = batches_seen(tmp_path / "seen")
+    assert [len(b) for b in batches] == [4, 4] and all(len(batch) == 32 for b in batches for batch in b)
+    for epoch in (0, 1):
+        samples = [{s for batch in b[2 * epoch : 2 * epoch + 2] for s in batch} for b in batches]
+        assert len(samples[0]) == len(samples[1]) == 64  # whole batches, no repeats within a rank
+        assert not samples[0] & samples[1]  # each rank gets its own batches
+
+    # the same run (its own checkpoint folder) stopped by SIGUSR1 after a batch of epoch 2, then
+    # continued by the same command: each process goes on with its own batches, and the run ends
+    # with the weights of the run never stopped, bit for bit
+    stopped = ["+callbacks.stop._target_=helpers.faults.SignalAt", "+callbacks.stop.epoch=1", "+callbacks.stop.batch=0"]
+    stopped += ["+callbacks.stop.signum=SIGUSR1", *recording(tmp_path / "before")]
+    first = ddp_run(tmp_path, "stopped", *TWO_EPOCHS, *stopped, checkpoints="checkpoints2")
+    assert first.returncode == 128 + signal.SIGUSR1, first.stderr[-3000:]
+    then = ddp_run(tmp_path, "continued", *TWO_EPOCHS, *recording(tmp_path / "after"), checkpoints="checkpoints2")
+    assert then.returncode == 0, then.stderr[-3000:]
+    for rank, (before, after) in enumerate(zip(batches_seen(tmp_path / "before"), batches_seen(tmp_path / "after"))):
+        assert before + after == batches[rank]
+    run_name = metrics["run_name"]
+    whole = torch.load(tmp_path / "checkpoints" / run_name / "last.ckpt", weights_only=True)["state_dict"]
+    resumed = torch.load(tmp_path / "checkpoints2" / run_name / "last.ckpt", weights_only=True)["state_dict"]
+    assert whole.keys() == resumed.keys() and all(torch.equal(whole[k], resumed[k]) for k in whole)
 
     # killed after its last checkpoint, before metrics.json: the same command evaluates it again on
     # the job's one Trainer, on its two processes, as the run itself was (the same repeated batch
     # where the test split does not divide), so its metrics are the run's own
     (tmp_path / "run" / "metrics.json").unlink()
-    again = ddp_run(tmp_path, "again")
+    again = ddp_run(tmp_path, "again", *TWO_EPOCHS)
     assert again.returncode == 0, again.stderr[-3000:]
     lines = [line for line in again.stdout.splitlines() if line.startswith("done: ")]
     assert len(lines) == 1 and "had already finished" in lines[0], again.stdout[-2000:]  # said once, by rank 0

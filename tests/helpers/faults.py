@@ -98,7 +98,8 @@ class PoisonAt(L.Callback):
 
 class RecordBatches(L.Callback):
     """A fingerprint of every training sample each rank sees, written to ``<out>/rank<k>.json``
-    at the end of training (the DDP test reads which samples went where)."""
+    as each batch starts (a run stopped part way keeps what it saw; the DDP test reads which
+    samples went where)."""
 
     def __init__(self, out: str):
         self.out, self.seen = out, []
@@ -106,8 +107,6 @@ class RecordBatches(L.Callback):
     def on_train_batch_start(self, trainer, module, batch, batch_idx):
         x = batch[0].detach().cpu()
         self.seen.append([hashlib.sha1(sample.numpy().tobytes()).hexdigest() for sample in x])
-
-    def on_train_end(self, trainer, module):
         with open(os.path.join(self.out, f"rank{trainer.global_rank}.json"), "w") as f:
             json.dump({"world_size": trainer.world_size, "batches": self.seen}, f)
 
