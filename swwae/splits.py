@@ -35,7 +35,9 @@ PROBE_LABELS = 7  # swwae.probe: the labelled subsets of the feature probes
 
 
 def derive_seed(seed: int, *keys: int) -> int:
-    return int(np.random.SeedSequence([seed, *keys]).generate_state(1, np.uint64)[0] >> 1)
+    """A 63-bit seed (torch's generators take signed 64-bit ones) for the stream ``keys`` of ``seed``."""
+    state = int(np.random.SeedSequence([seed, *keys]).generate_state(1, np.uint64)[0])
+    return state >> 1  # shifted as a Python int: NumPy 1.x has no uint64 >> int
 
 
 def generator(seed: int, *keys: int) -> torch.Generator:

@@ -313,7 +313,22 @@ def written_elsewhere(folder: Path, state: dict) -> None:
     (folder / CONFIG_FILE).write_text(json.dumps(config))
 
 
-@pytest.mark.parametrize("dtype", [torch.bool, torch.int32, torch.uint8, torch.complex64])
+def writes_complex() -> bool:
+    from safetensors.torch import save
+
+    try:
+        return bool(save({"z": torch.zeros(1, dtype=torch.complex64)}))
+    except KeyError:  # safetensors before 0.7 knows no complex dtype
+        return False
+
+
+COMPLEX = pytest.param(
+    torch.complex64,
+    marks=pytest.mark.skipif(not writes_complex(), reason="the installed safetensors writes no complex tensors"),
+)
+
+
+@pytest.mark.parametrize("dtype", [torch.bool, torch.int32, torch.uint8, COMPLEX])
 def test_weights_of_another_kind_than_the_networks_are_unreadable(tmp_path, dtype):
     folder = saved(tmp_path)
     written_elsewhere(folder, {name: t.to(dtype) for name, t in swwae.load(folder).state_dict().items()})

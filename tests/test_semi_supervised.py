@@ -76,18 +76,12 @@ def test_batches_are_a_pure_function_of_seed_and_epoch():
 
 
 def test_ddp_ranks_get_their_own_batches():
-    from lightning.fabric.utilities.data import _set_sampler_epoch, _update_dataloader
-    from lightning.pytorch.trainer.connectors.data_connector import _get_distributed_sampler
-
     x, y = torch.zeros(N, 1, 1, 1), torch.arange(N) % 10
-    loader = batch_loader(x, y, BATCH, shuffle=True, sampler=sampler(k=8))  # 18 batches: 9 a rank
     per_rank = []
-    for rank in range(2):
-        sharded = _update_dataloader(
-            loader, _get_distributed_sampler(loader, shuffle=True, overfit_batches=0, num_replicas=2, rank=rank)
-        )
-        _set_sampler_epoch(sharded, 2)
-        per_rank.append(list(sharded.sampler))
+    for rank in range(2):  # 18 batches: 9 a rank
+        loader = batch_loader(x, y, BATCH, shuffle=True, sampler=sampler(k=8), ranks=(rank, 2))
+        loader.sampler.set_epoch(2)
+        per_rank.append(list(loader.sampler))
     assert [len(b) for b in per_rank] == [9, 9]
     hidden = [[i for b in batches for i in b.unlabelled] for batches in per_rank]
     assert not set(hidden[0]) & set(hidden[1]) and sorted(hidden[0] + hidden[1]) == list(range(N))

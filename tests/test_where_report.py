@@ -5,8 +5,10 @@ scientific result."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
+import random
 import shutil
 from pathlib import Path
 
@@ -91,6 +93,25 @@ def test_wilcoxon_exact_p_values():
     assert wilcoxon_p([-1, 2, 3, 4, 5]) == pytest.approx(4 / 32)  # rank sum of negatives 1: 2 patterns a side
     assert wilcoxon_p([0, 0, 0]) == 1.0  # no evidence either way
     assert wilcoxon_p([0, 1, 2, 3, 4, 5]) == pytest.approx(2 / 32)  # a tie is dropped
+    # tied |d| share their mean rank: ranks 1.5, 1.5, 3, 4.5, 4.5; positives sum to 1.5 + 4.5 = 6,
+    # 1.5 from the mean 7.5: only the 4 sign patterns that sum to 7.5 lie closer (whatever scipy says)
+    assert wilcoxon_p([0.2, -0.2, -0.6, 0.8, -0.8]) == 28 / 32
+
+
+@pytest.mark.parametrize("size", [1, 6, 11])
+def test_wilcoxon_p_is_the_share_of_sign_patterns_at_least_as_far_out_ties_and_all(size):
+    rng = random.Random(size)
+    differences = [rng.choice([-1, 1]) * rng.randint(1, 4) for _ in range(size)]  # many ties
+    ranks = [
+        sorted(map(abs, differences)).index(abs(d)) + (sorted(map(abs, differences)).count(abs(d)) + 1) / 2
+        for d in differences
+    ]  # mean ranks: below it, then the middle of its ties
+    mean, observed = sum(ranks) / 2, sum(r for r, d in zip(ranks, differences) if d > 0)
+    far = [
+        abs(sum(r for r, s in zip(ranks, signs) if s) - mean) >= abs(observed - mean) - 1e-9
+        for signs in itertools.product([0, 1], repeat=size)
+    ]
+    assert wilcoxon_p(differences) == sum(far) / 2**size
 
 
 def test_mcnemar_exact_p_value():

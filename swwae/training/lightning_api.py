@@ -62,6 +62,17 @@ def literal_values(node: ast.expr) -> list:
 
 
 @cache
+def takes_time_intervals() -> bool:
+    """Whether ``Trainer(val_check_interval=...)`` takes a time span ("DD:HH:MM:SS", a dict):
+    Lightning 2.6.5 and later do; where the source cannot be read, Lightning judges it."""
+    init = init_of(source_tree(*TRAINER_SOURCE), "Trainer")
+    for arg in [*init.args.args, *init.args.kwonlyargs] if init else []:
+        if arg.arg == "val_check_interval" and arg.annotation is not None:
+            return "str" in ast.unparse(arg.annotation)
+    return True
+
+
+@cache
 def precision_values() -> tuple | None:
     """The values ``Trainer(precision=...)`` takes (64, "bf16-mixed", ...), or None where they
     cannot be found (then Lightning alone judges them)."""

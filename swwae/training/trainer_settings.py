@@ -36,7 +36,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr, create
 from swwae.errors import ConfigError, excerpt, plural
 from swwae.install import command
 from swwae.settings import whole
-from swwae.training.lightning_api import precision_values, trainer_arguments
+from swwae.training.lightning_api import precision_values, takes_time_intervals, trainer_arguments
 
 Count = Annotated[int, Field(strict=True, ge=0)]
 Positive = Annotated[int, Field(strict=True, ge=1)]
@@ -235,6 +235,13 @@ class CheckedTrainer(BaseModel):
     @field_validator("val_check_interval")
     @classmethod
     def _val_interval(cls, value):
+        if is_duration(value) and not takes_time_intervals():
+            raise fails(
+                "trainer.val_check_interval",
+                value,
+                "a time span takes Lightning 2.6.5 or later; give an integer >= 1 (batches) or a fraction "
+                "in (0, 1] (of the epoch), or upgrade lightning",
+            )
         if is_duration(value):
             return value
         try:
@@ -305,9 +312,11 @@ TrainerSpec = create_model(
     "TrainerSpec",
     __base__=CheckedTrainer,
     __module__=__name__,
-    __doc__="The trainer section: ``CheckedTrainer``'s settings, and every other argument of the "
-    "installed Lightning's ``Trainer``, passed on as written (None: not given, Lightning's default).",
     **{name: (Any, None) for name in trainer_arguments() if name not in CheckedTrainer.model_fields},
+)
+TrainerSpec.__doc__ = (  # set here: create_model takes __doc__ only from pydantic 2.5 on
+    "The trainer section: ``CheckedTrainer``'s settings, and every other argument of the "
+    "installed Lightning's ``Trainer``, passed on as written (None: not given, Lightning's default)."
 )
 
 
