@@ -318,7 +318,7 @@ def writes_complex() -> bool:
 
     try:
         return bool(save({"z": torch.zeros(1, dtype=torch.complex64)}))
-    except KeyError:  # safetensors before 0.7 knows no complex dtype
+    except KeyError:  # safetensors 0.6.2 and older know no complex dtype (0.8.0 does)
         return False
 
 

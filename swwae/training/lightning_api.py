@@ -68,7 +68,7 @@ def takes_time_intervals() -> bool:
     init = init_of(source_tree(*TRAINER_SOURCE), "Trainer")
     for arg in [*init.args.args, *init.args.kwonlyargs] if init else []:
         if arg.arg == "val_check_interval" and arg.annotation is not None:
-            return "str" in ast.unparse(arg.annotation)
+            return "timedelta" in ast.unparse(arg.annotation)
     return True
 
 

@@ -91,10 +91,11 @@ class Preemption(L.Callback):
 
     def on_train_start(self, trainer: L.Trainer, module) -> None:
         """SIGTERM back to ours while training: Lightning has put its own handler in front of it
-        (after ``on_fit_start``), which under DDP (from Lightning 2.5.2 on) waits inside the handler for the other
-        processes (a broadcast), while they wait in the training step's collectives for this one
-        (pytorch-lightning issue 20806). Ours only notes the signal; every process stops at the
-        same batch end (below). Lightning's teardown puts back ours, ``restore`` the one before."""
+        (after ``on_fit_start``), which under DDP (from Lightning 2.5.2 on) waits inside itself for
+        the other processes (a broadcast), while they wait for this one in the training step's
+        collectives (pytorch-lightning issue 20806). Ours only notes the signal; every process
+        stops at the same batch end (below). Lightning's teardown puts ours back, ``restore`` the
+        one before it."""
         signal.signal(signal.SIGTERM, self._note)
 
     def on_train_batch_end(self, trainer: L.Trainer, module, outputs, batch, batch_idx: int) -> None:

@@ -235,14 +235,14 @@ class CheckedTrainer(BaseModel):
     @field_validator("val_check_interval")
     @classmethod
     def _val_interval(cls, value):
-        if is_duration(value) and not takes_time_intervals():
-            raise fails(
-                "trainer.val_check_interval",
-                value,
-                "a time span takes Lightning 2.6.5 or later; give an integer >= 1 (batches) or a fraction "
-                "in (0, 1] (of the epoch), or upgrade lightning",
-            )
         if is_duration(value):
+            if not takes_time_intervals():
+                raise fails(
+                    "trainer.val_check_interval",
+                    value,
+                    "a time span takes Lightning 2.6.5 or later; give an integer >= 1 (batches) or a fraction "
+                    "in (0, 1] (of the epoch), or upgrade lightning",
+                )
             return value
         try:
             return batch_setting("trainer.val_check_interval", value, smallest=1)
