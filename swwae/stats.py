@@ -109,28 +109,15 @@ def wilcoxon_p(differences: Sequence[float]) -> float:
     nonzero = [d for d in differences if d != 0]
     if not nonzero:
         return 1.0
-    ranks = doubled_mean_ranks([abs(d) for d in nonzero])  # integers: sums compare exactly
+    from scipy.stats import rankdata
+
+    ranks = [round(2 * r) for r in rankdata([abs(d) for d in nonzero])]  # ties: mean ranks; doubled, whole
     patterns = [1] + [0] * sum(ranks)  # patterns[s]: sign patterns whose positive ranks sum to s
     for rank in ranks:
         patterns = [p + (patterns[s - rank] if s >= rank else 0) for s, p in enumerate(patterns)]
     total = sum(ranks)
     observed = abs(2 * sum(r for r, d in zip(ranks, nonzero) if d > 0) - total)
     return sum(p for s, p in enumerate(patterns) if abs(2 * s - total) >= observed) / 2 ** len(ranks)
-
-
-def doubled_mean_ranks(values: Sequence[float]) -> list[int]:
-    """Twice each value's rank (1 = smallest), ties given twice their mean rank: whole numbers."""
-    order = sorted(range(len(values)), key=values.__getitem__)
-    doubled = [0] * len(values)
-    start = 0
-    while start < len(order):
-        end = start
-        while end + 1 < len(order) and values[order[end + 1]] == values[order[start]]:
-            end += 1
-        for k in order[start : end + 1]:
-            doubled[k] = (start + 1) + (end + 1)
-        start = end + 1
-    return doubled
 
 
 def paired_difference(a: dict, b: dict) -> PairedDifference:
