@@ -20,9 +20,9 @@
 #   6. where the budget still has room (optional: skipped or cut short, they fail nothing), what
 #      decides trainer=gpu's defaults: the default MNIST run's epoch in bf16-mixed with
 #      channels_last, and the CIFAR-10 preset with --compile
-# writes every output to one folder and prints a summary (summary.md there too: its tables go
-# into docs/performance.md as they are); it exits 1 if a step failed or ran out of time. Without
-# a CUDA device it prints one line and exits 0. (``swwae device-check``, from any install, runs
+# writes every output to one folder and prints a summary (summary.md there too, by
+# swwae.bench.device_summary: its tables go into docs/performance.md as they are); it exits 1
+# if a step failed or ran out of time. Without a CUDA device it prints one line and exits 0. (``swwae device-check``, from any install, runs
 # the job's 2-epoch GPU runs in both precisions.)
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -135,42 +135,10 @@ optional "bench_epoch.py --device cuda trainer.precision=bf16-mixed channels_las
 optional "bench_presets.py cifar10, bf16-mixed --channels-last --compile" 60 bench_presets.md \
     "$PYTHON" "${preset[@]}" --precision bf16-mixed --channels-last --compile
 
-show() { grep -E "$1" "$out/$2" 2>/dev/null; }  # the lines of a step's output the summary quotes
-# tally FILE: pytest's closing line, or what its -v lines say of a run cut short
-tally() {
-    local last
-    last=$(show '^=+ .*(passed|failed|error|skipped|deselected).* in [0-9.]+s' "$1" | tail -n 1)
-    [ -n "$last" ] && { echo "$last"; return; }
-    echo "cut short: $(grep -c ' PASSED' "$out/$1") passed, $(grep -c ' FAILED' "$out/$1") failed," \
-        "$(grep -c ' ERROR' "$out/$1") errors before its time ran out"
-    show ' (FAILED|ERROR) +\[' "$1" | head -n 20
-}
-{
-    echo "# device check, $(date '+%Y-%m-%d %H:%M'), $(tail -n 1 "$out/env.txt")"
-    echo
-    echo "| step | status | seconds |"
-    echo "|---|---|---:|"
-    printf '%s\n' "${steps[@]}"
-    echo
-    echo "CUDA tests: $(tally cuda_tests.txt)"
-    show '^(FAILED|ERROR) ' cuda_tests.txt | head -n 20
-    echo
-    echo "fused kernels against the reference on the GPU: $(tally fused_tests.txt)"
-    echo
-    echo "pool + unpool, forward + backward, against native max (un)pooling (bench_pooling.md):"
-    show '^\| (case|[0-9]+x[0-9]+ stride [0-9]+ \| (hard|soft))' bench_pooling.md
-    echo
-    echo "training step against the native twin (bench_training.md; 32-true, then bf16-mixed):"
-    show '^\| (shapes|[a-z0-9]+ [0-9x]+ \| (hard|soft)) ' bench_training.md
-    show '^\| (loss check|watched|read every step) \|' bench_training.md
-    echo
-    echo "the paper's CIFAR-10 preset on the GPU (bench_presets.md; 32-true, bf16-mixed, + channels_last, + loader, + batch 512; + compile where run):"
-    show '^(measured on|\| cifar10 )' bench_presets.md
-    echo
-    echo "an epoch through train.py against the hand-written loop on the GPU (bench_epoch.md; MNIST, CIFAR-shaped, then MNIST in bf16-mixed + channels_last where run):"
-    show '^(one epoch on|\| (train.py|hand loop|train|val|images|checkpoints|after validation) |beyond the hand loop|target)' bench_epoch.md
-    echo
-    echo "$((SECONDS - started)) s in all; every output in $out/"
-} >"$out/summary.md" 2>&1
-cat "$out/summary.md"
+# the summary: the steps, the tests' tallies and the benchmarks' table rows (swwae.bench.device_summary)
+printf '%s\n' "${steps[@]}" >"$out/steps.md"
+if ! "$PYTHON" -m swwae.bench.device_summary "$out" "$((SECONDS - started))"; then
+    echo "device check: no summary; every output is in $out/" >&2
+    failed=1
+fi
 exit $failed

@@ -15,10 +15,15 @@ import torch.nn.functional as F
 from helpers.cli import run_cli
 from helpers.config import QUICK, ROOT
 from scripts import bench_epoch, bench_neighbours, bench_pooling, bench_presets, bench_scaling, bench_training
-from swwae.bench import harness
+from swwae.bench import device_summary, harness
 from swwae.bench.steps import PRECISIONS, training_step
 
 TINY_RUN = [*QUICK, "trainer.limit_val_batches=1", "+trainer.num_sanity_val_steps=0"]
+
+
+def quoted(file: str, out: str) -> list[str]:
+    """The lines of a benchmark's output ``out`` that the device check's summary quotes from ``file``."""
+    return next(q for q in device_summary.QUOTES if q.file == file).lines(out)
 
 
 @pytest.fixture(autouse=True)
@@ -34,6 +39,10 @@ def test_bench_pooling(capsys):
     assert bench_pooling.main(["--repeats", "1", "--batch", "2", "--channels", "2", "--size", "8"]) == 0
     out = capsys.readouterr().out
     assert "| 2x2 stride 2 | hard |" in out and "| 3x3 stride 2 | soft |" in out
+    lines = quoted("bench_pooling.md", out)  # the device check's summary: the table, without native's rows
+    assert lines[0].startswith("input (2, 2, 8, 8) float32") and lines[1].startswith("| case | variant |")
+    cases = [line.split(" | ")[:2] for line in lines[3:]]
+    assert cases == [[f"| {c} stride 2", v] for c in ("2x2", "3x3") for v in ("hard", "soft")]
     assert (
         bench_pooling.main(
             [
@@ -74,6 +83,10 @@ def test_bench_training_in_mixed_precision_and_with_the_loss_checks(capsys):
     out = capsys.readouterr().out
     assert "on cpu in bf16-mixed" in out and "| mnist 1x28x28 | soft |" in out
     assert "| watched |" in out and "| read every step |" in out
+    lines = quoted("bench_training.md", out)
+    assert lines[0].startswith("training step (") and "in bf16-mixed" in lines[0]
+    assert [line.split(" |")[1] for line in lines if line.startswith("| mnist")] == [" hard", " soft"]
+    assert sum(line.startswith(("| watched |", "| read every step |")) for line in lines) == 2
 
 
 @pytest.mark.parametrize("precision", PRECISIONS)
@@ -121,6 +134,13 @@ def test_bench_epoch_in_turn_the_way_a_gpu_runs_it(capsys):
     assert "one after the other; 32 training images" in out
     assert "\n| train.py | " in out and "\n| hand loop | " in out and "| 1.000x |" in out
     assert "\n| images | " in out and "\n| checkpoints (inside after validation) | " in out  # where the time goes
+    lines = quoted("bench_epoch.md", out)
+    assert lines[0].startswith("one epoch on the CPU through train.py") and lines[-2].startswith("beyond the hand loop")
+    rows = [line.split(" | ")[0] for line in lines if line.startswith("| ") and not line.startswith("|--")]
+    assert rows == [
+        "| loop", "| train.py", "| hand loop", "| part of an epoch", "| train", "| val (without images)", "| images",
+        "| checkpoints (inside after validation)", "| after validation (checkpoint saves, logging, scheduler)",
+    ]  # fmt: skip
 
 
 def test_the_busy_sampler_averages_the_samples_of_a_span(monkeypatch):
@@ -195,6 +215,8 @@ def test_bench_presets_measured_table_the_one_a_gpu_prints(capsys):
     assert "GPU per epoch (measured)" in out and "(est.)" not in out
     row = next(line for line in out.splitlines() if line.startswith("| mnist_pool_size"))
     assert "| mnist_sample | 0.01 M | 2 |" in row
+    lines = quoted("bench_presets.md", out)
+    assert lines[0].startswith("measured on cpu") and lines[1].startswith("| preset |") and lines[-1] == row
 
 
 # the shared harness (swwae/bench/harness.py)
@@ -266,3 +288,44 @@ def test_the_device_check_with_a_python_without_torch_is_one_error_line(tmp_path
         result.stderr
         == f"device check: cannot import torch with {python}: ModuleNotFoundError: No module named 'torch'\n"
     )
+
+
+def lines(*rows: str) -> str:
+    return "\n".join(rows) + "\n"
+
+
+def test_the_device_checks_tally_of_a_test_step_finished_or_cut_short():
+    closing = "=========== 1 failed, 70 passed, 3 skipped in 93.20s (0:01:33) ==========="
+    failed = "FAILED tests/test_cuda.py::b - assert 1 == 2"
+    finished = lines("tests/test_cuda.py::a PASSED", failed, closing)
+    assert device_summary.tally(finished) == [closing, failed]
+    assert device_summary.tally(finished, failures=False) == [closing]
+    cut = lines(*(f"tests/test_cuda.py::{t} {outcome}  [ {i}%]" for i, (t, outcome) in enumerate(
+        [("a", "PASSED"), ("b", "FAILED"), ("c", "PASSED")], start=1)))  # fmt: skip
+    assert device_summary.tally(cut) == [
+        "cut short: 2 passed, 1 failed, 0 errors before its time ran out",
+        "tests/test_cuda.py::b FAILED  [ 2%]",
+    ]
+
+
+def test_the_device_checks_summary_holds_its_steps_tallies_and_tables_set_apart(tmp_path, capsys):
+    steps = ["| CUDA tests (pytest -m cuda) | ok | 120 |", "| bench_pooling.py | timed out after 25 s | 25 |"]
+    (tmp_path / "env.txt").write_text(lines("NVIDIA H200, 580.1, 143771 MiB", "torch 2.11.0, CUDA 13.0, NVIDIA H200"))
+    (tmp_path / "steps.md").write_text(lines(*steps))
+    (tmp_path / "cuda_tests.txt").write_text(lines("==== 74 passed in 101.00s ===="))
+    training = ["training step (forward, backward, Adam step), batch 128, on cuda", ""]
+    training += ["| shapes | variant | ratio |", "|---|---|---|", "| mnist 1x28x28 | native | 1.00x |"]
+    training += ["| mnist 1x28x28 | soft | 1.40x |", "", "non-finite loss checks:", ""]
+    training += ["| loss check | median ms | ratio |", "|---|---|---|", "| watched | 2.3 | 1.000x |", "all targets met"]
+    (tmp_path / "bench_training.md").write_text(lines(*training))
+    assert device_summary.main([str(tmp_path), "412"]) == 0
+    summary = (tmp_path / "summary.md").read_text()
+    assert capsys.readouterr().out == summary
+    assert summary.startswith("# device check, ") and summary.splitlines()[0].endswith(", NVIDIA H200")
+    assert lines("|---|---|---:|", *steps) in summary
+    assert "\nCUDA tests: ==== 74 passed in 101.00s ====\n" in summary
+    assert "\nfused kernels against the reference on the GPU: cut short: 0 passed, 0 failed, 0 errors" in summary
+    quoted_rows = [*training[:4], training[5], "", *training[-4:-1]]  # no native row, no prose; tables apart
+    assert "then bf16-mixed):\n" + lines(*quoted_rows) + "\n" in summary
+    assert summary.endswith(f"\n412 s in all; every output in {tmp_path}/\n")
+    assert device_summary.main([str(tmp_path)]) == 2 and "usage:" in capsys.readouterr().err
