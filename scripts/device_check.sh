@@ -22,8 +22,8 @@
 #      channels_last, and the CIFAR-10 preset with --compile
 # writes every output to one folder and prints a summary (summary.md there too, by
 # swwae.bench.device_summary: its tables go into docs/performance.md as they are); it exits 1
-# if a step failed or ran out of time. Without a CUDA device it prints one line and exits 0. (``swwae device-check``, from any install, runs
-# the job's 2-epoch GPU runs in both precisions.)
+# if a step failed or ran out of time. Without a CUDA device it prints one line and exits 0.
+# (``swwae device-check``, from any install, runs the job's 2-epoch GPU runs in both precisions.)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python}

@@ -17,6 +17,7 @@ from helpers.config import QUICK, ROOT
 from scripts import bench_epoch, bench_neighbours, bench_pooling, bench_presets, bench_scaling, bench_training
 from swwae.bench import device_summary, harness
 from swwae.bench.steps import PRECISIONS, training_step
+from swwae.pooling import soft
 
 TINY_RUN = [*QUICK, "trainer.limit_val_batches=1", "+trainer.num_sanity_val_steps=0"]
 
@@ -43,6 +44,11 @@ def test_bench_pooling(capsys):
     assert lines[0].startswith("input (2, 2, 8, 8) float32") and lines[1].startswith("| case | variant |")
     cases = [line.split(" | ")[:2] for line in lines[3:]]
     assert cases == [[f"| {c} stride 2", v] for c in ("2x2", "3x3") for v in ("hard", "soft")]
+    if soft._triton_ready():  # the fused kernels (here under Triton's interpreter), as on CUDA
+        with soft.fused_kernels_on("cpu"):
+            assert bench_pooling.main(["--repeats", "1", "--batch", "2", "--channels", "2", "--size", "8"]) == 0
+        lines = quoted("bench_pooling.md", capsys.readouterr().out)
+        assert [line.split(" | ")[1] for line in lines[3:6]] == ["hard", "soft", "soft (reference)"]
     assert (
         bench_pooling.main(
             [

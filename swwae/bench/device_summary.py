@@ -38,7 +38,7 @@ QUOTES = (
     Quote(
         "pool + unpool, forward + backward, against native max (un)pooling (bench_pooling.md):",
         "bench_pooling.md",
-        r"(input \(|\| (case|\d+x\d+ stride \d+ \| (hard|soft)) \|)",
+        r"(input \(|\| (case|\d+x\d+ stride \d+ \| (hard|soft|soft \(reference\))) \|)",
     ),
     Quote(
         "training step against the native twin (bench_training.md; 32-true, then bf16-mixed):",
