@@ -8,6 +8,7 @@ measured on a GPU; and the peak RSS of loading STL-10's 100,000 unlabelled image
     python scripts/bench_presets.py --device cuda [--precision bf16-mixed]   # measured on a GPU
     python scripts/bench_presets.py --device cuda --presets cifar10 --precision bf16-mixed \
         --channels-last --compile --loader        # the GPU settings, and the data loader feeding it
+    python scripts/bench_presets.py --device cuda --presets cifar10 --profile   # + where a step's time goes
 
 Each preset's network (``model.arch``, batch norm, dropout, its loss terms) trains for a few
 steps on random images of its data's shape; the median step gives seconds per image, times
@@ -23,7 +24,10 @@ sets float32 products). ``--channels-last`` and ``--compile`` are the job's sett
 names; ``--loader`` feeds each step from the job's loader instead of one fixed batch (random
 uint8 images of the data's shape, held on the device as ``data.on_device`` holds them), so the
 figure counts data loading too. Peak memory is that of one training step at the measured batch
-(``swwae.bench.harness.peak_memory``).
+(``swwae.bench.harness.peak_memory``). ``--profile`` adds, for each preset, where its step's
+time goes (``swwae.bench.breakdown``): its kernels' time by kind of work (convolution,
+pooling and unpooling, normalisation, ...) against the step's measured time, and the rest, when
+the GPU waited for the host.
 
 ``--stl10-rss N`` writes N synthetic unlabelled images (N x 27,648 bytes) plus small labelled
 files in STL-10's binary format to a temporary folder, loads them with ``data=stl10`` in a
@@ -51,6 +55,7 @@ import torch
 from omegaconf import OmegaConf
 from torch.utils.flop_counter import FlopCounterMode
 
+from swwae.bench.breakdown import step_breakdown
 from swwae.bench.harness import median, peak_memory, set_threads, timed
 from swwae.bench.steps import AUTOCAST, PRECISIONS, training_step
 from swwae.datasets import DATA_SETS
@@ -102,9 +107,11 @@ def measure(
     channels_last: bool = False,
     compile: bool = False,
     loader: bool = False,
+    profile: bool = False,
 ) -> dict:
     """One preset's step, measured on ``device``: at ``batch`` images, or the preset's own; with
-    the job's ``channels_last`` and ``compile``, fed by its loader (``loader``) or one batch."""
+    the job's ``channels_last`` and ``compile``, fed by its loader (``loader``) or one batch; with
+    ``profile``, where the step's time goes too (``breakdown``)."""
     cfg, data_name = preset_config(preset)
     batch = batch or cfg.data.batch_size
     data_cls = DATA_SETS[data_name]  # the data set's facts: image shape, classes
@@ -152,7 +159,18 @@ def measure(
         "flops_per_image": flops.get_total_flops() / batch,
         "peak_mib": peak_memory(step, device) / 2**20,
         "epochs": cfg.trainer.max_epochs,
+        "s_per_step": seconds,
+        "breakdown": step_breakdown(step, device) if profile else None,
     }
+
+
+def print_breakdowns(results: list[dict], settings: str) -> None:
+    """Where each measured preset's step goes, under the tables (``--profile``)."""
+    for r in results:
+        if r["breakdown"] is not None:
+            calls = r["breakdown"].calls
+            print(f"\nwhere a step of {r['preset']} goes ({settings}, batch {r['batch']}; {calls} steps profiled):\n")
+            print("\n".join(r["breakdown"].table(r["s_per_step"])))
 
 
 def stl10_rss(images: int) -> tuple[float, float, float]:
@@ -201,14 +219,17 @@ def print_cpu_table(args, threads: int) -> None:
         "| GPU per epoch (est.) | epochs | GPU per run (est.) |"
     )
     print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    results = []
     for preset in args.presets:
-        r = measure(preset, batch, args.steps, torch.device("cpu"), args.precision)
+        r = measure(preset, batch, args.steps, torch.device("cpu"), args.precision, profile=args.profile)
+        results.append(r)
         gpu_epoch = r["flops_per_image"] * r["epoch_images"] / (args.gpu_tflops * 1e12)
         print(
             f"| {r['preset']} | {r['data']} | {r['params'] / 1e6:.2f} M | {r['flops_per_image'] / 1e9:.3f} "
             f"| {r['s_per_image'] * 1e3:.1f} ms | {hours(r['s_per_epoch'])} | {r['peak_mib']:.0f} "
             f"| {hours(gpu_epoch)} | {r['epochs']} | {hours(gpu_epoch * r['epochs'])} |"
         )
+    print_breakdowns(results, f"CPU, {args.precision}")
 
 
 def print_measured_table(args, device: torch.device) -> None:
@@ -229,9 +250,11 @@ def print_measured_table(args, device: torch.device) -> None:
         "| peak MiB (step) | epochs | GPU per run (measured) | TFLOP/s achieved | of the matrix rate |"
     )
     print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    results = []
     for preset in args.presets:
-        options = {f: getattr(args, f, False) for f in ("channels_last", "compile", "loader")}
+        options = {f: getattr(args, f, False) for f in ("channels_last", "compile", "loader", "profile")}
         r = measure(preset, args.batch, args.steps, device, args.precision, **options)
+        results.append(r)
         achieved = r["flops_per_image"] / r["s_per_image"] / 1e12
         print(
             f"| {r['preset']} | {r['data']} | {r['params'] / 1e6:.2f} M | {r['batch']} "
@@ -239,6 +262,7 @@ def print_measured_table(args, device: torch.device) -> None:
             f"| {r['peak_mib']:.0f} | {r['epochs']} | {hours(r['s_per_epoch'] * r['epochs'])} "
             f"| {achieved:.1f} | {achieved / rate:.1%} |"
         )
+    print_breakdowns(results, ", ".join([args.precision, *settings, *(["loader"] if loader else [])]))
 
 
 def main(argv=None) -> int:
@@ -258,6 +282,7 @@ def main(argv=None) -> int:
     parser.add_argument("--channels-last", action="store_true", help="as the job's channels_last=true")
     parser.add_argument("--compile", action="store_true", help="as the job's compile=true (inductor)")
     parser.add_argument("--loader", action="store_true", help="each step fed by the job's loader, images on the device")
+    parser.add_argument("--profile", action="store_true", help="also where each step's time goes, by kind of work")
     parser.add_argument("--matrix-size", type=int, default=8192, help="of the matrices timed for the chip's rate")
     parser.add_argument("--stl10-rss", type=int, default=0, metavar="N", help="also load N synthetic unlabelled images")
     args = parser.parse_args(argv)

@@ -12,7 +12,8 @@
 #      fused soft where beside the reference path it replaces
 #   3. scripts/bench_training.py --device cuda, in 32-true (with the loss checks) and bf16-mixed
 #   4. scripts/bench_presets.py --device cuda on the paper's CIFAR-10 preset: 32-true, bf16-mixed,
-#      + channels_last, + the job's loader from images on the GPU, + a GPU-sized batch (512):
+#      + channels_last (and where its step's time goes, by kind of kernel, and how long the GPU
+#      waits for the host), + the job's loader from images on the GPU, + a GPU-sized batch (512):
 #      TFLOP/s and the share of the chip's own matrix rate, measured first
 #   5. scripts/bench_epoch.py --device cuda: an epoch through train.py trainer=gpu against a
 #      hand-written loop with its images on the GPU, and how busy the GPU was, for the default
@@ -110,7 +111,7 @@ optional() {
 } >"$out/env.txt" 2>&1
 
 tests=(-n 0 -v -p no:cacheprovider --durations=5)  # -v: a line a test as it ends, kept if the step runs out of time
-step "CUDA tests (pytest -m cuda)" 170 cuda_tests.txt "$PYTHON" -m pytest -m cuda "${tests[@]}"
+step "CUDA tests (pytest -m cuda)" 165 cuda_tests.txt "$PYTHON" -m pytest -m cuda "${tests[@]}"
 step "fused kernels on the GPU (tests/test_fused.py)" 40 fused_tests.txt "$PYTHON" -m pytest tests/test_fused.py "${tests[@]}"
 step "bench_pooling.py --device cuda" 25 bench_pooling.md "$PYTHON" scripts/bench_pooling.py --device cuda --repeats 20
 step "bench_training.py --device cuda --loss-checks" 30 bench_training.md \
@@ -120,8 +121,8 @@ step "bench_training.py --device cuda --precision bf16-mixed" 20 bench_training.
 preset=(scripts/bench_presets.py --device cuda --presets cifar10 --steps 5)
 step "bench_presets.py cifar10, 32-true" 20 bench_presets.md "$PYTHON" "${preset[@]}"
 step "bench_presets.py cifar10, bf16-mixed" 20 bench_presets.md "$PYTHON" "${preset[@]}" --precision bf16-mixed
-step "bench_presets.py cifar10, bf16-mixed --channels-last" 20 bench_presets.md \
-    "$PYTHON" "${preset[@]}" --precision bf16-mixed --channels-last
+step "bench_presets.py cifar10, bf16-mixed --channels-last --profile" 25 bench_presets.md \
+    "$PYTHON" "${preset[@]}" --precision bf16-mixed --channels-last --profile
 step "bench_presets.py cifar10, bf16-mixed --channels-last --loader" 20 bench_presets.md \
     "$PYTHON" "${preset[@]}" --precision bf16-mixed --channels-last --loader
 step "bench_presets.py cifar10, bf16-mixed --channels-last --loader --batch 512" 20 bench_presets.md \

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import re
 import sys
 import time
 
@@ -15,8 +16,10 @@ import torch.nn.functional as F
 from helpers.cli import run_cli
 from helpers.config import QUICK, ROOT
 from scripts import bench_epoch, bench_neighbours, bench_pooling, bench_presets, bench_scaling, bench_training
-from swwae.bench import device_summary, harness
+from swwae.bench import breakdown, device_summary, harness
 from swwae.bench.steps import PRECISIONS, training_step
+from swwae.loss import swwae_loss
+from swwae.model import SWWAE
 from swwae.pooling import soft
 
 TINY_RUN = [*QUICK, "trainer.limit_val_batches=1", "+trainer.num_sanity_val_steps=0"]
@@ -213,7 +216,7 @@ def test_bench_presets_measured_table_the_one_a_gpu_prints(capsys):
     """``--device cuda`` prints every figure measured; its code path, run here on the CPU."""
     args = argparse.Namespace(
         presets=["mnist_pool_size"], batch=2, steps=1, precision="bf16-mixed", channels_last=True, loader=True,
-        matrix_size=64,
+        matrix_size=64, profile=True,
     )  # fmt: skip
     bench_presets.print_measured_table(args, torch.device("cpu"))
     out = capsys.readouterr().out
@@ -221,8 +224,57 @@ def test_bench_presets_measured_table_the_one_a_gpu_prints(capsys):
     assert "GPU per epoch (measured)" in out and "(est.)" not in out
     row = next(line for line in out.splitlines() if line.startswith("| mnist_pool_size"))
     assert "| mnist_sample | 0.01 M | 2 |" in row
+    # --profile: where the step's time goes, under the table; the device check's summary quotes both
+    title = "where a step of mnist_pool_size goes (bf16-mixed, channels_last, loader, batch 2; 3 steps profiled):"
+    breakdown = out.split(title + "\n\n")[1].splitlines()
+    assert breakdown[0].startswith("| kind of work |") and breakdown[-1].startswith("| the step, unprofiled (median) |")
+    assert "| convolution |" in out and "| pooling and unpooling |" in out
     lines = quoted("bench_presets.md", out)
-    assert lines[0].startswith("measured on cpu") and lines[1].startswith("| preset |") and lines[-1] == row
+    assert lines[0].startswith("measured on cpu") and lines[1].startswith("| preset |") and lines[3] == row
+    assert lines[4:] == [title, *breakdown]
+
+
+def test_an_ops_kind_is_the_first_its_names_give_innermost_first():
+    """An op no kind names takes the kind of the first op around it that one names: its time is
+    the work of that op (a multiplication inside Adam's step is the optimiser's)."""
+    assert breakdown.kind_of(["aten::lerp_", "Optimizer.step#Adam.step"]) == ("optimiser", "Optimizer.step#Adam.step")
+    evaluate = "autograd::engine::evaluate_function: "
+    assert breakdown.kind_of(["aten::mul", "FusedSoftPoolBackward", f"{evaluate}FusedSoftPoolBackward"]) == (
+        "pooling and unpooling",
+        "FusedSoftPoolBackward",
+    )
+    assert breakdown.kind_of([f"{evaluate}NativeBatchNormBackward0"]) == ("normalisation", "NativeBatchNormBackward0")
+    assert breakdown.kind_of(["aten::convolution_backward", "Optimizer.step#Adam.step"])[0] == "convolution"
+    assert breakdown.kind_of(["aten::add", "aten::mean"]) == (breakdown.OTHER, "aten::add")
+
+
+def test_a_steps_time_by_kind_of_work_names_the_ops_that_ran_it(capfd):
+    """``swwae.bench.breakdown`` on a real step: each kind of work that ran is there, under the op
+    that named it (an op inside the soft where's autograd Functions is the where's, one inside
+    Adam's step the optimiser's), and on the CPU the kinds add up to the profiled ops' time."""
+    settings = {"arch": "(4)3c-2p-10fc", "pool_mode": "soft", "batch_norm": True, "dropout": 0.1}
+    net = SWWAE.from_settings(settings, (1, 8, 8), 10)
+    optimiser = torch.optim.Adam(net.parameters())
+    x, y = torch.rand(4, 1, 8, 8), torch.randint(0, 10, (4,))
+
+    def step():
+        optimiser.zero_grad()
+        swwae_loss(net(x), x, y)["loss"].backward()
+        optimiser.step()
+
+    step()
+    result = breakdown.step_breakdown(step, "cpu", calls=2, top=10)
+    assert capfd.readouterr().err == ""  # the profiler's own logging is silenced
+    kinds = {"convolution", "pooling and unpooling", "normalisation", "activation and dropout", "loss", "optimiser"}
+    assert kinds <= set(result.seconds) and result.calls == 2 and result.device == "cpu"
+    where = {soft.SoftPoolFunction.__name__, soft.WindowSplat.__name__}
+    assert where <= set(result.top["pooling and unpooling"])
+    assert result.top["optimiser"] and all(name.startswith("Optimizer.") for name in result.top["optimiser"])
+    assert math.isclose(sum(result.seconds.values()), result.total) and 0 < result.total
+    rows = result.table(step_seconds=result.wall)
+    assert len(rows) == 2 + len(result.seconds) + 3  # header, rule, the kinds, idle, profiled, unprofiled
+    shares = [float(row.split(" | ")[2].rstrip("%")) for row in rows[2:-3]]
+    assert math.isclose(sum(shares), 100 * result.total / result.wall, abs_tol=0.1 * len(shares))
 
 
 # the shared harness (swwae/bench/harness.py)
@@ -294,6 +346,15 @@ def test_the_device_check_with_a_python_without_torch_is_one_error_line(tmp_path
         result.stderr
         == f"device check: cannot import torch with {python}: ModuleNotFoundError: No module named 'torch'\n"
     )
+
+
+def test_the_device_checks_steps_fit_its_budget_and_the_budget_its_8_minutes():
+    """Each step that must run gets its whole time limit within the check's budget (the budget cuts
+    the last ones short otherwise), and the budget fits the 8 minutes the check promises."""
+    script = (ROOT / "scripts" / "device_check.sh").read_text()
+    budget = int(re.search(r"^budget=(\d+)", script, re.M).group(1))
+    limits = [int(limit) for limit in re.findall(r'^step "[^"]+" (\d+) ', script, re.M)]
+    assert len(limits) >= 10 and sum(limits) <= budget <= 8 * 60
 
 
 def lines(*rows: str) -> str:

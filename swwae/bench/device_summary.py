@@ -46,10 +46,10 @@ QUOTES = (
         r"(training step \(|\| (shapes|\w+ [\dx]+ \| (hard|soft)|loss check|watched|read every step) \|)",
     ),
     Quote(
-        "the paper's CIFAR-10 preset on the GPU (bench_presets.md; 32-true, bf16-mixed, + channels_last, + loader,"
-        " + batch 512; + compile where run):",
+        "the paper's CIFAR-10 preset on the GPU (bench_presets.md; 32-true, bf16-mixed, + channels_last and where"
+        " its step's time goes, + loader, + batch 512; + compile where run):",
         "bench_presets.md",
-        r"(measured on |\| [\w.-]+ \| )",
+        r"(measured on |where a step of |\| [\w.-]+ \| |\| kind of work \||\| [^|]+ \| [\d.]+ \| [\d.]+% \|)",
     ),
     Quote(
         "an epoch through train.py against the hand-written loop on the GPU (bench_epoch.md; MNIST, CIFAR-shaped,"

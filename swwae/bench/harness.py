@@ -193,7 +193,7 @@ def peak_memory(fn: Callable[[], object], device) -> int:
     # CPU: every allocation and free of torch's allocator, in order, from the profiler
     from torch.profiler import ProfilerActivity, profile
 
-    with _quiet_stderr():  # the profiler's C++ side logs its start and stop there
+    with quiet_stderr():  # the profiler's C++ side logs its start and stop there
         with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
             fn()
         events = sorted(
@@ -209,7 +209,7 @@ def peak_memory(fn: Callable[[], object], device) -> int:
 
 
 @contextlib.contextmanager
-def _quiet_stderr():
+def quiet_stderr():
     """File descriptor 2 to /dev/null for the block (C++ logging bypasses ``sys.stderr``)."""
     sys.stderr.flush()
     saved = os.dup(2)

@@ -1,0 +1,140 @@
+"""Where a training step's time goes, by kind of work: a few calls of the step under torch's
+profiler, each op's own time (on a GPU, the kernels it launched) summed by the kind of work it
+belongs to (``KINDS``), and set against the step's time.
+
+Why: a step far below the chip's matrix rate either keeps the device waiting for the host (the
+kinds add up to a small share of the step: fewer, larger kernels help, as a bigger batch,
+compile or CUDA graphs give them) or spends its kernels' time outside the matrix units (the
+kinds say where). The benchmarks' throughput alone cannot tell the two apart, and a GPU is lent
+for a few minutes at a time.
+
+Pure torch (no Lightning, no Hydra).
+"""
+
+from __future__ import annotations
+
+import collections
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+from swwae.bench.harness import quiet_stderr, synchronize
+
+# (kind, words of an op's name, lower case and without underscores: "batchnorm" names both
+# aten::native_batch_norm and the backward's NativeBatchNormBackward0). An op's kind is the first
+# kind that one of its names gives, the op's own first and then those of the ops around it,
+# innermost first: a copy inside Adam's step is the optimiser's, a multiplication inside the
+# soft pool's backward is pooling's. Ops that none names count as OTHER.
+KINDS = (
+    ("convolution", ("conv",)),
+    ("matrix product", ("aten::mm", "aten::addmm", "aten::bmm", "aten::linear", "matmul")),
+    ("pooling and unpooling", ("pool", "splat", "upsample")),
+    ("normalisation", ("batchnorm", "layernorm", "groupnorm")),
+    ("activation and dropout", ("relu", "threshold", "clampmin", "sigmoid", "tanh", "dropout", "bernoulli")),
+    ("loss", ("mseloss", "nllloss", "logsoftmax", "crossentropy")),
+    ("optimiser", ("optimizer.", "adam", "foreach")),
+)
+OTHER = "other (elementwise, copies, reductions)"
+EVALUATE = "autograd::engine::evaluate_function: "  # how the backward records an autograd node
+
+
+def kind_of(names: list[str]) -> tuple[str, str]:
+    """(kind, the name that gave it) of an op whose own name and its surrounding ops' names,
+    innermost first, are ``names``; an op of no kind is OTHER under its own name."""
+    for name in names:
+        lowered = name.lower().replace("_", "")
+        for kind, words in KINDS:
+            if any(word in lowered for word in words):
+                return kind, name.removeprefix(EVALUATE)
+    return OTHER, names[0].removeprefix(EVALUATE)
+
+
+@dataclass
+class Breakdown:
+    """A profiled step, the mean of ``calls``: ``seconds[kind]`` of its ops' own time (kernel time
+    on a GPU), ``top[kind]`` the names that gave the kind to the ops with the most of it,
+    ``total`` the time of all of them (on a GPU every kernel and copy, whether or not an op
+    launched it), on ``device`` ("cuda" or "cpu"); ``wall`` the seconds of a profiled call."""
+
+    seconds: dict[str, float]
+    top: dict[str, list[str]]
+    total: float
+    device: str
+    calls: int
+    wall: float
+
+    def table(self, step_seconds: float) -> list[str]:
+        """Markdown rows: each kind's milliseconds and share of the step, the kinds in the order of
+        ``KINDS``; then the rest of the step, when the device (or, on the CPU, torch's ops) did
+        nothing. On a GPU the share is of ``step_seconds``, the step measured without the profiler:
+        kernels take as long under it, but the host's time grows (it records every op), and the
+        GPU's wait for the host is what the table is for. On the CPU the ops' own time grows with
+        the step's, so the share is of the profiled step's."""
+        unit = "kernel time" if self.device == "cuda" else "ops' own time"
+        whole = step_seconds if self.device == "cuda" else self.wall
+        rows = [f"| kind of work | ms a step ({unit}) | share of the step | ops with the most |", "|---|---:|---:|---|"]
+        for kind in [k for k, _ in KINDS] + [OTHER]:
+            if kind in self.seconds:
+                seconds = self.seconds[kind]
+                rows.append(f"| {kind} | {seconds * 1e3:.3f} | {seconds / whole:.1%} | {', '.join(self.top[kind])} |")
+        unattributed = self.total - sum(self.seconds.values())
+        if unattributed > 0.001 * self.total:
+            outside = f"{unattributed * 1e3:.3f} | {unattributed / whole:.1%}"
+            rows.append(f"| kernels launched outside any op | {outside} | |")
+        idle = "the GPU idle (waiting for the host)" if self.device == "cuda" else "outside torch's ops (Python, hooks)"
+        rest = max(0.0, whole - self.total)
+        rows.append(f"| {idle} | {rest * 1e3:.3f} | {rest / whole:.1%} | |")
+        rows.append(f"| the step, profiled (mean) | {self.wall * 1e3:.3f} | {self.wall / whole:.1%} | |")
+        rows.append(f"| the step, unprofiled (median) | {step_seconds * 1e3:.3f} | {step_seconds / whole:.1%} | |")
+        return rows
+
+
+def _names(event) -> list[str]:
+    names = []
+    while event is not None:
+        names.append(event.name)
+        event = event.cpu_parent
+    return names
+
+
+def step_breakdown(step: Callable[[], object], device, calls: int = 3, top: int = 3) -> Breakdown:
+    """Profile ``calls`` calls of ``step`` on ``device`` and sum their ops' own time by kind, per
+    call (see the module's docstring). Call it after the step's warm-up: a first call's one-off
+    work (cuDNN's autotuning, compilation) would count."""
+    from torch.autograd import DeviceType
+    from torch.profiler import ProfilerActivity, profile
+
+    cuda = torch.device(device).type == "cuda"
+    activities = [ProfilerActivity.CPU, *([ProfilerActivity.CUDA] if cuda else [])]
+    synchronize(device)
+    with quiet_stderr():  # the profiler's C++ side logs its start and stop there
+        with profile(activities=activities) as prof:
+            start = time.perf_counter()
+            for _ in range(calls):
+                step()
+            synchronize(device)
+            wall = (time.perf_counter() - start) / calls
+    seconds: collections.Counter = collections.Counter()
+    by_op: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
+    total = 0.0
+    for event in prof.events():
+        if event.device_type != DeviceType.CPU:  # a kernel or a copy on the GPU
+            total += event.device_time_total / 1e6 / calls
+            continue
+        own = (event.self_device_time_total if cuda else event.self_cpu_time_total) / 1e6 / calls
+        if own <= 0:
+            continue
+        kind, name = kind_of(_names(event))
+        seconds[kind] += own
+        by_op[kind][name] += own
+        total += 0 if cuda else own
+    return Breakdown(
+        seconds=dict(seconds),
+        top={kind: [name for name, _ in ops.most_common(top)] for kind, ops in by_op.items()},
+        total=total,
+        device="cuda" if cuda else "cpu",
+        calls=calls,
+        wall=wall,
+    )
