@@ -2,7 +2,7 @@
 built on native max (un)pooling, at MNIST and CIFAR-10 shapes; time and peak memory.
 
     python scripts/bench_training.py [--repeats 20] [--batch 128] [--widths 32 64] [--shapes mnist cifar10]
-                                     [--device cpu] [--precision 32-true] [--loss-checks]
+                                     [--device cpu] [--precision 32-true] [--loss-checks] [--profile]
 
 ``native`` is the very network of ``swwae_hard`` (same convs, same weights, same losses:
 ``swwae.loss.swwae_loss``) whose pools are swapped for ``nn.MaxPool2d(return_indices=True)``
@@ -25,6 +25,9 @@ step as train.py takes it, its loss terms watched on the device (``LossWatch``, 
 only every ``log_every_n_steps`` steps), against the same step reading its values back every
 step as it did before (``bool(isfinite(term))`` per term, the progress bar's ``loss.item()``,
 ``if labelled.any()``): on a CPU these cost next to nothing, on a GPU each is a host sync.
+``--profile`` adds, for each shape, where each variant's step goes, side by side
+(``swwae.bench.breakdown``): its kernels' time by kind of work, and the GPU's wait for the host;
+where the soft step's time beyond native goes.
 
 ``--compile`` measures ``compile=true`` instead: each variant eager against its twin
 compiled in place (``swwae.training.run``, the same weights), interleaved; the compile
@@ -47,6 +50,7 @@ import itertools
 import torch
 from torch import nn
 
+from swwae.bench.breakdown import side_by_side, step_breakdown
 from swwae.bench.harness import peak_memory, set_threads, time_interleaved, timed
 from swwae.bench.steps import PRECISIONS, training_step
 from swwae.loss import loss_weights, swwae_loss
@@ -153,7 +157,7 @@ def bench_loss_checks(args, device) -> list[str]:
     ]
 
 
-def bench_shape(name: str, args, device) -> tuple[list[str], bool]:
+def bench_shape(name: str, args, device) -> tuple[list[str], bool, dict]:
     image_shape = SHAPES[name]
     torch.manual_seed(1)
     x = torch.rand(args.batch, *image_shape, device=device)
@@ -165,6 +169,7 @@ def bench_shape(name: str, args, device) -> tuple[list[str], bool]:
     # ratio of the medians, and the median of the ratios of steps run back to back (robust to drifts)
     paired = {v: times.paired_ratio(v, "native") for v in steps}
     memory = {v: peak_memory(step, device) for v, step in steps.items()}
+    profiles = {v: (step_breakdown(step, device), times.median(v)) for v, step in steps.items()} if args.profile else {}
     rows, ok = [], True
     label = f"{name} {'x'.join(map(str, image_shape))}"
     for v in steps:
@@ -178,7 +183,7 @@ def bench_shape(name: str, args, device) -> tuple[list[str], bool]:
             f"{memory[v] / 2**20:.1f} | {mem_ratio:.2f}x | {'' if mem_target is None else f'<= {mem_target}x'} | "
             f"{times.median_faults(v):.0f} |"
         )
-    return rows, ok
+    return rows, ok, profiles
 
 
 def bench_compile(name: str, args, device) -> list[str]:
@@ -227,6 +232,7 @@ def main(argv=None) -> int:
     parser.add_argument(
         "--loss-checks", action="store_true", help="also time the loss watch against reading the loss back every step"
     )
+    parser.add_argument("--profile", action="store_true", help="also where each variant's step goes, by kind of work")
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's own choice)")
     parser.add_argument(
         "--keep-freed-memory",
@@ -268,12 +274,17 @@ def main(argv=None) -> int:
         "memory ratio | target | page faults a step |"
     )
     print("|---|---|---|---|---|---|---|---|---|---|---|")
-    all_ok = True
+    all_ok, profiles = True, {}
     for name in args.shapes:
-        rows, ok = bench_shape(name, args, device)
+        rows, ok, profiles[name] = bench_shape(name, args, device)
         print("\n".join(rows), flush=True)
         all_ok &= ok
     print("\nall targets met" if all_ok else "\nsome targets missed (see ratios above)")
+    for name, steps in profiles.items():
+        if steps:
+            calls = next(iter(steps.values()))[0].calls
+            print(f"\nwhere each variant's step goes, {name} ({calls} steps profiled):\n")
+            print("\n".join(side_by_side(steps, "kind of work")))
     if args.loss_checks:
         print("\nnon-finite loss checks, hard step at mnist shapes (paired ratio to the watched step):\n")
         print("| loss check | median ms | ratio |\n|---|---|---|")

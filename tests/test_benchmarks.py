@@ -88,7 +88,7 @@ def test_bench_training(capsys):
 
 def test_bench_training_in_mixed_precision_and_with_the_loss_checks(capsys):
     argv = ["--repeats", "2", "--warmup", "0", "--batch", "4", "--widths", "4", "--shapes", "mnist"]
-    assert bench_training.main([*argv, "--precision", "bf16-mixed", "--loss-checks"]) == 0
+    assert bench_training.main([*argv, "--precision", "bf16-mixed", "--loss-checks", "--profile"]) == 0
     out = capsys.readouterr().out
     assert "on cpu in bf16-mixed" in out and "| mnist 1x28x28 | soft |" in out
     assert "| watched |" in out and "| read every step |" in out
@@ -96,6 +96,12 @@ def test_bench_training_in_mixed_precision_and_with_the_loss_checks(capsys):
     assert lines[0].startswith("training step (") and "in bf16-mixed" in lines[0]
     assert [line.split(" |")[1] for line in lines if line.startswith("| mnist")] == [" hard", " soft"]
     assert sum(line.startswith(("| watched |", "| read every step |")) for line in lines) == 2
+    # --profile: each variant's step side by side, by kind of work, quoted whole
+    side = out.split("where each variant's step goes, mnist (3 steps profiled):\n\n")[1].split("\n\n")[0].splitlines()
+    assert side[0] == "| kind of work (ms a step, ops' own time) | native | hard | soft |"
+    assert "| pooling and unpooling |" in out and side[-1].startswith("| the step |")
+    title = lines.index("where each variant's step goes, mnist (3 steps profiled):")
+    assert lines[title + 1 : title + 1 + len(side)] == side
 
 
 @pytest.mark.parametrize("precision", PRECISIONS)

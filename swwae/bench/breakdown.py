@@ -38,6 +38,7 @@ KINDS = (
 )
 OTHER = "other (elementwise, copies, reductions)"
 EVALUATE = "autograd::engine::evaluate_function: "  # how the backward records an autograd node
+IDLE = {"cuda": "the GPU idle (waiting for the host)", "cpu": "outside torch's ops (Python, hooks)"}
 
 
 def kind_of(names: list[str]) -> tuple[str, str]:
@@ -83,12 +84,30 @@ class Breakdown:
         if unattributed > 0.001 * self.total:
             outside = f"{unattributed * 1e3:.3f} | {unattributed / whole:.1%}"
             rows.append(f"| kernels launched outside any op | {outside} | |")
-        idle = "the GPU idle (waiting for the host)" if self.device == "cuda" else "outside torch's ops (Python, hooks)"
         rest = max(0.0, whole - self.total)
-        rows.append(f"| {idle} | {rest * 1e3:.3f} | {rest / whole:.1%} | |")
+        rows.append(f"| {IDLE[self.device]} | {rest * 1e3:.3f} | {rest / whole:.1%} | |")
         rows.append(f"| the step, profiled (mean) | {self.wall * 1e3:.3f} | {self.wall / whole:.1%} | |")
         rows.append(f"| the step, unprofiled (median) | {step_seconds * 1e3:.3f} | {step_seconds / whole:.1%} | |")
         return rows
+
+
+def side_by_side(steps: dict[str, tuple[Breakdown, float]], label: str) -> list[str]:
+    """Markdown rows comparing steps (name -> (its breakdown, its unprofiled seconds)), a column
+    each: every kind's milliseconds, then the device idle (on the CPU: outside torch's ops) and
+    the whole step, as ``Breakdown.table`` counts them; ``label`` heads the first column."""
+    first = next(iter(steps.values()))[0]
+    unit = "kernel time" if first.device == "cuda" else "ops' own time"
+    rows = [f"| {label} (ms a step, {unit}) | {' | '.join(steps)} |", "|---|" + "---:|" * len(steps)]
+    present = {kind for breakdown, _ in steps.values() for kind in breakdown.seconds}
+    for kind in [k for k, _ in KINDS] + [OTHER]:
+        if kind in present:
+            cells = [f"{breakdown.seconds.get(kind, 0.0) * 1e3:.3f}" for breakdown, _ in steps.values()]
+            rows.append(f"| {kind} | {' | '.join(cells)} |")
+    wholes = [seconds if b.device == "cuda" else b.wall for b, seconds in steps.values()]
+    idle = [max(0.0, whole - b.total) * 1e3 for (b, _), whole in zip(steps.values(), wholes)]
+    rows.append(f"| {IDLE[first.device]} | {' | '.join(f'{ms:.3f}' for ms in idle)} |")
+    rows.append(f"| the step | {' | '.join(f'{whole * 1e3:.3f}' for whole in wholes)} |")
+    return rows
 
 
 def _names(event) -> list[str]:

@@ -41,9 +41,11 @@ QUOTES = (
         r"(input \(|\| (case|\d+x\d+ stride \d+ \| (hard|soft|soft \(reference\))) \|)",
     ),
     Quote(
-        "training step against the native twin (bench_training.md; 32-true, then bf16-mixed):",
+        "training step against the native twin (bench_training.md; 32-true with where each variant's step goes,"
+        " then bf16-mixed):",
         "bench_training.md",
-        r"(training step \(|\| (shapes|\w+ [\dx]+ \| (hard|soft)|loss check|watched|read every step) \|)",
+        r"(training step \(|\| (shapes|\w+ [\dx]+ \| (hard|soft)|loss check|watched|read every step) \|"
+        r"|where each variant|\| kind of work|\| [^|]+ \| [\d.]+ \| [\d.]+ \|)",
     ),
     Quote(
         "the paper's CIFAR-10 preset on the GPU (bench_presets.md; 32-true, bf16-mixed, + channels_last and where"
