@@ -26,7 +26,8 @@ from swwae.bench.harness import quiet_stderr, synchronize
 # aten::native_batch_norm and the backward's NativeBatchNormBackward0). An op's kind is the first
 # kind that one of its names gives, the op's own first and then those of the ops around it,
 # innermost first: a copy inside Adam's step is the optimiser's, a multiplication inside the
-# soft pool's backward is pooling's. Ops that none names count as OTHER.
+# soft pool's backward is pooling's. Ops that none names count as OTHER. Kinds are ops' kinds,
+# not modules': the baselines that pool by convolution (strided, wavelet) count as convolution.
 KINDS = (
     ("convolution", ("conv",)),
     ("matrix product", ("aten::mm", "aten::addmm", "aten::bmm", "aten::linear", "matmul")),
@@ -66,15 +67,23 @@ class Breakdown:
     calls: int
     wall: float
 
+    def whole(self, step_seconds: float) -> float:
+        """The step that shares are of. On a GPU ``step_seconds``, the step measured without the
+        profiler: kernels take as long under it, but the host's time grows (it records every
+        op), and the GPU's wait for the host is what a breakdown is for. On the CPU the ops' own
+        time grows with the step's, so the profiled step's."""
+        return step_seconds if self.device == "cuda" else self.wall
+
+    def idle(self, step_seconds: float) -> float:
+        """The part of the step when the device (on the CPU, torch's ops) did nothing."""
+        return max(0.0, self.whole(step_seconds) - self.total)
+
     def table(self, step_seconds: float) -> list[str]:
-        """Markdown rows: each kind's milliseconds and share of the step, the kinds in the order of
-        ``KINDS``; then the rest of the step, when the device (or, on the CPU, torch's ops) did
-        nothing. On a GPU the share is of ``step_seconds``, the step measured without the profiler:
-        kernels take as long under it, but the host's time grows (it records every op), and the
-        GPU's wait for the host is what the table is for. On the CPU the ops' own time grows with
-        the step's, so the share is of the profiled step's."""
+        """Markdown rows: each kind's milliseconds and share of the step (``whole``), the kinds in
+        the order of ``KINDS``; then the rest of the step (``idle``), the profiled and the
+        unprofiled step."""
         unit = "kernel time" if self.device == "cuda" else "ops' own time"
-        whole = step_seconds if self.device == "cuda" else self.wall
+        whole = self.whole(step_seconds)
         rows = [f"| kind of work | ms a step ({unit}) | share of the step | ops with the most |", "|---|---:|---:|---|"]
         for kind in [k for k, _ in KINDS] + [OTHER]:
             if kind in self.seconds:
@@ -84,7 +93,7 @@ class Breakdown:
         if unattributed > 0.001 * self.total:
             outside = f"{unattributed * 1e3:.3f} | {unattributed / whole:.1%}"
             rows.append(f"| kernels launched outside any op | {outside} | |")
-        rest = max(0.0, whole - self.total)
+        rest = self.idle(step_seconds)
         rows.append(f"| {IDLE[self.device]} | {rest * 1e3:.3f} | {rest / whole:.1%} | |")
         rows.append(f"| the step, profiled (mean) | {self.wall * 1e3:.3f} | {self.wall / whole:.1%} | |")
         rows.append(f"| the step, unprofiled (median) | {step_seconds * 1e3:.3f} | {step_seconds / whole:.1%} | |")
@@ -94,7 +103,7 @@ class Breakdown:
 def side_by_side(steps: dict[str, tuple[Breakdown, float]], label: str) -> list[str]:
     """Markdown rows comparing steps (name -> (its breakdown, its unprofiled seconds)), a column
     each: every kind's milliseconds, then the device idle (on the CPU: outside torch's ops) and
-    the whole step, as ``Breakdown.table`` counts them; ``label`` heads the first column."""
+    the whole step (``Breakdown.idle``, ``Breakdown.whole``); ``label`` heads the first column."""
     first = next(iter(steps.values()))[0]
     unit = "kernel time" if first.device == "cuda" else "ops' own time"
     rows = [f"| {label} (ms a step, {unit}) | {' | '.join(steps)} |", "|---|" + "---:|" * len(steps)]
@@ -103,10 +112,9 @@ def side_by_side(steps: dict[str, tuple[Breakdown, float]], label: str) -> list[
         if kind in present:
             cells = [f"{breakdown.seconds.get(kind, 0.0) * 1e3:.3f}" for breakdown, _ in steps.values()]
             rows.append(f"| {kind} | {' | '.join(cells)} |")
-    wholes = [seconds if b.device == "cuda" else b.wall for b, seconds in steps.values()]
-    idle = [max(0.0, whole - b.total) * 1e3 for (b, _), whole in zip(steps.values(), wholes)]
+    idle = [b.idle(seconds) * 1e3 for b, seconds in steps.values()]
     rows.append(f"| {IDLE[first.device]} | {' | '.join(f'{ms:.3f}' for ms in idle)} |")
-    rows.append(f"| the step | {' | '.join(f'{whole * 1e3:.3f}' for whole in wholes)} |")
+    rows.append(f"| the step | {' | '.join(f'{b.whole(seconds) * 1e3:.3f}' for b, seconds in steps.values())} |")
     return rows
 
 
