@@ -179,3 +179,19 @@ def test_channels_last_is_a_layout_the_same_losses_grads_and_plain_checkpoints(m
         torch.testing.assert_close(b.grad, a.grad, rtol=1e-4, atol=1e-5, msg=name)
     fresh = SWWAEModule(pool_mode=mode, widths=[4, 8])
     fresh.load_state_dict(laid_out.state_dict())  # a channels_last run's checkpoint: any layout loads it
+    with torch.no_grad():  # validation's exact metrics take channels-last maps (a view() once refused them)
+        for module in (plain_module, laid_out):
+            module.validation_step((x, y), 0)
+    for name, metric in plain_module.metrics["val"].items():
+        torch.testing.assert_close(laid_out.metrics["val"][name].compute(), metric.compute(), rtol=1e-4, atol=1e-6)
+
+
+def test_the_metrics_pair_the_same_elements_whatever_the_layouts():
+    from swwae.training.module import flat_pair
+
+    plain = torch.rand(2, 3, 4, 5)
+    last = plain.contiguous(memory_format=torch.channels_last)
+    for a, b in [(plain, plain), (last, last), (last, plain), (plain, last)]:
+        flat_a, flat_b = flat_pair(a, b)
+        assert flat_a.dim() == 1 and torch.equal(flat_a, flat_b)
+    assert flat_pair(last, last)[0].data_ptr() == last.data_ptr()  # a view: no copy a batch

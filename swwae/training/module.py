@@ -34,6 +34,17 @@ def loggers_write_this_step(trainer: L.Trainer | None) -> bool:
     return bool(trainer.fast_dev_run) or bool(rule)
 
 
+def flat_pair(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``a`` and ``b`` (same shape) as rows whose elements pair up, views where their layout
+    allows: torchmetrics' mean squared error flattens with ``view``, which a channels-last map of
+    more than one channel refuses (``channels_last=true``). Both channels-last: flattened in that
+    order, else in the plain one (a copy of whichever is not laid out so)."""
+    last = all(t.dim() == 4 and t.is_contiguous(memory_format=torch.channels_last) for t in (a, b))
+    if last:
+        return a.permute(0, 2, 3, 1).reshape(-1), b.permute(0, 2, 3, 1).reshape(-1)
+    return a.reshape(-1), b.reshape(-1)
+
+
 class SWWAEModule(L.LightningModule):
     """Trains an :class:`swwae.model.SWWAE`. ``image_shape``, ``num_classes`` and
     ``pixel_mean`` come from the data; ``settings`` are the model section's, flat
@@ -146,9 +157,9 @@ class SWWAEModule(L.LightningModule):
         x = self._laid_out(x)
         out = self(x)
         metrics = self.metrics[stage]
-        metrics["recon_mse"].update(out.recon, x)
+        metrics["recon_mse"].update(*flat_pair(out.recon, x))
         for i, (decoded, target) in enumerate(out.middle_pairs, start=1):
-            metrics[f"middle_mse_{i}"].update(decoded, target)
+            metrics[f"middle_mse_{i}"].update(*flat_pair(decoded, target))
         if "acc" in metrics:
             metrics["acc"].update(out.logits, y)
         if stage == "test":  # per image, in the split's order: paired tests between runs (McNemar)
