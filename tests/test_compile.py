@@ -179,11 +179,13 @@ def test_channels_last_is_a_layout_the_same_losses_grads_and_plain_checkpoints(m
         torch.testing.assert_close(b.grad, a.grad, rtol=1e-4, atol=1e-5, msg=name)
     fresh = SWWAEModule(pool_mode=mode, widths=[4, 8])
     fresh.load_state_dict(laid_out.state_dict())  # a channels_last run's checkpoint: any layout loads it
-    with torch.no_grad():  # validation's exact metrics take channels-last maps (a view() once refused them)
+    with torch.no_grad():  # evaluation's exact metrics take channels-last maps (a view() once refused them)
         for module in (plain_module, laid_out):
             module.validation_step((x, y), 0)
+            module.test_step((x, y), 0)
     for name, metric in plain_module.metrics["val"].items():
         torch.testing.assert_close(laid_out.metrics["val"][name].compute(), metric.compute(), rtol=1e-4, atol=1e-6)
+    torch.testing.assert_close(laid_out.test_outcomes, plain_module.test_outcomes, rtol=1e-4, atol=1e-6)
 
 
 def test_the_metrics_pair_the_same_elements_whatever_the_layouts():
