@@ -3,6 +3,7 @@ built on native max (un)pooling, at MNIST and CIFAR-10 shapes; time and peak mem
 
     python scripts/bench_training.py [--repeats 20] [--batch 128] [--widths 32 64] [--shapes mnist cifar10]
                                      [--device cpu] [--precision 32-true] [--loss-checks] [--profile]
+                                     [--channels-last]
 
 ``native`` is the very network of ``swwae_hard`` (same convs, same weights, same losses:
 ``swwae.loss.swwae_loss``) whose pools are swapped for ``nn.MaxPool2d(return_indices=True)``
@@ -25,6 +26,9 @@ step as train.py takes it, its loss terms watched on the device (``LossWatch``, 
 only every ``log_every_n_steps`` steps), against the same step reading its values back every
 step as it did before (``bool(isfinite(term))`` per term, the progress bar's ``loss.item()``,
 ``if labelled.any()``): on a CPU these cost next to nothing, on a GPU each is a host sync.
+``--channels-last`` adds each variant's twin with its weights and batch in (N, H, W, C) memory (the
+job's ``channels_last=true``), interleaved with the rest, and a table of each twin against its
+plain variant: whether the setting pays, variant by variant, on this device.
 ``--profile`` adds, for each shape, where each variant's step goes, side by side
 (``swwae.bench.breakdown``): its kernels' time by kind of work, and the GPU's wait for the host;
 where the soft step's time beyond native goes.
@@ -46,6 +50,7 @@ choose_threads()  # first, before torch loads: OpenMP's threads and wait, from t
 
 import argparse
 import itertools
+from typing import NamedTuple
 
 import torch
 from torch import nn
@@ -157,7 +162,17 @@ def bench_loss_checks(args, device) -> list[str]:
     ]
 
 
-def bench_shape(name: str, args, device) -> tuple[list[str], bool, dict]:
+class ShapeResult(NamedTuple):
+    rows: list[str]  # the main table's, one a variant
+    ok: bool  # every target met
+    profiles: dict  # variant -> (its breakdown, its median seconds), with --profile
+    layouts: list[str]  # the channels_last table's, with --channels-last
+
+
+LAST = "channels_last"
+
+
+def bench_shape(name: str, args, device) -> ShapeResult:
     image_shape = SHAPES[name]
     torch.manual_seed(1)
     x = torch.rand(args.batch, *image_shape, device=device)
@@ -165,7 +180,16 @@ def bench_shape(name: str, args, device) -> tuple[list[str], bool, dict]:
     steps = {
         v: make_step(make_net(v, image_shape, args.widths).to(device), x, y, args.precision) for v in args.variants
     }
-    times = time_interleaved(steps, args.repeats, warmup=args.warmup, device=device)
+    twins = {  # --channels-last: each variant again, weights and batch in (N, H, W, C) memory (the job's setting)
+        f"{v} {LAST}": make_step(
+            make_net(v, image_shape, args.widths).to(device, memory_format=torch.channels_last),
+            x.contiguous(memory_format=torch.channels_last),
+            y,
+            args.precision,
+        )
+        for v in (args.variants if args.channels_last else ())
+    }
+    times = time_interleaved(steps | twins, args.repeats, warmup=args.warmup, device=device)
     # ratio of the medians, and the median of the ratios of steps run back to back (robust to drifts)
     paired = {v: times.paired_ratio(v, "native") for v in steps}
     memory = {v: peak_memory(step, device) for v, step in steps.items()}
@@ -183,7 +207,12 @@ def bench_shape(name: str, args, device) -> tuple[list[str], bool, dict]:
             f"{memory[v] / 2**20:.1f} | {mem_ratio:.2f}x | {'' if mem_target is None else f'<= {mem_target}x'} | "
             f"{times.median_faults(v):.0f} |"
         )
-    return rows, ok, profiles
+    layouts = [
+        f"| {label} | {v} | {times.median(v) * 1e3:.1f} | {times.median(f'{v} {LAST}') * 1e3:.1f} | "
+        f"{times.paired_ratio(f'{v} {LAST}', v):.2f}x |"
+        for v in (steps if twins else ())
+    ]
+    return ShapeResult(rows, ok, profiles, layouts)
 
 
 def bench_compile(name: str, args, device) -> list[str]:
@@ -233,6 +262,7 @@ def main(argv=None) -> int:
         "--loss-checks", action="store_true", help="also time the loss watch against reading the loss back every step"
     )
     parser.add_argument("--profile", action="store_true", help="also where each variant's step goes, by kind of work")
+    parser.add_argument("--channels-last", action="store_true", help="also each variant in channels_last (vs plain)")
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's own choice)")
     parser.add_argument(
         "--keep-freed-memory",
@@ -274,13 +304,16 @@ def main(argv=None) -> int:
         "memory ratio | target | page faults a step |"
     )
     print("|---|---|---|---|---|---|---|---|---|---|---|")
-    all_ok, profiles = True, {}
+    results = {}
     for name in args.shapes:
-        rows, ok, profiles[name] = bench_shape(name, args, device)
-        print("\n".join(rows), flush=True)
-        all_ok &= ok
-    print("\nall targets met" if all_ok else "\nsome targets missed (see ratios above)")
-    for name, steps in profiles.items():
+        results[name] = bench_shape(name, args, device)
+        print("\n".join(results[name].rows), flush=True)
+    print("\nall targets met" if all(r.ok for r in results.values()) else "\nsome targets missed (see ratios above)")
+    if args.channels_last:
+        print(f"\n{LAST}: each variant's step, weights and batch in (N, H, W, C) memory, against the plain layout:\n")
+        print(f"| shapes | variant | plain median ms | {LAST} median ms | paired ratio |\n|---|---|---|---|---|")
+        print("\n".join(row for r in results.values() for row in r.layouts))
+    for name, steps in ((name, r.profiles) for name, r in results.items()):
         if steps:
             calls = next(iter(steps.values()))[0].calls
             print(f"\nwhere each variant's step goes, {name} ({calls} steps profiled):\n")

@@ -11,7 +11,7 @@
 #   2. scripts/bench_pooling.py --device cuda: pool + unpool against native max (un)pooling, the
 #      fused soft where beside the reference path it replaces
 #   3. scripts/bench_training.py --device cuda, in 32-true (with the loss checks, and where each
-#      variant's step goes, by kind of kernel) and bf16-mixed
+#      variant's step goes, by kind of kernel) and bf16-mixed (each variant in channels_last too)
 #   4. scripts/bench_presets.py --device cuda on the paper's CIFAR-10 preset: 32-true, bf16-mixed,
 #      + channels_last (and where its step's time goes, by kind of kernel, and how long the GPU
 #      waits for the host), + the job's loader from images on the GPU, + a GPU-sized batch (512):
@@ -112,13 +112,13 @@ optional() {
 } >"$out/env.txt" 2>&1
 
 tests=(-n 0 -v -p no:cacheprovider --durations=5)  # -v: a line a test as it ends, kept if the step runs out of time
-step "CUDA tests (pytest -m cuda)" 165 cuda_tests.txt "$PYTHON" -m pytest -m cuda "${tests[@]}"
+step "CUDA tests (pytest -m cuda)" 160 cuda_tests.txt "$PYTHON" -m pytest -m cuda "${tests[@]}"
 step "fused kernels on the GPU (tests/test_fused.py)" 40 fused_tests.txt "$PYTHON" -m pytest tests/test_fused.py "${tests[@]}"
 step "bench_pooling.py --device cuda" 25 bench_pooling.md "$PYTHON" scripts/bench_pooling.py --device cuda --repeats 20
 step "bench_training.py --device cuda --loss-checks --profile" 30 bench_training.md \
     "$PYTHON" scripts/bench_training.py --device cuda --repeats 10 --loss-checks --profile
-step "bench_training.py --device cuda --precision bf16-mixed" 20 bench_training.md \
-    "$PYTHON" scripts/bench_training.py --device cuda --repeats 10 --precision bf16-mixed
+step "bench_training.py --device cuda --precision bf16-mixed --channels-last" 25 bench_training.md \
+    "$PYTHON" scripts/bench_training.py --device cuda --repeats 10 --precision bf16-mixed --channels-last
 preset=(scripts/bench_presets.py --device cuda --presets cifar10 --steps 5)
 step "bench_presets.py cifar10, 32-true" 20 bench_presets.md "$PYTHON" "${preset[@]}"
 step "bench_presets.py cifar10, bf16-mixed" 20 bench_presets.md "$PYTHON" "${preset[@]}" --precision bf16-mixed

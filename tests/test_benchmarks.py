@@ -78,12 +78,14 @@ def test_bench_pooling(capsys):
 
 
 def test_bench_training(capsys):
-    argv = ["--repeats", "2", "--warmup", "0", "--batch", "4", "--widths", "4", "8"]
+    argv = ["--repeats", "2", "--warmup", "0", "--batch", "4", "--widths", "4", "8", "--channels-last"]
     assert bench_training.main(argv) == 0
     out = capsys.readouterr().out
+    main, layouts = out.split("channels_last: each variant's step")
     for shapes in ("mnist 1x28x28", "cifar10 3x32x32"):
         for variant in ("native", "hard", "soft"):
-            assert f"| {shapes} | {variant} |" in out
+            assert f"| {shapes} | {variant} |" in main and f"| {shapes} | {variant} |" in layouts
+    assert "| shapes | variant | plain median ms | channels_last median ms | paired ratio |" in layouts
 
 
 def test_bench_training_in_mixed_precision_and_with_the_loss_checks(capsys):
@@ -399,6 +401,7 @@ def test_the_device_checks_summary_holds_its_steps_tallies_and_tables_set_apart(
     assert "\nCUDA tests: ==== 74 passed in 101.00s ====\n" in summary
     assert "\nfused kernels against the reference on the GPU: cut short: 0 passed, 0 failed, 0 errors" in summary
     quoted_rows = [*training[:4], training[5], "", *training[-4:-1]]  # no native row, no prose; tables apart
-    assert "then bf16-mixed):\n" + lines(*quoted_rows) + "\n" in summary
+    title = next(q.title for q in device_summary.QUOTES if q.file == "bench_training.md")
+    assert f"{title}\n" + lines(*quoted_rows) + "\n" in summary
     assert summary.endswith(f"\n412 s in all; every output in {tmp_path}/\n")
     assert device_summary.main([str(tmp_path)]) == 2 and "usage:" in capsys.readouterr().err

@@ -503,12 +503,24 @@ def test_strided_unpool_weights_belong_to_the_decoder_only():
     assert names and all(n.startswith("upsampler.") for n in names)
 
 
-def test_soft_accepts_channels_last_input():
-    x = torch.randn(2, 4, 8, 8).to(memory_format=torch.channels_last)
-    pool = WhatWherePool(kernel_size=2, mode="soft")
-    what, where = pool(x)
-    expected_what, expected_where = pool(x.contiguous())
-    assert torch.allclose(Unpool(pool)(what, where), Unpool(pool)(expected_what, expected_where))
+@pytest.mark.parametrize("geometry", [dict(kernel_size=2), dict(kernel_size=3, stride=2, padding=1)])
+def test_soft_keeps_channels_last_and_gives_the_contiguous_results(geometry):
+    """As native max pooling does: what, the unpooled image and the gradients come back in the
+    layout they came in (so the convolutions and element-wise ops around them meet theirs), with
+    the very values of plain inputs."""
+    x = torch.randn(2, 4, 9, 9)
+    results = []
+    for layout in (torch.contiguous_format, torch.channels_last):
+        leaf = x.clone(memory_format=layout).requires_grad_(True)
+        pool = WhatWherePool(**geometry, mode="soft", beta=10.0)
+        what, where = pool(leaf)
+        v = (what * 1.5).detach().requires_grad_(True)
+        unpooled = Unpool(pool)(v, where)
+        (unpooled.square().sum() + what.sum()).backward()
+        results.append((what, unpooled, leaf.grad, v.grad))
+    assert all(t.is_contiguous(memory_format=torch.channels_last) for t in results[1])
+    for plain, last in zip(*results):
+        assert torch.equal(plain, last)
 
 
 # the contract under extreme values (the single-input cases, huge finite values, a -inf cell,

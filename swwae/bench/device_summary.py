@@ -42,10 +42,10 @@ QUOTES = (
     ),
     Quote(
         "training step against the native twin (bench_training.md; 32-true with where each variant's step goes,"
-        " then bf16-mixed):",
+        " then bf16-mixed with each variant in channels_last against plain):",
         "bench_training.md",
         r"(training step \(|\| (shapes|\w+ [\dx]+ \| (hard|soft)|loss check|watched|read every step) \|"
-        r"|where each variant|\| kind of work|\| [^|]+ \| [\d.]+ \| [\d.]+ \|)",
+        r"|channels_last: each|where each variant|\| kind of work|\| [^|]+ \| [\d.]+ \| [\d.]+ \|)",
     ),
     Quote(
         "the paper's CIFAR-10 preset on the GPU (bench_presets.md; 32-true, bf16-mixed, + channels_last and where"

@@ -128,6 +128,17 @@ def add_at(image: Tensor, index: Tensor, values: Tensor, flat: bool | None = Non
     return image
 
 
+def _layout(t: Tensor) -> torch.memory_format:
+    """The memory format of a 4-d ``t``: ``channels_last`` where it is laid out so (the job's
+    ``channels_last``) and not also plainly contiguous (one channel), else ``contiguous_format``.
+    The reference computes on per-window planes, in (N, C, H, W) memory: it takes channels-last
+    tensors in that layout, and gives its results and gradients back in theirs, so that the
+    convolutions and element-wise ops around it meet the layout they gave (mixed layouts take
+    their slow paths: a soft step on the CPU 1.13-1.20x slower)."""
+    last = t.dim() == 4 and not t.is_contiguous() and t.is_contiguous(memory_format=torch.channels_last)
+    return torch.channels_last if last else torch.contiguous_format
+
+
 class SoftPoolFunction(torch.autograd.Function):
     """x -> (what, row, col): soft max and soft argmax of every window (see WhatWherePool),
     the positions relative to each window's first cell.
@@ -140,6 +151,8 @@ class SoftPoolFunction(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x: Tensor, geometry: Geometry, beta: float):
         (kh, kw), padded = geometry.kernel, any(geometry.padding)
+        ctx.layout = _layout(x)
+        x = x.contiguous()
         z = to_windows(x, geometry, fill=-math.inf)  # (N, C, kh, kw, Ho, Wo); pads never win
         top = z.flatten(2, 3).amax(2)
         # logits beta (z - top): each window's max subtracted (softmax is shift-invariant),
@@ -161,13 +174,14 @@ class SoftPoolFunction(torch.autograd.Function):
             q_col = torch.clamp(q_col, lo_c - first_c, hi_c - first_c)
         ctx.save_for_backward(weights, weighted, total, mean_logit, q_row, q_col)
         ctx.geometry, ctx.beta, ctx.shape = geometry, beta, x.shape
-        return what, q_row, q_col
+        return what.contiguous(memory_format=ctx.layout), q_row, q_col
 
     @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(ctx, grad_what: Tensor, grad_row: Tensor, grad_col: Tensor):
         weights, weighted, total, mean_logit, q_row, q_col = ctx.saved_tensors
         beta, (kh, kw) = ctx.beta, ctx.geometry.kernel
+        grad_what = grad_what.contiguous()
         # With e the unnormalised weights, s their sum (a = e / s), l the logits and
         # z = top + l / beta: dL/dz_ij = G e_ij l_ij + e_ij (K + beta (R i + Q j)), per
         # window G = gw / s, R = gr / s, Q = gc / s and K = G (1 - mean(l)) - beta (R row +
@@ -183,7 +197,7 @@ class SoftPoolFunction(torch.autograd.Function):
         grad = per_row.unsqueeze(3) + per_col.unsqueeze(2)
         del per_row, per_col, r, q, k  # before the next allocations: a lower peak
         grad.mul_(weights).addcmul_(weighted, per_window(g))
-        return from_windows(grad, ctx.geometry, ctx.shape), None, None
+        return from_windows(grad, ctx.geometry, ctx.shape).contiguous(memory_format=ctx.layout), None, None
 
 
 class WindowSplat(torch.autograd.Function):
@@ -199,16 +213,20 @@ class WindowSplat(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, v: Tensor, q_row: Tensor, q_col: Tensor, geometry: Geometry, shape):
-        ctx.geometry, ctx.shape = geometry, shape
+        ctx.geometry, ctx.shape, ctx.layout = geometry, shape, _layout(v)
+        v = v.contiguous()
         ctx.save_for_backward(v, q_row, q_col)
+        return WindowSplat.splat(v, q_row, q_col, geometry, shape).contiguous(memory_format=ctx.layout)
+
+    @staticmethod
+    def splat(v: Tensor, q_row: Tensor, q_col: Tensor, geometry: Geometry, shape) -> Tensor:
+        """The forward's image, (N, C, H, W) in plain layout, from v in it."""
         if geometry.kernel == (2, 2):
             lower = v * q_row  # v's share on the window's lower row
             if tiles_in_pairs(geometry, shape, v.dtype):  # window rows are image rows
                 rows = torch.stack((v - lower, lower), 3)  # (N, C, Ho, 2, Wo)
                 right = rows * q_col.unsqueeze(3)
-                return interleave(rows.sub_(right), right).reshape(
-                    shape
-                )  # reshape: channels_last input gives a strided result
+                return interleave(rows.sub_(right), right).reshape(shape)
             if torch.compiler.is_compiling():  # no out= into strided views (the compiler fuses these)
                 rows = torch.stack((v - lower, lower), 2)  # (N, C, 2, Ho, Wo)
                 right = rows * q_col.unsqueeze(2)
@@ -233,15 +251,17 @@ class WindowSplat(torch.autograd.Function):
     def backward(ctx, grad: Tensor):
         v, q_row, q_col = ctx.saved_tensors
         g, (ph, pw) = ctx.geometry, ctx.geometry.padding
+        grad = grad.contiguous()
         padded = F.pad(grad, (pw, pw, ph, ph)) if ph or pw else grad
         if g.kernel == (2, 2):
             by_rows = window_view(padded, g).permute(0, 1, 4, 2, 5, 3)  # a view, no copy
-            return WindowSplat.bilinear_grads(by_rows, v, q_row, q_col) + (None, None)
-        # the splat only reached the 2x2 pixels around each position: gather those
-        index, frac_row, frac_col = _splat_corners(q_row, q_col, g, ctx.shape)
-        values = padded.flatten(2).gather(2, index.flatten(2)).view(index.shape)  # (N, C, 2, 2, Ho, Wo)
-        by_rows = values.permute(0, 1, 4, 2, 5, 3)  # (N, C, Ho, 2, Wo, 2), a view
-        return WindowSplat.bilinear_grads(by_rows, v, frac_row, frac_col) + (None, None)
+            grad_v, grad_row, grad_col = WindowSplat.bilinear_grads(by_rows, v, q_row, q_col)
+        else:  # the splat only reached the 2x2 pixels around each position: gather those
+            index, frac_row, frac_col = _splat_corners(q_row, q_col, g, ctx.shape)
+            values = padded.flatten(2).gather(2, index.flatten(2)).view(index.shape)  # (N, C, 2, 2, Ho, Wo)
+            by_rows = values.permute(0, 1, 4, 2, 5, 3)  # (N, C, Ho, 2, Wo, 2), a view
+            grad_v, grad_row, grad_col = WindowSplat.bilinear_grads(by_rows, v, frac_row, frac_col)
+        return grad_v.contiguous(memory_format=ctx.layout), grad_row, grad_col, None, None
 
     @staticmethod
     def bilinear_grads(g: Tensor, v: Tensor, frac_row: Tensor, frac_col: Tensor):
