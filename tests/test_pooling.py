@@ -503,16 +503,23 @@ def test_strided_unpool_weights_belong_to_the_decoder_only():
     assert names and all(n.startswith("upsampler.") for n in names)
 
 
-@pytest.mark.parametrize("geometry", [dict(kernel_size=2), dict(kernel_size=3, stride=2, padding=1)])
-def test_soft_keeps_channels_last_and_gives_the_contiguous_results(geometry):
+@pytest.mark.parametrize(
+    "mode, geometry",
+    [
+        ("soft", dict(kernel_size=2, beta=10.0)),
+        ("soft", dict(kernel_size=3, stride=2, padding=1, beta=10.0)),
+        ("wavelet", dict(kernel_size=4, wavelet="db2")),
+    ],
+)
+def test_pools_computing_on_planes_keep_channels_last_and_give_the_contiguous_results(mode, geometry):
     """As native max pooling does: what, the unpooled image and the gradients come back in the
     layout they came in (so the convolutions and element-wise ops around them meet theirs), with
-    the very values of plain inputs."""
+    the very values of plain inputs (swwae.pooling.layout)."""
     x = torch.randn(2, 4, 9, 9)
     results = []
     for layout in (torch.contiguous_format, torch.channels_last):
         leaf = x.clone(memory_format=layout).requires_grad_(True)
-        pool = WhatWherePool(**geometry, mode="soft", beta=10.0)
+        pool = make_pool(mode, channels=4, **geometry)
         what, where = pool(leaf)
         v = (what * 1.5).detach().requires_grad_(True)
         unpooled = Unpool(pool)(v, where)

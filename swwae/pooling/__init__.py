@@ -25,6 +25,7 @@ or, as functions (``torch.nn.functional``'s way; the where carries what unpoolin
 The package, one module per job, each importing only modules listed above it:
 
 * ``geometry``: kernel, stride and padding (``Geometry``, ``pooled_size``);
+* ``layout``: the memory format a pool answers in (its input's, channels-last included);
 * ``fused``: the soft where as fused Triton kernels, forward and backward (CUDA);
 * ``soft``: the soft pooling internals (window layout, the soft max / soft argmax and the
   in-window splat as autograd Functions), and the choice of the fused kernels where they run;

@@ -17,6 +17,7 @@ from torch import Tensor, nn
 from swwae.pooling.base import Pool
 from swwae.pooling.functional import pool_with_where, where_of
 from swwae.pooling.geometry import pair
+from swwae.pooling.layout import memory_format_of
 from swwae.pooling.modes import POOL_MODES, where_modes
 from swwae.pooling.precision import in_float32
 from swwae.pooling.upsamplers import TransposedConvUnpool, WaveletUnpool
@@ -150,7 +151,7 @@ class WaveletPool(Pool):
         low = x
         for _ in range(self.levels):
             low = wavelet_low_band(low, self.low_pass) / 2
-        return low, None
+        return low.contiguous(memory_format=memory_format_of(x)), None  # in x's layout (swwae.pooling.layout)
 
     def make_upsampler(self) -> nn.Module:
         return WaveletUnpool(self.wavelet, self.levels)

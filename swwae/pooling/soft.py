@@ -1,7 +1,8 @@
 """Soft pooling internals: the soft max and soft argmax of every window (``SoftPoolFunction``)
 and the bilinear splat inside each window (``WindowSplat``), as autograd Functions with
 hand-written backward passes (as plain autograd the same maths records dozens of ops, each one
-more pass over memory), on tensors in window layout (``swwae.pooling.windows``). Users go through
+more pass over memory), on tensors in window layout (``swwae.pooling.windows``), results and
+gradients in their inputs' memory format (``swwae.pooling.layout``). Users go through
 ``WhatWherePool(mode="soft")`` and ``SoftWhere``; the names without a leading underscore are
 the ones the package's other modules use. On CUDA, ``soft_pool`` and ``window_splat`` run the
 same maths as fused kernels instead (``swwae.pooling.fused``): these functions are their
@@ -21,6 +22,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from swwae.pooling.geometry import Geometry
+from swwae.pooling.layout import memory_format_of
 from swwae.pooling.precision import in_float32
 from swwae.pooling.windows import (
     combine_cells,
@@ -128,17 +130,6 @@ def add_at(image: Tensor, index: Tensor, values: Tensor, flat: bool | None = Non
     return image
 
 
-def _layout(t: Tensor) -> torch.memory_format:
-    """The memory format of a 4-d ``t``: ``channels_last`` where it is laid out so (the job's
-    ``channels_last``) and not also plainly contiguous (one channel), else ``contiguous_format``.
-    The reference computes on per-window planes, in (N, C, H, W) memory: it takes channels-last
-    tensors in that layout, and gives its results and gradients back in theirs, so that the
-    convolutions and element-wise ops around it meet the layout they gave (mixed layouts take
-    their slow paths: a soft step on the CPU 1.13-1.20x slower)."""
-    last = t.dim() == 4 and not t.is_contiguous() and t.is_contiguous(memory_format=torch.channels_last)
-    return torch.channels_last if last else torch.contiguous_format
-
-
 class SoftPoolFunction(torch.autograd.Function):
     """x -> (what, row, col): soft max and soft argmax of every window (see WhatWherePool),
     the positions relative to each window's first cell.
@@ -151,7 +142,7 @@ class SoftPoolFunction(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x: Tensor, geometry: Geometry, beta: float):
         (kh, kw), padded = geometry.kernel, any(geometry.padding)
-        ctx.layout = _layout(x)
+        ctx.layout = memory_format_of(x)
         x = x.contiguous()
         z = to_windows(x, geometry, fill=-math.inf)  # (N, C, kh, kw, Ho, Wo); pads never win
         top = z.flatten(2, 3).amax(2)
@@ -213,7 +204,7 @@ class WindowSplat(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, v: Tensor, q_row: Tensor, q_col: Tensor, geometry: Geometry, shape):
-        ctx.geometry, ctx.shape, ctx.layout = geometry, shape, _layout(v)
+        ctx.geometry, ctx.shape, ctx.layout = geometry, shape, memory_format_of(v)
         v = v.contiguous()
         ctx.save_for_backward(v, q_row, q_col)
         return WindowSplat.splat(v, q_row, q_col, geometry, shape).contiguous(memory_format=ctx.layout)

@@ -9,6 +9,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from swwae.pooling.geometry import Geometry
+from swwae.pooling.layout import memory_format_of
 from swwae.pooling.precision import in_float32
 
 
@@ -86,4 +87,4 @@ class WaveletUnpool(nn.Module):
         low = v
         for height, width in reversed(sizes):
             low = wavelet_low_synthesis(low * 2, self.low_pass)[..., :height, :width]
-        return low
+        return low.contiguous(memory_format=memory_format_of(v))  # in v's layout (swwae.pooling.layout)
