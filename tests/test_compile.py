@@ -167,7 +167,8 @@ def test_channels_last_is_a_layout_the_same_losses_grads_and_plain_checkpoints(m
     plain_module = SWWAEModule(pool_mode=mode, widths=[4, 8])
     laid_out = SWWAEModule(pool_mode=mode, widths=[4, 8])
     laid_out.load_state_dict(plain_module.state_dict())
-    assert use_channels_last(laid_out, True) and not use_channels_last(plain_module, False)
+    assert use_channels_last(laid_out, True, "cpu") and not use_channels_last(plain_module, False, "cpu")
+    assert not use_channels_last(plain_module, "auto", "cuda") and not plain_module.channels_last  # unmeasured there
     conv = next(m for m in laid_out.net.modules() if isinstance(m, torch.nn.Conv2d))
     assert conv.weight.is_contiguous(memory_format=torch.channels_last)
     x, y = torch.rand(6, 1, 28, 28), torch.tensor([0, 1, 2, -1, -1, -1])

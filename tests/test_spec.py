@@ -95,6 +95,8 @@ def config(tmp_path) -> dict:
         ("data", "root", "./data", "data.root is not a setting of data; the settings are: _target_, augment,"),
         (None, "sed", 1, "sed is not a setting; did you mean seed?"),
         (None, "test", "yes", "test='yes' is not allowed: must be a valid boolean"),
+        (None, "channels_last", "yes", "channels_last='yes' is not allowed: write true, false or auto"),
+        (None, "channels_last", 1, "channels_last=1 is not allowed: write true, false or auto"),
     ],
 )
 def test_a_bad_value_is_one_line_naming_the_key(config, section, key, value, message):

@@ -97,14 +97,17 @@ def compile_network(module: torch.nn.Module, setting) -> bool:
     return True
 
 
-def use_channels_last(module, on: bool) -> bool:
+def use_channels_last(module, setting: bool | str, device) -> bool:
     """The config's ``channels_last``: the network's weights and every batch in (N, H, W, C)
-    memory, the layout GPUs' tensor-core convolutions read (channels contiguous); whether it
-    did. A memory layout only: the same values, the same checkpoints."""
+    memory (channels contiguous: what oneDNN's and tensor cores' convolutions read); whether it
+    is. ``auto``: on the CPU, where it was measured faster (``scripts/bench_training.py
+    --channels-last``: docs/performance.md), not on a GPU until it is measured there (the device
+    check). A memory layout only: the same values, the same checkpoints."""
+    on = setting is True or (setting == "auto" and torch.device(device).type == "cpu")
     if on:
         module.net.to(memory_format=torch.channels_last)
         module.channels_last = True
-    return bool(on)
+    return on
 
 
 # Lightning's lines that say nothing a user of swwae needs (the job says what happens in its own

@@ -133,8 +133,6 @@ def build_job(cfg: DictConfig, spec: RunSpec, run_config: dict, folder: RunFolde
     data = {"image_shape": datamodule.image_shape, "num_classes": datamodule.num_classes}
     module = build(cfg.model, **data, pixel_mean=datamodule.pixel_mean(), _convert_="all")  # plain lists
     configured = build_all(cfg.get("callbacks"))
-    use_channels_last(module, spec.channels_last)  # a memory layout: the same checkpoints
-    compile_network(module, spec.compile)  # compile=true: in place, checkpoints unchanged
     check_monitor(spec.optimized_metric, spec.optimized_mode, logged_val_metrics(module))
     settings = {k: v for k, v in run_config.items() if not isinstance(v, (dict, list))}  # seed, run_name, ...
     sections = (run_config.get(key) for key in ("model", "data", "trainer"))
@@ -143,6 +141,8 @@ def build_job(cfg: DictConfig, spec: RunSpec, run_config: dict, folder: RunFolde
     callbacks = job_callbacks(configured, run_config, params, identity_record, module, datamodule, spec.seed)
     preemption = Preemption(folder.path)
     trainer = build_trainer(spec.trainer, [], [*callbacks, preemption], verbose=spec.verbose)
+    use_channels_last(module, spec.channels_last, trainer.strategy.root_device)  # a layout: the same checkpoints
+    compile_network(module, spec.compile)  # compile=true: in place, checkpoints unchanged
     check_epoch(spec.trainer, datamodule, trainer.world_size)  # batch settings against the data, before the folder
     return Job(
         datamodule,

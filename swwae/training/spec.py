@@ -19,12 +19,13 @@ from __future__ import annotations
 import difflib
 import functools
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    PlainValidator,
     StrictBool,
     StrictStr,
     ValidationError,
@@ -65,6 +66,18 @@ from swwae.training.trainer_settings import TrainerSpec, check_devices
 # loggers and callbacks are instantiated as written (their classes check them); their
 # interpolations may need resolvers of modules that import Lightning
 AS_WRITTEN = ("logger", "callbacks")
+
+# values
+
+
+def true_false_or_auto(value):
+    """A boolean, or ``auto`` (the job decides, e.g. ``channels_last`` by the device)."""
+    if isinstance(value, bool) or value == "auto":
+        return value
+    raise ValueError("write true, false or auto")
+
+
+TrueFalseOrAuto = Annotated[bool | Literal["auto"], PlainValidator(true_false_or_auto)]
 
 # sections
 
@@ -139,7 +152,7 @@ class RunSpec(Frozen):
     keep_freed_memory: StrictBool = True
     flush_denormal: StrictBool = True
     compile: StrictBool | StrictStr = False
-    channels_last: StrictBool = False
+    channels_last: TrueFalseOrAuto = "auto"  # auto: on the CPU (swwae.training.process.use_channels_last)
     verbose: StrictBool = False  # Lightning's own lines (banner, tips, model summary, restore lines) on the console
     trainer: TrainerSpec
     data: Frozen  # a data set's section (data_spec) or OwnClass
