@@ -21,6 +21,7 @@ from swwae.errors import ConfigError
 from swwae.loss import swwae_loss
 from swwae.model import SWWAE
 from swwae.pooling import MODES, Unpool, make_pool
+from swwae.pooling.modes import POOL_MODES
 from swwae.training.process import compile_backend
 
 BACKEND = "aot_eager"
@@ -169,6 +170,8 @@ def test_channels_last_is_a_layout_the_same_losses_grads_and_plain_checkpoints(m
     laid_out.load_state_dict(plain_module.state_dict())
     assert use_channels_last(laid_out, True, "cpu") and not use_channels_last(plain_module, False, "cpu")
     assert not use_channels_last(plain_module, "auto", "cuda") and not plain_module.channels_last  # unmeasured there
+    on_cpu = use_channels_last(SWWAEModule(pool_mode=mode, widths=[4, 8]), "auto", "cpu")
+    assert on_cpu == POOL_MODES[mode].channels_last  # where the mode's pooling runs in that layout as it is
     conv = next(m for m in laid_out.net.modules() if isinstance(m, torch.nn.Conv2d))
     assert conv.weight.is_contiguous(memory_format=torch.channels_last)
     x, y = torch.rand(6, 1, 28, 28), torch.tensor([0, 1, 2, -1, -1, -1])

@@ -84,6 +84,10 @@ class PoolMode:
     where: str = "none"  # what it records for the decoder: "hard" (switches), "soft" (soft argmax) or "none"
     ceil: bool = False  # pads odd sizes: a stage's output is ceil(size / P), not floor (the arch check's rule)
     settings: Mapping[str, Setting] = field(default_factory=dict)  # what it reads besides its geometry
+    # its ops run on (N, H, W, C) memory as they are (torch's pooling, upsampling, convolutions), so
+    # channels_last=auto may lay a network out so on the CPU; False: it computes on each channel's
+    # (H, W) planes and converts (swwae.pooling.layout), and auto leaves the network plain
+    channels_last: bool = False
 
     def __post_init__(self):
         if self.where not in WHERES:
@@ -131,6 +135,7 @@ POOL_MODES: Table[PoolMode] = Table(
             f"{_POOLS}:WhatWherePool",
             "hard where (max-pooling switches, the gradient-of-sum trick)",
             where="hard",
+            channels_last=True,
         ),
         PoolMode(
             "soft",
@@ -140,12 +145,15 @@ POOL_MODES: Table[PoolMode] = Table(
             # beta must be a number of the run's precision (float16 holds at most 65504)
             settings={"beta": Setting(100.0, "soft argmax temperature (soft only)", gt=0, le=1e4)},
         ),
-        PoolMode("upsample", f"{_POOLS}:MaxUpsamplePool", "no where: max pooling, nearest upsampling"),
-        PoolMode("avg", f"{_POOLS}:AvgPool", "no where: average pooling, nearest upsampling"),
+        PoolMode(
+            "upsample", f"{_POOLS}:MaxUpsamplePool", "no where: max pooling, nearest upsampling", channels_last=True
+        ),
+        PoolMode("avg", f"{_POOLS}:AvgPool", "no where: average pooling, nearest upsampling", channels_last=True),
         PoolMode(
             "strided",
             f"{_POOLS}:StridedConvPool",
             "no where: strided convolution down, transposed convolution up",
+            channels_last=True,
         ),
         PoolMode(
             "wavelet",

@@ -16,6 +16,7 @@ import torch
 
 from swwae import threads
 from swwae.errors import ConfigError
+from swwae.pooling.modes import POOL_MODES
 
 log = logging.getLogger(__name__)
 
@@ -100,10 +101,14 @@ def compile_network(module: torch.nn.Module, setting) -> bool:
 def use_channels_last(module, setting: bool | str, device) -> bool:
     """The config's ``channels_last``: the network's weights and every batch in (N, H, W, C)
     memory (channels contiguous: what oneDNN's and tensor cores' convolutions read); whether it
-    is. ``auto``: on the CPU, where it was measured faster (``scripts/bench_training.py
-    --channels-last``: docs/performance.md), not on a GPU until it is measured there (the device
-    check). A memory layout only: the same values, the same checkpoints."""
-    on = setting is True or (setting == "auto" and torch.device(device).type == "cpu")
+    is. ``auto``: on the CPU for a network whose pooling runs in that layout as it is (the mode
+    table's ``channels_last``: hard, upsample, avg, strided), where it was measured faster
+    (``scripts/bench_training.py --channels-last``: docs/performance.md); not for the soft where
+    and the wavelet (no faster), nor on a GPU until it is measured there (the device check). A
+    memory layout only: the same values, the same checkpoints."""
+    mode = POOL_MODES.get(getattr(module.net, "pool_mode", None))
+    native = mode is not None and mode.channels_last
+    on = setting is True or (setting == "auto" and native and torch.device(device).type == "cpu")
     if on:
         module.net.to(memory_format=torch.channels_last)
         module.channels_last = True
