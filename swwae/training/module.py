@@ -16,6 +16,7 @@ from swwae.errors import NonFiniteError
 from swwae.loss import loss_weights, swwae_loss
 from swwae.model import SWWAE, SWWAEOutput, without_dropout
 from swwae.optim import adam
+from swwae.pooling.layout import memory_format_of
 from swwae.settings import check_training, model_settings, parse
 from swwae.stored import plain
 from swwae.training.nonfinite import LossWatch
@@ -39,8 +40,7 @@ def flat_pair(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Ten
     allows: torchmetrics' mean squared error flattens with ``view``, which a channels-last map of
     more than one channel refuses (``channels_last=true``). Both channels-last: flattened in that
     order, else in the plain one (a copy of whichever is not laid out so)."""
-    last = all(t.dim() == 4 and t.is_contiguous(memory_format=torch.channels_last) for t in (a, b))
-    if last:
+    if memory_format_of(a) == memory_format_of(b) == torch.channels_last:
         return a.permute(0, 2, 3, 1).reshape(-1), b.permute(0, 2, 3, 1).reshape(-1)
     return a.reshape(-1), b.reshape(-1)
 

@@ -106,9 +106,11 @@ def use_channels_last(module, setting: bool | str, device) -> bool:
     (``scripts/bench_training.py --channels-last``: docs/performance.md); not for the soft where
     and the wavelet (no faster), nor on a GPU until it is measured there (the device check). A
     memory layout only: the same values, the same checkpoints."""
-    mode = POOL_MODES.get(getattr(module.net, "pool_mode", None))
-    native = mode is not None and mode.channels_last
-    on = setting is True or (setting == "auto" and native and torch.device(device).type == "cpu")
+    if setting == "auto":  # a model class of a lab's own may have no SWWAE, or no mode of the table
+        mode = POOL_MODES.get(getattr(getattr(module, "net", None), "pool_mode", None))
+        on = mode is not None and mode.channels_last and torch.device(device).type == "cpu"
+    else:
+        on = setting is True
     if on:
         module.net.to(memory_format=torch.channels_last)
         module.channels_last = True
