@@ -39,6 +39,8 @@ KINDS = (
 )
 OTHER = "other (elementwise, copies, reductions)"
 EVALUATE = "autograd::engine::evaluate_function: "  # how the backward records an autograd node
+ORDER = (*(kind for kind, _ in KINDS), OTHER)  # the tables' rows
+UNIT = {"cuda": "kernel time", "cpu": "ops' own time"}  # what an op's own time is, by device
 IDLE = {"cuda": "the GPU idle (waiting for the host)", "cpu": "outside torch's ops (Python, hooks)"}
 
 
@@ -82,10 +84,10 @@ class Breakdown:
         """Markdown rows: each kind's milliseconds and share of the step (``whole``), the kinds in
         the order of ``KINDS``; then the rest of the step (``idle``), the profiled and the
         unprofiled step."""
-        unit = "kernel time" if self.device == "cuda" else "ops' own time"
         whole = self.whole(step_seconds)
-        rows = [f"| kind of work | ms a step ({unit}) | share of the step | ops with the most |", "|---|---:|---:|---|"]
-        for kind in [k for k, _ in KINDS] + [OTHER]:
+        head = f"| kind of work | ms a step ({UNIT[self.device]}) | share of the step | ops with the most |"
+        rows = [head, "|---|---:|---:|---|"]
+        for kind in ORDER:
             if kind in self.seconds:
                 seconds = self.seconds[kind]
                 rows.append(f"| {kind} | {seconds * 1e3:.3f} | {seconds / whole:.1%} | {', '.join(self.top[kind])} |")
@@ -105,10 +107,9 @@ def side_by_side(steps: dict[str, tuple[Breakdown, float]], label: str) -> list[
     each: every kind's milliseconds, then the device idle (on the CPU: outside torch's ops) and
     the whole step (``Breakdown.idle``, ``Breakdown.whole``); ``label`` heads the first column."""
     first = next(iter(steps.values()))[0]
-    unit = "kernel time" if first.device == "cuda" else "ops' own time"
-    rows = [f"| {label} (ms a step, {unit}) | {' | '.join(steps)} |", "|---|" + "---:|" * len(steps)]
+    rows = [f"| {label} (ms a step, {UNIT[first.device]}) | {' | '.join(steps)} |", "|---|" + "---:|" * len(steps)]
     present = {kind for breakdown, _ in steps.values() for kind in breakdown.seconds}
-    for kind in [k for k, _ in KINDS] + [OTHER]:
+    for kind in ORDER:
         if kind in present:
             cells = [f"{breakdown.seconds.get(kind, 0.0) * 1e3:.3f}" for breakdown, _ in steps.values()]
             rows.append(f"| {kind} | {' | '.join(cells)} |")
