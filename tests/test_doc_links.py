@@ -48,6 +48,22 @@ def test_every_relative_link_leads_to_a_file_and_heading(page):
     assert not broken, f"{page.name}: " + "; ".join(broken)
 
 
+FENCE = re.compile(r"\s*```")
+
+
+@pytest.mark.parametrize("page", PAGES, ids=[p.name for p in PAGES])
+def test_every_code_fence_stands_alone_on_its_line(page):
+    """A fence is three backticks and at most a language: one followed by prose does not close its
+    block, and the rest of the page would show as code (it once swallowed half of configs.md)."""
+    lines = page.read_text().splitlines()
+    bad = [
+        f"line {i}: {line}"
+        for i, line in enumerate(lines, 1)
+        if FENCE.match(line) and not re.fullmatch(r"\s*```[\w+-]*", line)
+    ]
+    assert not bad, f"{page.name}: " + "; ".join(bad)
+
+
 REST = re.compile(r":(class|func|meth|mod|attr|obj|exc):`|::\n")
 
 
