@@ -1,6 +1,7 @@
-"""Write the tables of every model and data setting (``swwae.settings``: name, default, help)
-into docs/configs.md, between its ``settings-table`` markers; ``--check`` says whether they are
-current (exit 1 if not). The tests run the check, so the page is the schema's.
+"""Write the tables of every setting (the run's top-level ones, ``swwae.training.spec.RunSettings``;
+the model's and the data's, ``swwae.settings``: name, default, help) into docs/configs.md, between
+its ``settings-table`` markers; ``--check`` says whether they are current (exit 1 if not). The tests
+run the check, so the page is the schema's.
 
     python scripts/settings_table.py [--check]
 """
@@ -14,6 +15,7 @@ from pathlib import Path
 from swwae.datasets import DATA_SETS
 from swwae.loss_terms import TERMS
 from swwae.settings import DataSettings, NetworkSettings, TrainingSettings, model_settings, pool_settings
+from swwae.training.spec import RunSettings
 
 # the tables
 
@@ -29,19 +31,22 @@ def shown(value) -> str:
 
 
 def markdown_table(fields: Mapping, section: str) -> str:
-    """Settings (name -> pydantic field) as a markdown table: key, default, what it does."""
+    """Settings (name -> pydantic field) as a markdown table: key, default, what it does; the keys
+    under ``section`` ("": the top level)."""
     rows = ["| key | default | what it does |", "|---|---|---|"]
-    rows += [f"| `{section}.{n}` | `{shown(f.default)}` | {f.description or ''} |" for n, f in fields.items()]
+    prefix = f"{section}." if section else ""
+    rows += [f"| `{prefix}{n}` | `{shown(f.default)}` | {f.description or ''} |" for n, f in fields.items()]
     return "\n".join(rows)
 
 
 def settings_tables() -> str:
-    """Every model and data setting, with its default and help: the model's by kind (network,
-    pooling modes' own, training, loss weights), the data's shared ones, then each data set's own."""
+    """Every setting, with its default and help: the run's own (top-level keys), the model's by kind
+    (network, pooling modes' own, training, loss weights), the data's shared ones, then each data set's own."""
     model = model_settings().model_fields
     pooling = {n: model[n] for n in pool_settings()}
     weights = {t.weight: model[t.weight] for t in TERMS.values()}
     parts = [
+        "### The run (top-level keys)\n\n" + markdown_table(RunSettings.model_fields, ""),
         "### Model: the network\n\n" + markdown_table(NetworkSettings.model_fields, "model"),
         "### Model: the pooling modes' own settings\n\n" + markdown_table(pooling, "model"),
         "### Model: training\n\n" + markdown_table(TrainingSettings.model_fields, "model"),

@@ -38,6 +38,33 @@ def test_a_setting_set_on_the_command_line_reaches_the_class_that_uses_it(tmp_pa
     assert MNISTSampleDataModule(**data).val_size == 300
 
 
+@pytest.fixture
+def run_settings_default_changed(monkeypatch):
+    """``verbose`` defaulting to true in the run's schema while the test runs; the shipped
+    schema stored again after it."""
+    from pydantic import StrictBool
+
+    from swwae.training import composing, spec
+
+    class Changed(spec.RunSettings):
+        verbose: StrictBool = True
+
+    monkeypatch.setattr(spec, "RunSettings", Changed)
+    monkeypatch.setattr(composing, "_stored_for", ())  # store the nodes again
+    yield
+    monkeypatch.undo()
+    composing._stored_for = ()
+    composing.store_settings()
+
+
+def test_the_runs_own_settings_take_their_defaults_from_the_schema(tmp_path, run_settings_default_changed):
+    """The top-level settings (seed, resume, verbose, ...) are declared once, in
+    ``RunSettings``: a default changed there is the composed config's, and the command line
+    still overrides it."""
+    assert compose_config(tmp_path, quick=False).verbose is True
+    assert compose_config(tmp_path, ["verbose=false"], quick=False).verbose is False
+
+
 @pytest.mark.parametrize("experiment", [None, *EXPERIMENTS])
 def test_every_shipped_config_parses(tmp_path, experiment):
     overrides = [] if experiment is None else [f"experiment={experiment}"]

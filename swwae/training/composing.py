@@ -92,7 +92,8 @@ def share_config_store() -> None:
 
 def store_settings() -> None:
     """Every setting at its default, from the schema (``swwae.settings``), in Hydra's
-    ConfigStore: ``settings/model`` (the model section, with every registered pooling mode's
+    ConfigStore: ``settings/run`` (the run's own top-level settings, ``swwae.training.spec.RunSettings``,
+    which ``train.yaml`` starts from), ``settings/model`` (the model section, with every registered pooling mode's
     settings and loss term's weight) and ``settings/data/<name>`` (each data set of the table:
     its class, its settings, its seed the run's). A config of the ``model`` or ``data`` group
     starts from one of them (``- /settings@_here_: model``) and holds only what it changes, and
@@ -106,11 +107,13 @@ def store_settings() -> None:
     from swwae.pooling.modes import POOL_MODES
     from swwae.settings import model_settings
     from swwae.stored import plain
+    from swwae.training.spec import RunSettings
 
     tables = tuple((name, id(entry)) for table in (POOL_MODES, TERMS, DATA_SETS) for name, entry in table.items())
     if tables == _stored_for:  # the nodes follow the tables: stored again only when one changed
         return
     store = ConfigStore.instance()
+    store.store(group="settings", name="run", node=plain(RunSettings().model_dump()))
     store.store(group="settings", name="model", node=plain(model_settings()().model_dump()))
     for entry in DATA_SETS.values():
         node = {"_target_": entry.target, **plain(entry.settings().model_dump()), "seed": "${seed}"}

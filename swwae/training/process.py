@@ -39,7 +39,7 @@ def set_process_defaults(keep_freed: bool, flush_denormal: bool) -> None:
 # (soft pooling runs many of them: its training step went from 1.54x to 1.24x native with this,
 # scripts/bench_training.py). jemalloc and tcmalloc keep freed memory by default; this asks glibc
 # to do the same. It is process-wide, so it is the application's call, never the library's: the
-# training job makes it (keep_freed_memory: true in configs/train.yaml), swwae.pooling does not.
+# training job makes it (the run setting keep_freed_memory: true), swwae.pooling does not.
 
 _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # mallopt parameters, <malloc.h>
 TRIM_THRESHOLD = 1 << 30  # free memory kept at the top of the heap before glibc trims it

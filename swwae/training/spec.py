@@ -137,23 +137,60 @@ class PathsSpec(Frozen):
     sweep_root: PathText = "multirun"  # of the sweep folders
 
 
-class RunSpec(Frozen):
-    """A run's settings: the run itself, then a section for each part of the job. A top-level
-    key that is none of them is the user's own (``own_key_typo``)."""
+class RunSettings(Frozen):
+    """The run's own settings, the top-level keys that are plain values: each one's type, default
+    and help, declared here only. The config reads them from here (``settings/run``, stored by
+    ``swwae.training.composing.store_settings``), and so does the table in docs/configs.md
+    (``scripts/settings_table.py``)."""
+
+    seed: Int = Field(0, description="every random draw of a run follows from it: a run is reproducible")
+    resume: Literal["auto", "true", "false"] = Field(
+        "auto",
+        description="auto: continue the run's checkpoint folder when it holds an unfinished run of this config (a "
+        "requeued job), else start fresh; true: always continue; false: always start fresh (the old run moved aside)",
+    )
+    test: StrictBool = Field(True, description="evaluate the best checkpoint on the test split after training")
+    keep_freed_memory: StrictBool = Field(
+        True, description="CPU speed: glibc keeps freed memory for the next step (docs/performance.md)"
+    )
+    flush_denormal: StrictBool = Field(
+        True, description="CPU speed: floats below ~1e-38 count as zero (soft pooling made them; docs/performance.md)"
+    )
+    channels_last: TrueFalseOrAuto = Field(
+        "auto",
+        description="weights and batches in (N, H, W, C) memory; auto: on the CPU for hard, upsample, avg and "
+        "strided pooling (faster there), not on a GPU (unmeasured there); docs/performance.md",
+    )
+    compile: StrictBool | StrictStr = Field(
+        False, description="true: torch.compile the network (inductor), or a backend's name (aot_eager)"
+    )
+    verbose: StrictBool = Field(
+        False, description="true: Lightning's own lines too (devices, tips, model summary, restoring checkpoints)"
+    )
+
+    @field_validator("seed", mode="before")
+    @classmethod
+    def _seed(cls, value):
+        if not whole(value) or not 0 <= value < 2**32:
+            shown = "null" if value is None else excerpt(repr(value))
+            raise ConfigError(f"seed must be an integer in 0..{2**32 - 1}, got {shown}")
+        return value
+
+    @field_validator("resume", mode="before")
+    @classmethod
+    def _resume(cls, value):
+        return resume_mode(value)
+
+
+class RunSpec(RunSettings):
+    """A run's settings: the run itself (``RunSettings``, its name and monitor), then a section for
+    each part of the job. A top-level key that is none of them is the user's own (``own_key_typo``)."""
 
     model_config = ConfigDict(extra="allow", frozen=True, populate_by_name=True)
 
     run_name: StrictStr
-    seed: Int = 0  # every random draw is a function of it: a run is reproducible, so it is always set
-    resume: Literal["auto", "true", "false"] = "auto"
-    test: StrictBool = True
     optimized_metric: StrictStr | None = None
     optimized_mode: Literal["min", "max"] | None = None  # the checkpoint monitor's
-    keep_freed_memory: StrictBool = True
-    flush_denormal: StrictBool = True
-    compile: StrictBool | StrictStr = False
-    channels_last: TrueFalseOrAuto = "auto"  # auto: on the CPU (swwae.training.process.use_channels_last)
-    verbose: StrictBool = False  # Lightning's own lines (banner, tips, model summary, restore lines) on the console
     trainer: TrainerSpec
     data: Frozen  # a data set's section (data_spec) or OwnClass
     model: Frozen  # model_spec() or OwnClass
@@ -185,23 +222,10 @@ class RunSpec(Frozen):
     def _name(cls, value):
         return check_run_name(value)
 
-    @field_validator("seed", mode="before")
-    @classmethod
-    def _seed(cls, value):
-        if not whole(value) or not 0 <= value < 2**32:
-            shown = "null" if value is None else excerpt(repr(value))
-            raise ConfigError(f"seed must be an integer in 0..{2**32 - 1}, got {shown}")
-        return value
-
     @field_validator("optimized_mode", mode="before")
     @classmethod
     def _mode(cls, value):
         return value if value is None else check_mode(value)
-
-    @field_validator("resume", mode="before")
-    @classmethod
-    def _resume(cls, value):
-        return resume_mode(value)
 
     @field_validator("trainer", mode="before")
     @classmethod
