@@ -1,4 +1,4 @@
-"""Write the tables of every setting (the run's top-level ones, ``swwae.training.spec.RunSettings``;
+"""Write the tables of every setting (the run's top-level ones, ``swwae.training.run_settings.RunSettings``;
 the model's and the data's, ``swwae.settings``: name, default, help) into docs/configs.md, between
 its ``settings-table`` markers; ``--check`` says whether they are current (exit 1 if not). The tests
 run the check, so the page is the schema's.
@@ -15,7 +15,7 @@ from pathlib import Path
 from swwae.datasets import DATA_SETS
 from swwae.loss_terms import TERMS
 from swwae.settings import DataSettings, NetworkSettings, TrainingSettings, model_settings, pool_settings
-from swwae.training.spec import RunSettings
+from swwae.training.run_settings import RunSettings
 
 # the tables
 

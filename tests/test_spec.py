@@ -44,12 +44,12 @@ def run_settings_default_changed(monkeypatch):
     schema stored again after it."""
     from pydantic import StrictBool
 
-    from swwae.training import composing, spec
+    from swwae.training import composing, run_settings
 
-    class Changed(spec.RunSettings):
+    class Changed(run_settings.RunSettings):
         verbose: StrictBool = True
 
-    monkeypatch.setattr(spec, "RunSettings", Changed)
+    monkeypatch.setattr(run_settings, "RunSettings", Changed)
     monkeypatch.setattr(composing, "_stored_for", ())  # store the nodes again
     yield
     monkeypatch.undo()

@@ -92,7 +92,7 @@ def share_config_store() -> None:
 
 def store_settings() -> None:
     """Every setting at its default, from the schema (``swwae.settings``), in Hydra's
-    ConfigStore: ``settings/run`` (the run's own top-level settings, ``swwae.training.spec.RunSettings``,
+    ConfigStore: ``settings/run`` (the run's own top-level settings, ``swwae.training.run_settings.RunSettings``,
     which ``train.yaml`` starts from), ``settings/model`` (the model section, with every registered pooling mode's
     settings and loss term's weight) and ``settings/data/<name>`` (each data set of the table:
     its class, its settings, its seed the run's). A config of the ``model`` or ``data`` group
@@ -107,7 +107,7 @@ def store_settings() -> None:
     from swwae.pooling.modes import POOL_MODES
     from swwae.settings import model_settings
     from swwae.stored import plain
-    from swwae.training.spec import RunSettings
+    from swwae.training.run_settings import RunSettings
 
     tables = tuple((name, id(entry)) for table in (POOL_MODES, TERMS, DATA_SETS) for name, entry in table.items())
     if tables == _stored_for:  # the nodes follow the tables: stored again only when one changed

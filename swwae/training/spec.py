@@ -19,14 +19,12 @@ from __future__ import annotations
 import difflib
 import functools
 from collections.abc import Mapping
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
 from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
-    PlainValidator,
-    StrictBool,
     StrictStr,
     ValidationError,
     ValidationInfo,
@@ -37,12 +35,11 @@ from pydantic import (
 
 from swwae.arch import check_fits
 from swwae.datasets import DATA_SETS
-from swwae.errors import CheckpointError, ConfigError, UserError, excerpt
+from swwae.errors import CheckpointError, ConfigError, UserError
 from swwae.install import importable, install_extra
 from swwae.loss_terms import loss_weights
 from swwae.settings import (
     DataSettings,
-    Int,
     NetworkSettings,
     PathText,
     Settings,
@@ -55,29 +52,16 @@ from swwae.settings import (
     pool_mode_of,
     trains_classifier,
     unknown_key,
-    whole,
 )
 from swwae.training.composing import check_mode
 from swwae.training.registry import DATA_MODULES, DATASETS, MODEL_MODULES, MODELS, shipped
-from swwae.training.runs.decision import resume_mode
+from swwae.training.run_settings import RunSettings
 from swwae.training.runs.identity import check_run_name
 from swwae.training.trainer_settings import TrainerSpec, check_devices
 
 # loggers and callbacks are instantiated as written (their classes check them); their
 # interpolations may need resolvers of modules that import Lightning
 AS_WRITTEN = ("logger", "callbacks")
-
-# values
-
-
-def true_false_or_auto(value):
-    """A boolean, or ``auto`` (the job decides, e.g. ``channels_last`` by the device)."""
-    if isinstance(value, bool) or value == "auto":
-        return value
-    raise ValueError("write true, false or auto")
-
-
-TrueFalseOrAuto = Annotated[bool | Literal["auto"], PlainValidator(true_false_or_auto)]
 
 # sections
 
@@ -135,51 +119,6 @@ class PathsSpec(Frozen):
     output_dir: PathText | None = None
     output_root: PathText = "outputs"  # of the run folders (configs/hydra/default.yaml)
     sweep_root: PathText = "multirun"  # of the sweep folders
-
-
-class RunSettings(Frozen):
-    """The run's own settings, the top-level keys that are plain values: each one's type, default
-    and help, declared here only. The config reads them from here (``settings/run``, stored by
-    ``swwae.training.composing.store_settings``), and so does the table in docs/configs.md
-    (``scripts/settings_table.py``)."""
-
-    seed: Int = Field(0, description="every random draw of a run follows from it: a run is reproducible")
-    resume: Literal["auto", "true", "false"] = Field(
-        "auto",
-        description="auto: continue the run's checkpoint folder when it holds an unfinished run of this config (a "
-        "requeued job), else start fresh; true: always continue; false: always start fresh (the old run moved aside)",
-    )
-    test: StrictBool = Field(True, description="evaluate the best checkpoint on the test split after training")
-    keep_freed_memory: StrictBool = Field(
-        True, description="CPU speed: glibc keeps freed memory for the next step (docs/performance.md)"
-    )
-    flush_denormal: StrictBool = Field(
-        True, description="CPU speed: floats below ~1e-38 count as zero (soft pooling made them; docs/performance.md)"
-    )
-    channels_last: TrueFalseOrAuto = Field(
-        "auto",
-        description="weights and batches in (N, H, W, C) memory; auto: on the CPU for hard, upsample, avg and "
-        "strided pooling (faster there), not on a GPU (unmeasured there); docs/performance.md",
-    )
-    compile: StrictBool | StrictStr = Field(
-        False, description="true: torch.compile the network (inductor), or a backend's name (aot_eager)"
-    )
-    verbose: StrictBool = Field(
-        False, description="true: Lightning's own lines too (devices, tips, model summary, restoring checkpoints)"
-    )
-
-    @field_validator("seed", mode="before")
-    @classmethod
-    def _seed(cls, value):
-        if not whole(value) or not 0 <= value < 2**32:
-            shown = "null" if value is None else excerpt(repr(value))
-            raise ConfigError(f"seed must be an integer in 0..{2**32 - 1}, got {shown}")
-        return value
-
-    @field_validator("resume", mode="before")
-    @classmethod
-    def _resume(cls, value):
-        return resume_mode(value)
 
 
 class RunSpec(RunSettings):
