@@ -36,6 +36,7 @@ import triton.language as tl
 from torch import Tensor
 
 from swwae.pooling.geometry import Geometry
+from swwae.pooling.layout import memory_format_of
 from swwae.pooling.precision import HALF_DTYPES
 
 BLOCK = 256  # windows or pixels per program
@@ -51,12 +52,12 @@ def _ceil_div(a: int, b: int) -> int:
 
 def _channels_last(t: Tensor) -> bool:
     """Whether ``t`` is laid out (N, H, W, C): its programs then walk channels fastest."""
-    return t.is_contiguous(memory_format=torch.channels_last) and not t.is_contiguous()
+    return memory_format_of(t) == torch.channels_last
 
 
 def _empty(shape, like: Tensor, dtype: torch.dtype, memory_format: torch.memory_format | None = None) -> Tensor:
     """An empty tensor of ``shape`` in ``memory_format``, by default ``like``'s (channels_last or contiguous)."""
-    return torch.empty(shape, device=like.device, dtype=dtype, memory_format=memory_format or _format(like))
+    return torch.empty(shape, device=like.device, dtype=dtype, memory_format=memory_format or memory_format_of(like))
 
 
 def output_dtype(*tensors: Tensor) -> torch.dtype:
@@ -76,10 +77,6 @@ def output_dtype(*tensors: Tensor) -> torch.dtype:
 
 def _grid(count: int):
     return (_ceil_div(count, BLOCK),)  # not triton.cdiv: a few microseconds a call, a launch waits for them
-
-
-def _format(t: Tensor) -> torch.memory_format:
-    return torch.channels_last if _channels_last(t) else torch.contiguous_format
 
 
 def _geometry_args(g: Geometry) -> dict:
@@ -349,7 +346,7 @@ class FusedSoftPool(torch.autograd.Function):
     def forward(ctx, x: Tensor, geometry: Geometry, beta: float, floor: float, dtype: torch.dtype):
         n, c, height, width = x.shape
         ho, wo = geometry.output_size((height, width))
-        layout = _format(x)
+        layout = memory_format_of(x)
         what, row, col = (_empty((n, c, ho, wo), x, dtype, layout) for _ in range(3))
         args = dict(**_geometry_args(geometry), FLOOR=floor, CHANNELS_LAST=layout == torch.channels_last, BLOCK=BLOCK)
         if what.numel():
@@ -369,7 +366,7 @@ class FusedSoftPool(torch.autograd.Function):
         n, c, height, width = x.shape
         ho, wo = g.output_size((height, width))
         windows = n * c * ho * wo
-        like = _format(x)  # the three grads in one layout (autograd may hand them in others)
+        like = memory_format_of(x)  # the three grads in one layout (autograd may hand them in others)
         grad_what, grad_row, grad_col = (t.contiguous(memory_format=like) for t in (grad_what, grad_row, grad_col))
         (kh, kw), (sh, sw) = g.kernel, g.stride
         apart = sh >= kh and sw >= kw
