@@ -1,5 +1,6 @@
 """Write the tables of every setting (the run's top-level ones, ``swwae.training.run_settings.RunSettings``;
-the model's and the data's, ``swwae.settings``: name, default, help) into docs/configs.md, between
+the model's and the data's, ``swwae.settings``; swwae's own callbacks', ``swwae.training.callback_settings``:
+name, default, help) into docs/configs.md, between
 its ``settings-table`` markers; ``--check`` says whether they are current (exit 1 if not). The tests
 run the check, so the page is the schema's.
 
@@ -15,6 +16,7 @@ from pathlib import Path
 from swwae.datasets import DATA_SETS
 from swwae.loss_terms import TERMS
 from swwae.settings import DataSettings, NetworkSettings, TrainingSettings, model_settings, pool_settings
+from swwae.training.callback_settings import CALLBACKS
 from swwae.training.run_settings import RunSettings
 
 # the tables
@@ -41,7 +43,8 @@ def markdown_table(fields: Mapping, section: str) -> str:
 
 def settings_tables() -> str:
     """Every setting, with its default and help: the run's own (top-level keys), the model's by kind
-    (network, pooling modes' own, training, loss weights), the data's shared ones, then each data set's own."""
+    (network, pooling modes' own, training, loss weights), the data's shared ones, each data set's own, then
+    each of swwae's callbacks'."""
     model = model_settings().model_fields
     pooling = {n: model[n] for n in pool_settings()}
     weights = {t.weight: model[t.weight] for t in TERMS.values()}
@@ -57,6 +60,11 @@ def settings_tables() -> str:
         own = {n: f for n, f in entry.settings.model_fields.items() if n not in DataSettings.model_fields}
         if own:
             parts.append(f"### Data: `{entry.name}`\n\n" + markdown_table(own, "data"))
+    for callback in CALLBACKS.values():
+        parts.append(
+            f"### Callbacks: `{callback.name}`\n\n"
+            + markdown_table(callback.settings.model_fields, f"callbacks.{callback.name}")
+        )
     return "\n\n".join(parts) + "\n"
 
 

@@ -324,6 +324,8 @@ def check_training(weights: Mapping, *, arch) -> None:
 
 # the data
 
+SPLIT_NAMES = ("train", "val", "test")  # a data set's splits, as the data modules hold them
+
 
 class DataSettings(Settings):
     """What every data set takes (``swwae.training.data.base.InMemoryDataModule``)."""

@@ -100,9 +100,12 @@ BAD_VALUES = [
     ("+callbacks.mine.every=2", "error: callbacks.mine names no class (_target_): give it one, or switch it off"),
     (
         "callbacks.reconstruction_images.num_images=0",
-        "error: callbacks.reconstruction_images: num_images must be a whole number >= 1",
+        "error: callbacks.reconstruction_images.num_images=0 is not allowed: must be >= 1",
     ),
-    ("callbacks.embeddings.split=tset", "error: callbacks.embeddings: split must be one of train, val, test"),
+    (
+        "callbacks.embeddings.split=tset",
+        "error: callbacks.embeddings.split='tset' is not allowed: must be 'train', 'val' or 'test'",
+    ),
 ]
 
 

@@ -5,6 +5,7 @@ way, its classes only ones swwae ships."""
 
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 import sys
 
@@ -63,6 +64,36 @@ def test_the_runs_own_settings_take_their_defaults_from_the_schema(tmp_path, run
     still overrides it."""
     assert compose_config(tmp_path, quick=False).verbose is True
     assert compose_config(tmp_path, ["verbose=false"], quick=False).verbose is False
+
+
+@pytest.fixture
+def callback_default_changed(monkeypatch):
+    """``k`` of the k-NN monitor defaulting to 7 in its schema while the test runs; the shipped
+    schema stored again after it."""
+    from swwae.training import callback_settings, composing
+
+    class Changed(callback_settings.KNNAccuracySettings):
+        k: int = 7
+
+    entry = callback_settings.CALLBACKS["knn_accuracy"]
+    monkeypatch.setitem(callback_settings.CALLBACKS, "knn_accuracy", dataclasses.replace(entry, settings=Changed))
+    monkeypatch.setattr(composing, "_stored_for", ())  # store the nodes again
+    yield
+    monkeypatch.undo()
+    composing._stored_for = ()
+    composing.store_settings()
+
+
+def test_our_callbacks_take_their_defaults_from_the_schema(tmp_path, callback_default_changed):
+    """swwae's own callbacks' settings are declared once (``swwae.training.callback_settings``): a
+    default changed there is the composed config's and the class's, and the command line still
+    overrides it."""
+    from swwae.training.composing import build
+    from swwae.training.knn_monitor import KNNAccuracy
+
+    node = compose_config(tmp_path, quick=False).callbacks.knn_accuracy
+    assert node.k == 7 and build(node).settings.k == 7 and KNNAccuracy().settings.k == 7
+    assert compose_config(tmp_path, ["callbacks.knn_accuracy.k=3"], quick=False).callbacks.knn_accuracy.k == 3
 
 
 @pytest.mark.parametrize("experiment", [None, *EXPERIMENTS])

@@ -41,9 +41,8 @@ from lightning.pytorch.utilities.model_helpers import is_overridden
 from omegaconf import OmegaConf
 from torch import Tensor
 
-from swwae.errors import ConfigError
 from swwae.images import Picture, reconstruction_panels
-from swwae.settings import whole
+from swwae.training.callback_settings import parse_callback
 from swwae.training.runs.identity import IDENTITY_KEY
 
 # helpers
@@ -207,25 +206,22 @@ class ReconstructionImages(L.Callback):
     """Every ``every_n_epochs`` (0: never), on the same first ``num_images`` validation images, log the
     panels of ``swwae.images.reconstruction_panels`` (labelled rows, magnified so an image
     is at least 84 pixels wide, drawn to be read in TensorBoard's card) to every logger that
-    takes images (``log_image``: TensorBoard, MLflow, W&B; not CSV)."""
+    takes images (``log_image``: TensorBoard, MLflow, W&B; not CSV). Its settings, their defaults
+    and help: ``swwae.training.callback_settings.ReconstructionImagesSettings``."""
 
-    def __init__(self, num_images: int = 4, every_n_epochs: int = 1):
-        if not (whole(num_images) and num_images >= 1 and whole(every_n_epochs) and every_n_epochs >= 0):
-            raise ConfigError(
-                "callbacks.reconstruction_images: num_images must be a whole number >= 1, every_n_epochs >= 0 "
-                f"(0: never), got {num_images!r} and {every_n_epochs!r}"
-            )
-        self.num_images, self.every_n_epochs = num_images, every_n_epochs
+    def __init__(self, **settings):
+        self.settings = parse_callback("reconstruction_images", settings)
         self._images = None
 
     def on_validation_epoch_end(self, trainer: L.Trainer, module: L.LightningModule) -> None:
-        if trainer.sanity_checking or not self.every_n_epochs or trainer.current_epoch % self.every_n_epochs:
+        every = self.settings.every_n_epochs
+        if trainer.sanity_checking or not every or trainer.current_epoch % every:
             return
         loggers = [lg for lg in trainer.loggers if takes_images(lg)]
         if not loggers or not trainer.is_global_zero:
             return
         if self._images is None:  # fixed once: the same digits every epoch
-            self._images = trainer.datamodule.images("val", self.num_images)
+            self._images = trainer.datamodule.images("val", self.settings.num_images)
         panels = {
             name: Picture(image)
             for name, image in reconstruction_panels(module.net, self._images.to(module.device, module.dtype)).items()
@@ -374,9 +370,11 @@ def skip_empty_hooks(callbacks: list[L.Callback]) -> None:
                 setattr(callback, hook, None)
 
 
-def progress_bar(refresh_rate: int = 5) -> ProgressBar:
+def progress_bar(**settings) -> ProgressBar:
     """A live tqdm bar when stdout is a terminal; otherwise (nohup, SLURM, CI logs) one line
-    per epoch, instead of thousands of carriage-return updates."""
+    per epoch, instead of thousands of carriage-return updates. Its settings:
+    ``swwae.training.callback_settings.ProgressBarSettings``."""
+    refresh_rate = parse_callback("progress_bar", settings).refresh_rate
     if refresh_rate > 0 and sys.stdout.isatty():
         return LiveBar(refresh_rate=refresh_rate)
     return EpochLines()

@@ -94,9 +94,11 @@ def store_settings() -> None:
     """Every setting at its default, from the schema (``swwae.settings``), in Hydra's
     ConfigStore: ``settings/run`` (the run's own top-level settings, ``swwae.training.run_settings.RunSettings``,
     which ``train.yaml`` starts from), ``settings/model`` (the model section, with every registered pooling mode's
-    settings and loss term's weight) and ``settings/data/<name>`` (each data set of the table:
-    its class, its settings, its seed the run's). A config of the ``model`` or ``data`` group
-    starts from one of them (``- /settings@_here_: model``) and holds only what it changes, and
+    settings and loss term's weight), ``settings/data/<name>`` (each data set of the table:
+    its class, its settings, its seed the run's) and ``settings/callbacks/<name>`` (each of swwae's
+    own callbacks, ``swwae.training.callback_settings``: its class and settings). A config of the
+    ``model``, ``data`` or ``callbacks`` group starts from them (``- /settings@_here_: model``) and
+    holds only what it changes, and
     every key can be overridden on the command line (``model.beta=10``). A registered data set
     that ships no config file is an option of the ``data`` group as it is."""
     global _stored_for
@@ -107,6 +109,7 @@ def store_settings() -> None:
     from swwae.pooling.modes import POOL_MODES
     from swwae.settings import model_settings
     from swwae.stored import plain
+    from swwae.training.callback_settings import CALLBACKS
     from swwae.training.run_settings import RunSettings
 
     tables = tuple((name, id(entry)) for table in (POOL_MODES, TERMS, DATA_SETS) for name, entry in table.items())
@@ -115,6 +118,9 @@ def store_settings() -> None:
     store = ConfigStore.instance()
     store.store(group="settings", name="run", node=plain(RunSettings().model_dump()))
     store.store(group="settings", name="model", node=plain(model_settings()().model_dump()))
+    for callback in CALLBACKS.values():
+        node = {"_target_": callback.target, **plain(callback.settings().model_dump())}
+        store.store(group="settings/callbacks", name=callback.name, node=node)
     for entry in DATA_SETS.values():
         node = {"_target_": entry.target, **plain(entry.settings().model_dump()), "seed": "${seed}"}
         store.store(group="settings/data", name=entry.name, node=node)

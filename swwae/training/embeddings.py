@@ -14,10 +14,8 @@ import torch
 from lightning.pytorch.loggers import TensorBoardLogger
 from torch import Tensor
 
-from swwae.errors import ConfigError
 from swwae.model import SWWAE, eval_mode
-from swwae.settings import whole
-from swwae.training.data.base import SPLIT_NAMES
+from swwae.training.callback_settings import parse_callback
 
 TAG = "top_what"
 
@@ -51,23 +49,19 @@ class Embeddings(L.Callback):
     training left them).
 
     Off by default: TensorBoard's ``add_embedding`` writes the vectors as text one number at
-    a time, 2.4-2.7 s of CPU for the bundled sample's 500 test images and the default
-    network's 3,136-number top what (over the 2 s a default run may spend on it)."""
+    a time, 1.4-1.6 s of CPU for the bundled sample's 500 test images and the default
+    network's 3,136-number top what, a few percent of a default run, for a tab few runs need. Its settings:
+    ``swwae.training.callback_settings.EmbeddingsSettings``."""
 
-    def __init__(self, enabled: bool = False, num_images: int = 1000, split: str = "test"):
-        if split not in SPLIT_NAMES or not whole(num_images) or num_images < 1:
-            raise ConfigError(
-                f"callbacks.embeddings: split must be one of {', '.join(SPLIT_NAMES)} "
-                f"and num_images a whole number >= 1, got {split!r} and {num_images!r}"
-            )
-        self.enabled, self.num_images, self.split = bool(enabled), num_images, split
+    def __init__(self, **settings):
+        self.settings = parse_callback("embeddings", settings)
 
     def on_fit_end(self, trainer: L.Trainer, module: L.LightningModule) -> None:
         loggers = [lg for lg in trainer.loggers if isinstance(lg, TensorBoardLogger)]
-        if not self.enabled or not loggers or not trainer.is_global_zero:
+        if not self.settings.enabled or not loggers or not trainer.is_global_zero:
             return
-        data = trainer.datamodule
-        images = data.images(self.split, self.num_images).to(module.device, module.dtype)
-        labels = getattr(data, f"{self.split}_y")[: self.num_images]
+        data, split, count = trainer.datamodule, self.settings.split, self.settings.num_images
+        images = data.images(split, count).to(module.device, module.dtype)
+        labels = getattr(data, f"{split}_y")[:count]
         for logger in loggers:
             write_embedding(logger.experiment, module.net, images, labels, step=trainer.global_step)

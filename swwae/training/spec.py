@@ -53,14 +53,16 @@ from swwae.settings import (
     trains_classifier,
     unknown_key,
 )
+from swwae.training.callback_settings import check_callbacks, own_callback
 from swwae.training.composing import check_mode
 from swwae.training.registry import DATA_MODULES, DATASETS, MODEL_MODULES, MODELS, shipped
 from swwae.training.run_settings import RunSettings
 from swwae.training.runs.identity import check_run_name
 from swwae.training.trainer_settings import TrainerSpec, check_devices
 
-# loggers and callbacks are instantiated as written (their classes check them); their
-# interpolations may need resolvers of modules that import Lightning
+# loggers and callbacks are instantiated as written (their classes check them; swwae's own
+# callbacks are resolved and checked here too); their interpolations may need resolvers of
+# modules that import Lightning
 AS_WRITTEN = ("logger", "callbacks")
 
 # sections
@@ -149,11 +151,14 @@ class RunSpec(RunSettings):
     @field_validator("logger", "callbacks", mode="before")
     @classmethod
     def _classes(cls, value, info: ValidationInfo):
-        """Each node names the class it builds, or is switched off (null)."""
+        """Each node names the class it builds, or is switched off (null); on the command line, a
+        callback of ours by its settings (a stored config's are never built)."""
         for name, node in value.items() if isinstance(value, Mapping) else ():
             if node is not None and not (isinstance(node, Mapping) and node.get("_target_")):
                 key = f"{info.field_name}.{name}"
                 raise ConfigError(f"{key} names no class (_target_): give it one, or switch it off with {key}=null")
+        if info.field_name == "callbacks" and isinstance(value, Mapping) and stored(info) is None:
+            check_callbacks(value)
         return value
 
     @field_validator("run_name", mode="before")
@@ -298,12 +303,7 @@ def check_config(cfg) -> RunSpec:
     from omegaconf import OmegaConf
 
     if OmegaConf.is_config(cfg):
-        cfg = {
-            key: OmegaConf.to_container(cfg[key], resolve=key not in AS_WRITTEN)
-            if OmegaConf.is_config(cfg._get_node(key))
-            else cfg[key]
-            for key in cfg
-        }
+        cfg = {key: plain_section(cfg, key) for key in cfg}
     if not isinstance(cfg, Mapping):
         raise ConfigError(f"a run config must be a mapping of settings, got {type(cfg).__name__}")
     try:
@@ -312,6 +312,21 @@ def check_config(cfg) -> RunSpec:
         raise first_problem(err, "", names_of(RunSpec)) from None
     check_extras(spec.logger)  # the command's trackers only: a stored config's may be gone where it is read
     return spec
+
+
+def plain_section(cfg, key: str):
+    """Section ``key`` of a DictConfig as plain values, resolved but for ``AS_WRITTEN``; there only
+    swwae's own callbacks are resolved, for their check."""
+    from omegaconf import OmegaConf
+
+    if not OmegaConf.is_config(cfg._get_node(key)):
+        return cfg[key]
+    plain = OmegaConf.to_container(cfg[key], resolve=key not in AS_WRITTEN)
+    if key == "callbacks":
+        for name, node in plain.items():
+            if isinstance(node, Mapping) and own_callback(node.get("_target_")):
+                plain[name] = OmegaConf.to_container(cfg[key][name], resolve=True)
+    return plain
 
 
 # logger class -> (the package it needs, the extra of pyproject.toml that installs it)

@@ -59,9 +59,6 @@ class Splits(NamedTuple):
     test_y: Tensor
 
 
-SPLIT_NAMES = tuple(field.removesuffix("_x") for field in Splits._fields if field.endswith("_x"))  # train, val, test
-
-
 class InMemoryDataModule(lightning.LightningDataModule):
     """Holds train/val/test tensors in memory and serves them as whole batches.
 

@@ -1,0 +1,101 @@
+"""The settings of swwae's own callbacks (the ``callbacks`` section, ``configs/callbacks/default.yaml``):
+each one's type, default and help, declared here only. The config's nodes are filled from here
+(``swwae.training.composing.store_settings`` stores ``settings/callbacks/<name>``), the command
+line's values are checked here before torch is imported (``swwae.training.spec``), the classes parse
+their arguments here, and docs/configs.md tables them (``scripts/settings_table.py``).
+Lightning's own callbacks (checkpoints, the learning-rate monitor) keep Lightning's signatures:
+their config holds the project's choices for them, not a second copy of defaults.
+Plain Python: no torch, no Lightning."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Literal
+
+from pydantic import Field, StrictBool
+
+from swwae.settings import SPLIT_NAMES, Settings, bounded, parse
+
+
+class ReconstructionImagesSettings(Settings):
+    """``swwae.training.callbacks.ReconstructionImages``: the panels (input | reconstruction | where
+    dropped, the where masks, the middle reconstructions) to every logger that takes images."""
+
+    num_images: bounded(int, ge=1) = Field(
+        4, description="the first validation images, the same every time; 4 keeps a row one line in TensorBoard's card"
+    )
+    every_n_epochs: bounded(int, ge=0) = Field(1, description="panels every n-th epoch; 0: never")
+
+
+class EmbeddingsSettings(Settings):
+    """``swwae.training.embeddings.Embeddings``: when training ends, the top what of images to
+    TensorBoard's projector."""
+
+    enabled: StrictBool = Field(False, description="true: on (off: it costs seconds of CPU; docs/tracking.md)")
+    num_images: bounded(int, ge=1) = Field(1000, description="the first images of the split, one point each")
+    split: Literal[SPLIT_NAMES] = Field("test", description="the split whose images are shown")
+
+
+class KNNAccuracySettings(Settings):
+    """``swwae.training.knn_monitor.KNNAccuracy``: ``val/knn_acc``, a k-NN probe of the frozen top what."""
+
+    every_n_epochs: bounded(int, ge=0) = Field(
+        0, description='0: off; 5: every 5th epoch (docs/analysis.md "Feature probes")'
+    )
+    k: bounded(int, ge=1) = Field(20, description="neighbours (cosine, distance-weighted) that vote")
+    max_train_images: bounded(int, ge=1) = Field(10_000, description="the first labelled training images it votes with")
+
+
+class ProgressBarSettings(Settings):
+    """``swwae.training.callbacks.progress_bar``: a live bar on a terminal, one line per epoch into a
+    file (nohup, SLURM)."""
+
+    refresh_rate: bounded(int, ge=0) = Field(
+        5, description="steps between the live bar's updates; 0: lines per epoch even on a terminal"
+    )
+
+
+@dataclass(frozen=True)
+class OwnCallback:
+    """One of swwae's callbacks: its key in the ``callbacks`` section, the class (or factory) it
+    builds, and its settings."""
+
+    name: str
+    target: str
+    settings: type[Settings]
+
+
+CALLBACKS = {
+    callback.name: callback
+    for callback in (
+        OwnCallback(
+            "reconstruction_images", "swwae.training.callbacks.ReconstructionImages", ReconstructionImagesSettings
+        ),
+        OwnCallback("embeddings", "swwae.training.embeddings.Embeddings", EmbeddingsSettings),
+        OwnCallback("knn_accuracy", "swwae.training.knn_monitor.KNNAccuracy", KNNAccuracySettings),
+        OwnCallback("progress_bar", "swwae.training.callbacks.progress_bar", ProgressBarSettings),
+    )
+}
+
+
+def own_callback(target) -> OwnCallback | None:
+    """The callback of ours that ``target`` (a node's ``_target_``) names, if any."""
+    return next((c for c in CALLBACKS.values() if c.target == target), None)
+
+
+def check_callbacks(nodes: Mapping) -> None:
+    """Each node of the ``callbacks`` section that builds one of ours, by its settings: a bad value
+    is one line (``callbacks.<key>.<setting>``) before torch is imported. Others check themselves
+    when they are built."""
+    for key, node in nodes.items():
+        callback = own_callback(node.get("_target_")) if isinstance(node, Mapping) else None
+        if callback is not None:
+            parse(callback.settings, {k: v for k, v in node.items() if k != "_target_"}, f"callbacks.{key}")
+
+
+def parse_callback(name: str, values: Mapping) -> Settings:
+    """The settings of our callback ``name`` from ``values`` (a node less its ``_target_``, or a
+    class's keyword arguments), or ConfigError: the first problem in one line, as
+    ``callbacks.<name>.<key>``."""
+    return parse(CALLBACKS[name].settings, values, f"callbacks.{name}")
