@@ -39,23 +39,31 @@ def test_a_setting_set_on_the_command_line_reaches_the_class_that_uses_it(tmp_pa
     assert MNISTSampleDataModule(**data).val_size == 300
 
 
+def stored_again(monkeypatch):
+    """For a fixture that changed the schema: the config's nodes stored from it while the test
+    runs, the shipped schema's again after it."""
+    from swwae.training import composing
+
+    monkeypatch.setattr(composing, "_stored_for", ())  # store the nodes again
+    yield
+    monkeypatch.undo()
+    composing._stored_for = ()
+    composing.store_settings()
+
+
 @pytest.fixture
 def run_settings_default_changed(monkeypatch):
     """``verbose`` defaulting to true in the run's schema while the test runs; the shipped
     schema stored again after it."""
     from pydantic import StrictBool
 
-    from swwae.training import composing, run_settings
+    from swwae.training import run_settings
 
     class Changed(run_settings.RunSettings):
         verbose: StrictBool = True
 
     monkeypatch.setattr(run_settings, "RunSettings", Changed)
-    monkeypatch.setattr(composing, "_stored_for", ())  # store the nodes again
-    yield
-    monkeypatch.undo()
-    composing._stored_for = ()
-    composing.store_settings()
+    yield from stored_again(monkeypatch)
 
 
 def test_the_runs_own_settings_take_their_defaults_from_the_schema(tmp_path, run_settings_default_changed):
@@ -70,18 +78,14 @@ def test_the_runs_own_settings_take_their_defaults_from_the_schema(tmp_path, run
 def callback_default_changed(monkeypatch):
     """``k`` of the k-NN monitor defaulting to 7 in its schema while the test runs; the shipped
     schema stored again after it."""
-    from swwae.training import callback_settings, composing
+    from swwae.training import callback_settings
 
     class Changed(callback_settings.KNNAccuracySettings):
         k: int = 7
 
     entry = callback_settings.CALLBACKS["knn_accuracy"]
     monkeypatch.setitem(callback_settings.CALLBACKS, "knn_accuracy", dataclasses.replace(entry, settings=Changed))
-    monkeypatch.setattr(composing, "_stored_for", ())  # store the nodes again
-    yield
-    monkeypatch.undo()
-    composing._stored_for = ()
-    composing.store_settings()
+    yield from stored_again(monkeypatch)
 
 
 def test_our_callbacks_take_their_defaults_from_the_schema(tmp_path, callback_default_changed):
