@@ -1,4 +1,4 @@
-"""Write the tables of every setting (the run's top-level ones, ``swwae.training.run_settings.RunSettings``;
+"""Write the tables of every setting (the run's top-level ones and its paths, ``swwae.training.run_settings``;
 the model's and the data's, ``swwae.settings``; swwae's own callbacks', ``swwae.training.callback_settings``:
 name, default, help) into docs/configs.md, between
 its ``settings-table`` markers; ``--check`` says whether they are current (exit 1 if not). The tests
@@ -17,7 +17,7 @@ from swwae.datasets import DATA_SETS
 from swwae.loss_terms import TERMS
 from swwae.settings import DataSettings, NetworkSettings, TrainingSettings, model_settings, pool_settings
 from swwae.training.callback_settings import CALLBACKS
-from swwae.training.run_settings import RunSettings
+from swwae.training.run_settings import PathSettings, RunSettings
 
 # the tables
 
@@ -42,7 +42,7 @@ def markdown_table(fields: Mapping, section: str) -> str:
 
 
 def settings_tables() -> str:
-    """Every setting, with its default and help: the run's own (top-level keys), the model's by kind
+    """Every setting, with its default and help: the run's own (top-level keys, its paths), the model's by kind
     (network, pooling modes' own, training, loss weights), the data's shared ones, each data set's own, then
     each of swwae's callbacks'."""
     model = model_settings().model_fields
@@ -50,6 +50,7 @@ def settings_tables() -> str:
     weights = {t.weight: model[t.weight] for t in TERMS.values()}
     parts = [
         "### The run (top-level keys)\n\n" + markdown_table(RunSettings.model_fields, ""),
+        "### Where it writes\n\n" + markdown_table(PathSettings.model_fields, "paths"),
         "### Model: the network\n\n" + markdown_table(NetworkSettings.model_fields, "model"),
         "### Model: the pooling modes' own settings\n\n" + markdown_table(pooling, "model"),
         "### Model: training\n\n" + markdown_table(TrainingSettings.model_fields, "model"),

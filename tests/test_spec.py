@@ -53,8 +53,8 @@ def stored_again(monkeypatch):
 
 @pytest.fixture
 def run_settings_default_changed(monkeypatch):
-    """``verbose`` defaulting to true in the run's schema while the test runs; the shipped
-    schema stored again after it."""
+    """``verbose`` defaulting to true in the run's schema, and ``paths.sweep_root`` to ``sweeps``,
+    while the test runs; the shipped schema stored again after it."""
     from pydantic import StrictBool
 
     from swwae.training import run_settings
@@ -62,15 +62,20 @@ def run_settings_default_changed(monkeypatch):
     class Changed(run_settings.RunSettings):
         verbose: StrictBool = True
 
+    class ChangedPaths(run_settings.PathSettings):
+        sweep_root: str = "sweeps"
+
     monkeypatch.setattr(run_settings, "RunSettings", Changed)
+    monkeypatch.setattr(run_settings, "PathSettings", ChangedPaths)
     yield from stored_again(monkeypatch)
 
 
 def test_the_runs_own_settings_take_their_defaults_from_the_schema(tmp_path, run_settings_default_changed):
-    """The top-level settings (seed, resume, verbose, ...) are declared once, in
-    ``RunSettings``: a default changed there is the composed config's, and the command line
-    still overrides it."""
-    assert compose_config(tmp_path, quick=False).verbose is True
+    """The top-level settings (seed, resume, verbose, ...) and the paths are declared once, in
+    ``RunSettings`` and ``PathSettings``: a default changed there is the composed config's, and the
+    command line still overrides it."""
+    cfg = compose_config(tmp_path, quick=False)
+    assert cfg.verbose is True and cfg.paths.sweep_root == "sweeps"
     assert compose_config(tmp_path, ["verbose=false"], quick=False).verbose is False
 
 

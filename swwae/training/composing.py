@@ -91,16 +91,16 @@ def share_config_store() -> None:
 
 
 def store_settings() -> None:
-    """Every setting at its default, from the schema (``swwae.settings``), in Hydra's
-    ConfigStore: ``settings/run`` (the run's own top-level settings, ``swwae.training.run_settings.RunSettings``,
-    which ``train.yaml`` starts from), ``settings/model`` (the model section, with every registered pooling mode's
-    settings and loss term's weight), ``settings/data/<name>`` (each data set of the table:
-    its class, its settings, its seed the run's) and ``settings/callbacks/<name>`` (each of swwae's
-    own callbacks, ``swwae.training.callback_settings``: its class and settings). A config of the
-    ``model``, ``data`` or ``callbacks`` group starts from them (``- /settings@_here_: model``) and
-    holds only what it changes, and
-    every key can be overridden on the command line (``model.beta=10``). A registered data set
-    that ships no config file is an option of the ``data`` group as it is."""
+    """Every setting at its default, from the schema (``swwae.settings``), in Hydra's ConfigStore:
+    ``settings/run`` (the run's own top-level settings, ``swwae.training.run_settings.RunSettings``,
+    which ``train.yaml`` starts from), ``settings/paths`` (where it writes, ``PathSettings`` there),
+    ``settings/model`` (the model section, with every registered pooling mode's settings and loss
+    term's weight), ``settings/data/<name>`` (each data set of the table: its class, its settings,
+    its seed the run's) and ``settings/callbacks/<name>`` (each of swwae's own callbacks,
+    ``swwae.training.callback_settings``: its class and settings). A config of a group starts from
+    them (``- /settings@_here_: model``) and holds only what it changes, and every key can be
+    overridden on the command line (``model.beta=10``). A registered data set that ships no config
+    file is an option of the ``data`` group as it is."""
     global _stored_for
     from hydra.core.config_store import ConfigStore
 
@@ -110,13 +110,14 @@ def store_settings() -> None:
     from swwae.settings import model_settings
     from swwae.stored import plain
     from swwae.training.callback_settings import CALLBACKS
-    from swwae.training.run_settings import RunSettings
+    from swwae.training.run_settings import PathSettings, RunSettings
 
     tables = tuple((name, id(entry)) for table in (POOL_MODES, TERMS, DATA_SETS) for name, entry in table.items())
     if tables == _stored_for:  # the nodes follow the tables: stored again only when one changed
         return
     store = ConfigStore.instance()
     store.store(group="settings", name="run", node=plain(RunSettings().model_dump()))
+    store.store(group="settings", name="paths", node=plain(PathSettings().model_dump()))
     store.store(group="settings", name="model", node=plain(model_settings()().model_dump()))
     for callback in CALLBACKS.values():
         node = {"_target_": callback.target, **plain(callback.settings().model_dump())}

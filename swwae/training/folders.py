@@ -22,7 +22,7 @@ from hydra.experimental.callback import Callback
 from swwae.errors import DiskError, UserError, excerpt
 
 if TYPE_CHECKING:
-    from swwae.training.spec import PathsSpec
+    from swwae.training.run_settings import PathSettings
 
 
 PATH_SHOWN = 400  # characters of a path an error line shows (a 120 kB hydra.run.dir is cut)
@@ -56,7 +56,7 @@ def check_writable(folder: Path, what: str, setting: str, keep: bool = True) -> 
                     p.rmdir()
 
 
-def check_folders(paths: PathsSpec) -> None:
+def check_folders(paths: PathSettings) -> None:
     """Every folder a run writes to (the run spec's ``paths``), before any data is read; the
     folders it had to create for the test are removed again (a file where the run's own
     checkpoint folder should be is found under the run's lock)."""

@@ -1,8 +1,9 @@
 """The run's own settings: the top-level keys of a run's config that are plain values (seed,
-resume, test, ...), each with its type, default and help, declared here only. A module of its own
-so that both the config's composition (``swwae.training.composing``, which stores them as
-``settings/run``) and the typed run spec (``swwae.training.spec``, whose ``RunSpec`` extends them)
-read them. Plain Python: no torch, no Lightning."""
+resume, test, ...), and where it writes (the ``paths`` section), each with its type, default and
+help, declared here only. A module of its own so that both the config's composition
+(``swwae.training.composing``, which stores them as ``settings/run`` and ``settings/paths``) and
+the typed run spec (``swwae.training.spec``, whose ``RunSpec`` extends them) read them. Plain
+Python: no torch, no Lightning."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, PlainValidator, StrictBool, StrictStr, field_validator
 
 from swwae.errors import ConfigError, excerpt
-from swwae.settings import Int, whole
+from swwae.settings import Int, PathText, whole
 from swwae.training.runs.decision import resume_mode
 
 
@@ -70,3 +71,20 @@ class RunSettings(BaseModel):
     @classmethod
     def _resume(cls, value):
         return resume_mode(value)
+
+
+class PathSettings(BaseModel):
+    """Where the run writes, relative paths from the folder the command runs in. More keys may be
+    there, for a config's own interpolations (``paths.data_dir``)."""
+
+    model_config = ConfigDict(extra="allow", frozen=True, populate_by_name=True)
+
+    log_dir: PathText = Field("logs", description="the loggers' root: one `tensorboard --logdir logs` shows every run")
+    checkpoint_dir: PathText = Field(
+        "checkpoints", description="a run's best.ckpt and last.ckpt: `<checkpoint_dir>/<run name>/`"
+    )
+    output_dir: PathText | None = Field(
+        None, description="this run's folder (its config, log, metrics.json): Hydra's, which the config names"
+    )
+    output_root: PathText = Field("outputs", description="run folders: `<output_root>/<run name>/<time>/`")
+    sweep_root: PathText = Field("multirun", description="sweep folders: `<sweep_root>/<time>/`")

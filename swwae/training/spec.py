@@ -41,7 +41,6 @@ from swwae.loss_terms import loss_weights
 from swwae.settings import (
     DataSettings,
     NetworkSettings,
-    PathText,
     Settings,
     check_data,
     check_network,
@@ -56,7 +55,7 @@ from swwae.settings import (
 from swwae.training.callback_settings import check_callbacks, own_callback
 from swwae.training.composing import check_mode
 from swwae.training.registry import DATA_MODULES, DATASETS, MODEL_MODULES, MODELS, shipped
-from swwae.training.run_settings import RunSettings
+from swwae.training.run_settings import PathSettings, RunSettings
 from swwae.training.runs.identity import check_run_name
 from swwae.training.trainer_settings import TrainerSpec, check_devices
 
@@ -110,19 +109,6 @@ def data_spec(entry) -> type[Section]:
     return with_target(entry.settings)
 
 
-class PathsSpec(Frozen):
-    """Where the run writes; more keys may be there for a config's own interpolations
-    (``paths.data_dir``)."""
-
-    model_config = ConfigDict(extra="allow", frozen=True)
-
-    log_dir: PathText = "logs"
-    checkpoint_dir: PathText = "checkpoints"
-    output_dir: PathText | None = None
-    output_root: PathText = "outputs"  # of the run folders (configs/hydra/default.yaml)
-    sweep_root: PathText = "multirun"  # of the sweep folders
-
-
 class RunSpec(RunSettings):
     """A run's settings: the run itself (``RunSettings``, its name and monitor), then a section for
     each part of the job. A top-level key that is none of them is the user's own (``own_key_typo``)."""
@@ -137,7 +123,7 @@ class RunSpec(RunSettings):
     model: Frozen  # model_spec() or OwnClass
     logger: dict[str, Any] | None = None
     callbacks: dict[str, Any] | None = None
-    paths: PathsSpec = PathsSpec()
+    paths: PathSettings = PathSettings()
 
     @model_validator(mode="before")
     @classmethod
@@ -260,7 +246,7 @@ def setting_names(section: str) -> list[str]:
         return sorted({name for entry in DATA_SETS.values() for name in names_of(data_spec(entry))})
     if section == "model":
         return names_of(model_spec())
-    spec = {"trainer": TrainerSpec, "paths": PathsSpec, "": RunSpec}.get(section)
+    spec = {"trainer": TrainerSpec, "paths": PathSettings, "": RunSpec}.get(section)
     return names_of(spec) if spec else []
 
 
