@@ -50,7 +50,7 @@ class Embeddings(L.Callback):
 
     Off by default: TensorBoard's ``add_embedding`` writes the vectors as text one number at
     a time, 1.4-1.6 s of CPU for the bundled sample's 500 test images and the default
-    network's 3,136-number top what, a few percent of a default run, for a tab few runs need. Its settings:
+    network's 3,136-number top what: a few percent of a default run, for a tab few runs open. Its settings:
     ``swwae.training.callback_settings.EmbeddingsSettings``."""
 
     def __init__(self, **settings):
