@@ -108,11 +108,22 @@ def swwae_here(*args, cwd: Path, env: dict | None = None) -> subprocess.Complete
     return in_this_process(main, ["swwae"], args, cwd, env)
 
 
+def forget_hydra() -> None:
+    """Hydra's global state as a new process has it: no config search path (``GlobalHydra``) and no
+    job's Hydra config (``HydraConfig``, which a run leaves set). A stale ``HydraConfig`` resolves
+    ``${hydra:...}`` where a new process could not: an Optuna search after another one then merged
+    ``+trainer.default_root_dir=...`` and ran its trials instead of refusing it in one line."""
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.core.hydra_config import HydraConfig
+
+    GlobalHydra.instance().clear()
+    HydraConfig.instance().cfg = None
+
+
 def in_this_process(main, program: list[str], args, cwd: Path, env: dict | None) -> subprocess.CompletedProcess:
     """``main(args)`` run as a command would be: in ``cwd``, with ``env`` added, its output
     captured; the process put back afterwards (``command_here``)."""
     import torch
-    from hydra.core.global_hydra import GlobalHydra
 
     saved_env, saved_cwd = dict(os.environ), Path.cwd()
     saved_torch = (
@@ -126,7 +137,7 @@ def in_this_process(main, program: list[str], args, cwd: Path, env: dict | None)
     args = list(map(str, args))
     os.environ.update(env or {})
     os.chdir(cwd)
-    GlobalHydra.instance().clear()
+    forget_hydra()
     try:
         with (
             contextlib.redirect_stdout(out),
@@ -143,7 +154,7 @@ def in_this_process(main, program: list[str], args, cwd: Path, env: dict | None)
                 traceback.print_exc()
                 status = 1
     finally:
-        GlobalHydra.instance().clear()
+        forget_hydra()
         os.chdir(saved_cwd)
         os.environ.clear()
         os.environ.update(saved_env)
