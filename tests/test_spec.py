@@ -16,7 +16,15 @@ from omegaconf import OmegaConf
 from helpers.config import CONFIG_DIR, ROOT, compose_config
 from swwae.datasets import DATA_SETS
 from swwae.errors import CheckpointError, ConfigError
-from swwae.training.spec import AS_WRITTEN, OwnClass, TrainerSpec, check_config, data_spec, model_spec, parse_stored
+from swwae.training.spec import (
+    OwnClass,
+    TrainerSpec,
+    check_config,
+    data_spec,
+    model_spec,
+    parse_stored,
+    plain_section,
+)
 
 TRAINER = "lightning.pytorch.Trainer"
 EXPERIMENTS = sorted(
@@ -130,13 +138,8 @@ def test_every_model_parses_on_every_data_set(tmp_path, model, data):
 
 def resolved(cfg) -> dict:
     """A job config as plain values, as ``check_config`` reads it: resolved, but its loggers and
-    callbacks as written."""
-    return {
-        key: OmegaConf.to_container(cfg[key], resolve=key not in AS_WRITTEN)
-        if OmegaConf.is_config(cfg[key])
-        else cfg[key]
-        for key in cfg
-    }
+    callbacks as written (swwae's own callbacks resolved)."""
+    return {key: plain_section(cfg, key) for key in cfg}
 
 
 @pytest.fixture
