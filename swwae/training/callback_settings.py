@@ -1,6 +1,6 @@
 """The settings of swwae's own callbacks (the ``callbacks`` section, ``configs/callbacks/default.yaml``):
 each one's type, default and help, declared here only. The config's nodes are filled from here
-(``swwae.training.composing.store_settings`` stores ``settings/callbacks/<name>``), the command
+(``swwae.training.composing.store_settings`` stores them as ``settings/callbacks``), the command
 line's values are checked here before torch is imported (``swwae.training.spec``), the classes parse
 their arguments here, and docs/configs.md tables them (``scripts/settings_table.py``).
 Lightning's own callbacks (checkpoints, the learning-rate monitor) keep Lightning's signatures:

@@ -96,8 +96,9 @@ def store_settings() -> None:
     which ``train.yaml`` starts from), ``settings/paths`` (where it writes, ``PathSettings`` there),
     ``settings/model`` (the model section, with every registered pooling mode's settings and loss
     term's weight), ``settings/data/<name>`` (each data set of the table: its class, its settings,
-    its seed the run's) and ``settings/callbacks/<name>`` (each of swwae's own callbacks,
-    ``swwae.training.callback_settings``: its class and settings). A config of a group starts from
+    its seed the run's) and ``settings/callbacks`` (swwae's own callbacks,
+    ``swwae.training.callback_settings``: each one's class and settings, one node: each entry of a
+    defaults list costs Hydra a few milliseconds of every command). A config of a group starts from
     them (``- /settings@_here_: model``) and holds only what it changes, and every key can be
     overridden on the command line (``model.beta=10``). A registered data set that ships no config
     file is an option of the ``data`` group as it is."""
@@ -119,9 +120,8 @@ def store_settings() -> None:
     store.store(group="settings", name="run", node=plain(RunSettings().model_dump()))
     store.store(group="settings", name="paths", node=plain(PathSettings().model_dump()))
     store.store(group="settings", name="model", node=plain(model_settings()().model_dump()))
-    for callback in CALLBACKS.values():
-        node = {"_target_": callback.target, **plain(callback.settings().model_dump())}
-        store.store(group="settings/callbacks", name=callback.name, node=node)
+    callbacks = {c.name: {"_target_": c.target, **plain(c.settings().model_dump())} for c in CALLBACKS.values()}
+    store.store(group="settings", name="callbacks", node=callbacks)
     for entry in DATA_SETS.values():
         node = {"_target_": entry.target, **plain(entry.settings().model_dump()), "seed": "${seed}"}
         store.store(group="settings/data", name=entry.name, node=node)
