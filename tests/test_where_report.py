@@ -25,13 +25,17 @@ LABELS = [i % 10 for i in range(20)]  # 20 test images
 # helpers
 
 
-def write_job(sweep, number: int, model: str, seed: int, wrong: int, recon: float | None, lambda_rec=1.0):
-    """A finished job as train.py leaves it: metrics.json, its saved config, and a
-    test_outcomes.csv whose first ``wrong`` images are misclassified."""
+def write_job(
+    sweep, number: int, model: str, seed: int, wrong: int, recon: float | None, lambda_rec=1.0, precision=None
+):
+    """A finished job as train.py leaves it: metrics.json, its saved config (with
+    trainer.precision where given), and a test_outcomes.csv whose first ``wrong`` images are
+    misclassified."""
     folder = sweep / f"{number}_{model}_seed{seed}"
     (folder / ".hydra").mkdir(parents=True)
     (folder / ".hydra" / "overrides.yaml").write_text(f"- model={model}\n- seed={seed}\n")
-    (folder / ".hydra" / "config.yaml").write_text(f"model:\n  lambda_rec: {lambda_rec}\n")
+    trainer = f"trainer:\n  precision: {precision}\n" if precision else ""
+    (folder / ".hydra" / "config.yaml").write_text(f"model:\n  lambda_rec: {lambda_rec}\n{trainer}")
     predictions = [(y + 1) % 10 if i < wrong else y for i, y in enumerate(LABELS)]
     rows = ["index,label,prediction,recon_mse"]
     rows += [f"{i},{y},{p},0.01" for i, (y, p) in enumerate(zip(LABELS, predictions))]
@@ -168,6 +172,31 @@ def test_arms_can_be_chosen_and_a_missing_one_is_one_line(sweep, tmp_path, capsy
     assert capsys.readouterr().err.strip() == (
         "error: no finished run of swwae_soft; the sweep has swwae_hard, upsample, classifier_only"
     )
+
+
+def test_the_arms_can_be_the_values_of_another_setting(tmp_path, capsys):
+    """``--by trainer.precision``: one model's runs in two precisions, paired seed by seed; a run
+    whose saved config lacks the setting is left out in one line, the rest reported."""
+    sweep, number = tmp_path / "sweep", 0
+    for seed in range(4):
+        for precision, wrong in [("32-true", 2), ("bf16-mixed", [2, 3, 3, 4][seed])]:
+            write_job(sweep, number, "swwae_hard", seed, wrong, 0.003, precision=precision)
+            number += 1
+    assert main([str(sweep), "--by", "trainer.precision", "--out", str(tmp_path / "r")]) == 0
+    text = (tmp_path / "r.md").read_text()
+    assert "| trainer.precision | seeds | test error % |" in text
+    assert "| 32-true | 4 | 10.00 [10.00, 10.00] | 10.0, 10.0, 10.0, 10.0 |" in text
+    # 32-true - bf16-mixed: 0, -5, -5, -10 points; mean -5, sd 4.0825, half-width 3.1824 x 2.0412 = 6.496
+    assert "| 32-true - bf16-mixed | 4 | -5.00 [-11.50, +1.50] | 3 / 1 / 0 |" in text
+    write_job(sweep, number, "swwae_hard", 4, 2, 0.003)  # no trainer.precision in its config
+    assert main([str(sweep), "--by", "trainer.precision", "--out", str(tmp_path / "r")]) == 1
+    assert (
+        f"{sweep / f'{number}_swwae_hard_seed4'}: unreadable: its saved config has no trainer.precision"
+        in (tmp_path / "r.md").read_text()
+    )
+    capsys.readouterr()
+    assert main([str(sweep), "--out", str(tmp_path / "r")]) == 2  # by model: one arm, and seeds twice over
+    assert capsys.readouterr().err.strip().endswith("are both swwae_hard seed 0")
 
 
 def test_outcomes_that_disagree_with_metrics_are_refused(sweep, capsys):

@@ -47,7 +47,7 @@ SUBCOMMANDS = {
     "runs": Subcommand("runs", "the runs under checkpoints/: finished or not, epochs, the best monitored value"),
     "feature-study": Subcommand("feature_study", "the feature study's report: which where gives the best what"),
     "semi-map": Subcommand("semi_map", "the semi-supervised map's report: the gain over labels-only, by labels"),
-    "where-report": Subcommand("where_report", "the where study's report: paired differences over seeds"),
+    "where-report": Subcommand("where_report", "arms paired by seed: models (the where study), or a setting's values"),
     "device-check": Subcommand("device_check", "on a GPU: the package's CUDA training paths, in minutes"),
 }
 

@@ -16,6 +16,11 @@ ones each run wrote when it read its test split, once. Each job's records are re
 (its saved config as plain YAML, never resolved); a job whose records do not hold what the
 report needs is left out, in one line saying why.
 
+The arms are the runs' models unless ``--by`` names another setting of theirs: ``--by
+trainer.precision`` pairs a sweep's ``trainer.precision=32-true,bf16-mixed`` runs seed by seed
+(the key as in the saved config; a sweep that varies more than that setting is reported one
+value of the rest at a time: a second run of an arm and seed is refused in one line).
+
 Exit status 0, 1 when a job failed or was left out (the rest is reported), 2 for bad input or
 when no job is left.
 """
@@ -43,8 +48,11 @@ from swwae.training.sweep.records import (
     not_ok,
     saved_config,
     seed_of,
+    setting,
     trains_reconstruction,
 )
+
+ARMS_BY_DEFAULT = "model"  # --by: the arms are the runs' model choices
 
 # classes
 
@@ -92,14 +100,26 @@ def read_outcomes(path: Path) -> list[tuple[int, int]]:
     return rows
 
 
-def job_run(job: Job, seen: dict) -> Run:
-    """A finished job's run, every value checked (``Unreadable``: what its records lack);
-    ``seen`` ({(arm, seed): job folder}) refuses a second run of an arm and seed."""
+def arm_of(job: Job, by: str, config: dict | None) -> str:
+    """The job's arm: its model choice (``by`` = ``model``), else its value of the setting ``by``
+    in its saved config (``Unreadable`` where that is missing)."""
+    if by == ARMS_BY_DEFAULT:
+        return str(job.record.get("model"))
+    value = setting(config or {}, by)
+    if value is None:
+        raise Unreadable(f"its saved config has no {by}")
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def job_run(job: Job, seen: dict, by: str = ARMS_BY_DEFAULT) -> Run:
+    """A finished job's run, every value checked (``Unreadable``: what its records lack), its arm
+    by ``arm_of``; ``seen`` ({(arm, seed): job folder}) refuses a second run of an arm and seed."""
     metrics = job.metrics
     if "test/acc" not in metrics:
         raise ConfigError(f"{job.folder} has no test/acc: not a tested run with a classifier")
-    arm, seed, accuracy = str(job.record.get("model")), seed_of(job), accuracy_of(job)
-    reconstructs = trains_reconstruction(saved_config(job, required=False))
+    config = saved_config(job, required=by != ARMS_BY_DEFAULT)
+    arm, seed, accuracy = arm_of(job, by, config), seed_of(job), accuracy_of(job)
+    reconstructs = trains_reconstruction(config)
     if (arm, seed) in seen:
         raise ConfigError(f"{job.folder} and {seen[arm, seed]} are both {arm} seed {seed}")
     seen[arm, seed] = job.folder
@@ -110,8 +130,9 @@ def job_run(job: Job, seen: dict) -> Run:
     return Run(arm, seed, metrics["test/error_pct"], metrics.get("test/recon_mse"), reconstructs, outcomes)
 
 
-def read_runs(sweep_dirs: list[Path]) -> tuple[list[Run], list[str]]:
-    """Every finished job's run, and one line for each job that failed or was left out."""
+def read_runs(sweep_dirs: list[Path], by: str = ARMS_BY_DEFAULT) -> tuple[list[Run], list[str]]:
+    """Every finished job's run (its arm by ``arm_of``), and one line for each job that failed or
+    was left out."""
     runs, failed, bad, seen = [], [], [], {}
     for sweep_dir in sweep_dirs:
         summary = collect(sweep_dir)
@@ -120,7 +141,7 @@ def read_runs(sweep_dirs: list[Path]) -> tuple[list[Run], list[str]]:
         bad += unreadable
         for job in (j for j in summary.jobs if j.ok):
             try:
-                runs.append(job_run(job, seen))
+                runs.append(job_run(job, seen, by))
             except Unreadable as err:
                 bad.append(bad_job(job, err))
     if not runs:
@@ -170,13 +191,15 @@ def compare(runs: list[Run], a: str, b: str) -> Comparison:
 # output
 
 
-def markdown(runs: list[Run], arms: list[str], comparisons: list[Comparison], failed: list[str]) -> str:
+def markdown(
+    runs: list[Run], arms: list[str], comparisons: list[Comparison], failed: list[str], by: str = ARMS_BY_DEFAULT
+) -> str:
     seeds = sorted({r.seed for r in runs})
     lines = [
         f"{plural(len(runs), 'run')}, seeds {seeds[0]}-{seeds[-1]} ({len(seeds)}); "
         "95% t intervals over seeds in brackets.",
         "",
-        "| arm | seeds | test error % | per seed | test recon MSE |",
+        f"| {'arm' if by == ARMS_BY_DEFAULT else by} | seeds | test error % | per seed | test recon MSE |",
         "|---|---:|---:|---|---:|",
     ]
     for arm in arms:
@@ -267,15 +290,22 @@ def main(argv=None) -> int:
     parser.add_argument(
         "--out", type=Path, default=None, help="prefix of the .md and .png, or a folder (default: ./where)"
     )
-    parser.add_argument("--arms", nargs="+", default=None, help="the arms (model choices) in order (default: all)")
+    parser.add_argument(
+        "--by",
+        default=ARMS_BY_DEFAULT,
+        metavar="KEY",
+        help="the setting whose values are the arms: model (the model choice), or a key of the saved "
+        "config such as trainer.precision (default: model)",
+    )
+    parser.add_argument("--arms", nargs="+", default=None, help="the arms (values of --by) in order (default: all)")
     args = parser.parse_args(argv)
     out = report_prefix(args.out, "where", "--out")
-    runs, failed = read_runs(args.sweep_dirs)
+    runs, failed = read_runs(args.sweep_dirs, args.by)
     arms = arms_of(runs, args.arms)
     if len(arms) < 2:
         raise ConfigError(f"one arm ({arms[0]}): nothing to compare{left_out(failed)}")
     comparisons = [compare(runs, a, b) for a, b in itertools.combinations(arms, 2)]
-    text = markdown([r for r in runs if r.arm in arms], arms, comparisons, failed)
+    text = markdown([r for r in runs if r.arm in arms], arms, comparisons, failed, args.by)
     with writing(out.with_suffix(".md")) as path:
         path.write_text(text)
     with writing(out.with_suffix(".png")) as path:
