@@ -3,7 +3,7 @@ built on native max (un)pooling, at MNIST and CIFAR-10 shapes; time and peak mem
 
     python scripts/bench_training.py [--repeats 20] [--batch 128] [--widths 32 64] [--shapes mnist cifar10]
                                      [--device cpu] [--precision 32-true] [--loss-checks] [--profile]
-                                     [--channels-last]
+                                     [--channels-last] [--precision-twin bf16-mixed]
 
 ``native`` is the very network of ``swwae_hard`` (same convs, same weights, same losses:
 ``swwae.loss.swwae_loss``) whose pools are swapped for ``nn.MaxPool2d(return_indices=True)``
@@ -28,7 +28,10 @@ step as it did before (``bool(isfinite(term))`` per term, the progress bar's ``l
 ``if labelled.any()``): on a CPU these cost next to nothing, on a GPU each is a host sync.
 ``--channels-last`` adds each variant's twin with its weights and batch in (N, H, W, C) memory (the
 job's ``channels_last=true``), interleaved with the rest, and a table of each twin against its
-plain variant: whether the setting pays, variant by variant, on this device.
+plain variant: whether the setting pays, variant by variant, on this device. ``--precision-twin
+bf16-mixed`` does the same for a precision: each variant's twin in bf16-mixed against it in
+``--precision``'s (whether autocast pays on this device; on a CPU it takes bfloat16 instructions,
+AVX512-BF16 or AMX).
 ``--profile`` adds, for each shape, where each variant's step goes, side by side
 (``swwae.bench.breakdown``): its kernels' time by kind of work, and the GPU's wait for the host;
 where the soft step's time beyond native goes.
@@ -166,10 +169,27 @@ class ShapeResult(NamedTuple):
     rows: list[str]  # the main table's, one a variant
     ok: bool  # every target met
     profiles: dict  # variant -> (its breakdown, its median seconds), with --profile
-    layouts: list[str]  # the channels_last table's, with --channels-last
+    twins: dict[str, list[str]]  # twin kind -> its table's rows, with --channels-last, --precision-twin
 
 
 LAST = "channels_last"
+
+
+def twin_kinds(args) -> dict[str, str]:
+    """The twins asked for, each kind with what its twin is measured against: ``channels_last``
+    (weights and batch in (N, H, W, C) memory, the job's setting) against the plain layout, another
+    precision (``--precision-twin``) against ``--precision``."""
+    kinds = {LAST: "plain"} if args.channels_last else {}
+    return kinds | ({args.precision_twin: args.precision} if args.precision_twin else {})
+
+
+def twin_step(kind: str, variant: str, image_shape, x, y, args, device):
+    """``variant``'s step again, as its twin of ``kind`` (``twin_kinds``)."""
+    net = make_net(variant, image_shape, args.widths).to(device)
+    if kind != LAST:
+        return make_step(net, x, y, kind)
+    layout = torch.channels_last
+    return make_step(net.to(memory_format=layout), x.contiguous(memory_format=layout), y, args.precision)
 
 
 def bench_shape(name: str, args, device) -> ShapeResult:
@@ -180,15 +200,8 @@ def bench_shape(name: str, args, device) -> ShapeResult:
     steps = {
         v: make_step(make_net(v, image_shape, args.widths).to(device), x, y, args.precision) for v in args.variants
     }
-    twins = {  # --channels-last: each variant again, weights and batch in (N, H, W, C) memory (the job's setting)
-        f"{v} {LAST}": make_step(
-            make_net(v, image_shape, args.widths).to(device, memory_format=torch.channels_last),
-            x.contiguous(memory_format=torch.channels_last),
-            y,
-            args.precision,
-        )
-        for v in (args.variants if args.channels_last else ())
-    }
+    kinds = twin_kinds(args)
+    twins = {f"{v} {kind}": twin_step(kind, v, image_shape, x, y, args, device) for kind in kinds for v in steps}
     times = time_interleaved(steps | twins, args.repeats, warmup=args.warmup, device=device)
     # ratio of the medians, and the median of the ratios of steps run back to back (robust to drifts)
     paired = {v: times.paired_ratio(v, "native") for v in steps}
@@ -207,12 +220,15 @@ def bench_shape(name: str, args, device) -> ShapeResult:
             f"{memory[v] / 2**20:.1f} | {mem_ratio:.2f}x | {'' if mem_target is None else f'<= {mem_target}x'} | "
             f"{times.median_faults(v):.0f} |"
         )
-    layouts = [
-        f"| {label} | {v} | {times.median(v) * 1e3:.1f} | {times.median(f'{v} {LAST}') * 1e3:.1f} | "
-        f"{times.paired_ratio(f'{v} {LAST}', v):.2f}x |"
-        for v in (steps if twins else ())
-    ]
-    return ShapeResult(rows, ok, profiles, layouts)
+    twin_rows = {
+        kind: [
+            f"| {label} | {v} | {times.median(v) * 1e3:.1f} | {times.median(f'{v} {kind}') * 1e3:.1f} | "
+            f"{times.paired_ratio(f'{v} {kind}', v):.2f}x |"
+            for v in steps
+        ]
+        for kind in kinds
+    }
+    return ShapeResult(rows, ok, profiles, twin_rows)
 
 
 def bench_compile(name: str, args, device) -> list[str]:
@@ -263,6 +279,12 @@ def main(argv=None) -> int:
     )
     parser.add_argument("--profile", action="store_true", help="also where each variant's step goes, by kind of work")
     parser.add_argument("--channels-last", action="store_true", help="also each variant in channels_last (vs plain)")
+    parser.add_argument(
+        "--precision-twin",
+        choices=PRECISIONS,
+        default=None,
+        help="also each variant in this precision (vs --precision's), e.g. bf16-mixed",
+    )
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's own choice)")
     parser.add_argument(
         "--keep-freed-memory",
@@ -279,6 +301,8 @@ def main(argv=None) -> int:
         help="compiled vs eager steps instead (backend: inductor unless named)",
     )
     args = parser.parse_args(argv)
+    if args.precision_twin == args.precision:
+        parser.error(f"--precision-twin {args.precision_twin} is --precision's: name another")
     set_threads(args.threads)
     kept = args.keep_freed_memory and keep_freed_memory()
     if "native" not in args.variants:
@@ -309,10 +333,11 @@ def main(argv=None) -> int:
         results[name] = bench_shape(name, args, device)
         print("\n".join(results[name].rows), flush=True)
     print("\nall targets met" if all(r.ok for r in results.values()) else "\nsome targets missed (see ratios above)")
-    if args.channels_last:
-        print(f"\n{LAST}: each variant's step, weights and batch in (N, H, W, C) memory, against the plain layout:\n")
-        print(f"| shapes | variant | plain median ms | {LAST} median ms | paired ratio |\n|---|---|---|---|---|")
-        print("\n".join(row for r in results.values() for row in r.layouts))
+    for kind, against in twin_kinds(args).items():
+        what = "weights and batch in (N, H, W, C) memory" if kind == LAST else f"in {kind}"
+        print(f"\n{kind}: each variant's step, {what}, against the {against} one:\n")
+        print(f"| shapes | variant | {against} median ms | {kind} median ms | paired ratio |\n|---|---|---|---|---|")
+        print("\n".join(row for r in results.values() for row in r.twins[kind]))
     for name, steps in ((name, r.profiles) for name, r in results.items()):
         if steps:
             calls = next(iter(steps.values()))[0].calls

@@ -79,13 +79,18 @@ def test_bench_pooling(capsys):
 
 def test_bench_training(capsys):
     argv = ["--repeats", "2", "--warmup", "0", "--batch", "4", "--widths", "4", "8", "--channels-last"]
-    assert bench_training.main(argv) == 0
+    assert bench_training.main([*argv, "--precision-twin", "bf16-mixed"]) == 0
     out = capsys.readouterr().out
     main, layouts = out.split("channels_last: each variant's step")
+    layouts, precisions = layouts.split("bf16-mixed: each variant's step, in bf16-mixed, against the 32-true one")
     for shapes in ("mnist 1x28x28", "cifar10 3x32x32"):
         for variant in ("native", "hard", "soft"):
-            assert f"| {shapes} | {variant} |" in main and f"| {shapes} | {variant} |" in layouts
+            assert all(f"| {shapes} | {variant} |" in table for table in (main, layouts, precisions))
     assert "| shapes | variant | plain median ms | channels_last median ms | paired ratio |" in layouts
+    assert "| shapes | variant | 32-true median ms | bf16-mixed median ms | paired ratio |" in precisions
+    with pytest.raises(SystemExit):  # a twin of the same precision measures nothing: one line
+        bench_training.main([*argv, "--precision-twin", "32-true"])
+    assert "--precision-twin 32-true is --precision's" in capsys.readouterr().err
 
 
 def test_bench_training_in_mixed_precision_and_with_the_loss_checks(capsys):
