@@ -302,3 +302,13 @@ def test_the_published_report_is_what_its_committed_records_give(tmp_path):
     records = ROOT / "docs" / "results" / "semi_where"
     assert main([str(records), "--out", str(tmp_path / "semi_where")]) == 0
     assert (tmp_path / "semi_where.md").read_text() == (ROOT / "docs" / "semi_where.md").read_text()
+
+
+@pytest.mark.parametrize("study", ["swwae_hard", "swwae_soft", "mnist_semi_100"])
+def test_the_published_precision_reports_are_what_their_records_give(tmp_path, study):
+    """docs/precision.md quotes a report per study (``--by trainer.precision``): each, regenerated
+    from its records in docs/results/precision, is there as it reads."""
+    records = ROOT / "docs" / "results" / "precision" / study
+    out = tmp_path / study
+    assert main([str(records), "--by", "trainer.precision", "--arms", "32-true", "bf16-mixed", "--out", str(out)]) == 0
+    assert out.with_suffix(".md").read_text() in (ROOT / "docs" / "precision.md").read_text()
