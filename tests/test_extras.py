@@ -20,13 +20,22 @@ from swwae.install import importable, install_extra
 # importable
 
 
+def hide_package(monkeypatch, name: str) -> None:
+    """As if package ``name`` were not installed: ``import name`` raises, and none of its modules
+    that an earlier test in this process imported (Hydra imports every installed plugin when it
+    composes) is answered from ``sys.modules``."""
+    monkeypatch.setitem(sys.modules, name, None)
+    for module in [m for m in sys.modules if m.startswith(f"{name}.")]:
+        monkeypatch.delitem(sys.modules, module)
+
+
 def test_a_module_is_importable_where_it_is_installed_and_not_where_it_is_not():
     assert importable("json") and importable("json.decoder")
     assert not importable("swwae_no_such_module")
 
 
 def test_a_submodule_of_a_missing_parent_is_not_importable_rather_than_an_error(monkeypatch):
-    monkeypatch.setitem(sys.modules, "hydra_plugins", None)  # as without any Hydra plugin
+    hide_package(monkeypatch, "hydra_plugins")  # as without any Hydra plugin
     assert not importable("hydra_plugins.hydra_optuna_sweeper")
     assert not importable("swwae_no_such_package.module")
     assert not importable("json.decoder.no_such_module")  # json.decoder is a module, not a package
@@ -40,8 +49,8 @@ def test_a_module_hidden_or_imported_without_a_spec_is_answered_as_imported(monk
 
 
 def test_a_test_of_a_missing_extra_is_skipped_with_the_command_that_adds_it(monkeypatch):
-    monkeypatch.setitem(sys.modules, "hydra_plugins", None)
-    monkeypatch.setitem(sys.modules, "onnxruntime", None)  # onnx and onnxscript may be there: one missing is enough
+    hide_package(monkeypatch, "hydra_plugins")
+    hide_package(monkeypatch, "onnxruntime")  # onnx and onnxscript may be there: one missing is enough
     assert missing("optuna") == 'needs the optuna extra: pip install -e ".[optuna]"'
     assert missing("onnx") == f"needs the onnx extra: {install_extra('onnx')}"
     with pytest.raises(ValueError, match="unknown extra 'onx'"):
