@@ -109,8 +109,10 @@ def synthetic_images(count: int):
 
 
 def run_overrides(args) -> list[str]:
-    """The run's overrides: its epochs, no test, the batch and training images asked for, then the user's."""
-    overrides = [f"trainer.max_epochs={args.epochs}", "test=false", *args.overrides]
+    """The run's overrides: ``trainer=gpu`` on a GPU, its epochs, no test, the batch and training
+    images asked for, then the user's."""
+    gpu = ["trainer=gpu"] if args.device == "cuda" else []
+    overrides = [*gpu, f"trainer.max_epochs={args.epochs}", "test=false", *args.overrides]
     if args.batch:
         overrides.append(f"data.batch_size={args.batch}")
     if args.train_size:
@@ -190,7 +192,7 @@ def in_turn(args) -> int:
     set_torch_defaults()
     set_threads(args.threads)
     gpu = args.device == "cuda"
-    overrides = [*(["trainer=gpu"] if gpu else []), *run_overrides(args)]
+    overrides = run_overrides(args)
     busy = BusySampler("cuda") if gpu else contextlib.nullcontext()
     with tempfile.TemporaryDirectory(prefix="bench_epoch_") as tmp, busy:
         clock, _ = clock_epochs(overrides, Path(tmp), hand_loop=False)

@@ -8,6 +8,7 @@ import math
 import re
 import sys
 import time
+from pathlib import Path
 
 import pytest
 import torch
@@ -16,11 +17,13 @@ import torch.nn.functional as F
 from helpers.cli import run_cli
 from helpers.config import QUICK, ROOT
 from scripts import bench_epoch, bench_neighbours, bench_pooling, bench_presets, bench_scaling, bench_training
-from swwae.bench import breakdown, device_summary, harness
+from swwae.bench import breakdown, device_summary, epoch_clock, harness
 from swwae.bench.steps import PRECISIONS, training_step
 from swwae.loss import swwae_loss
 from swwae.model import SWWAE
 from swwae.pooling import soft
+from swwae.training import trainer_settings
+from swwae.training.spec import check_config
 
 TINY_RUN = [*QUICK, "trainer.limit_val_batches=1", "+trainer.num_sanity_val_steps=0"]
 
@@ -346,6 +349,62 @@ def test_the_device_check_without_a_gpu_says_so_in_one_line_and_exits_0(tmp_path
     assert result.returncode == 0, result.stderr
     assert result.stdout == "device check: no CUDA device here (torch.cuda.is_available() is False); nothing to check\n"
     assert result.stderr == "" and not (tmp_path / "out").exists()
+
+
+# python as a CUDA machine's answers the device check: each call recorded (its arguments, NUL-ended,
+# one call a line), nothing run
+PYTHON_OF_A_GPU_MACHINE = r"""#!/usr/bin/env bash
+printf '%s\0' "$@" >>"$CALLS"; printf '\n' >>"$CALLS"
+case "$1" in
+    -c) case "$2" in *is_available*) echo 1 ;; *) echo "torch, CUDA, a GPU" ;; esac ;;
+    -) cat >/dev/null ;;
+esac
+"""
+BENCHMARKS = {Path(m.__file__).name: m for m in (bench_epoch, bench_pooling, bench_presets, bench_training)}
+
+
+class Parsed(Exception):
+    """Raised by ``parse_args`` once it has parsed: a benchmark's command line checked, nothing run."""
+
+
+def parsed(main, argv, monkeypatch) -> argparse.Namespace:
+    """What ``main(argv)`` parses its command line into (an argparse error fails the test there)."""
+    parse_args = argparse.ArgumentParser.parse_args
+
+    def parse_and_stop(self, args=None, namespace=None):
+        raise Parsed(parse_args(self, args, namespace))
+
+    with monkeypatch.context() as patch, pytest.raises(Parsed) as stopped:
+        patch.setattr(argparse.ArgumentParser, "parse_args", parse_and_stop)
+        main(argv)
+    return stopped.value.args[0]
+
+
+@pytest.mark.slow
+def test_every_command_of_the_device_check_is_one_its_benchmark_and_run_take(tmp_path, monkeypatch):
+    """A GPU is lent for minutes, rarely: an option or a setting renamed since would cost a step of
+    it. The script runs here as on a CUDA machine, with a python that records its calls; each
+    benchmark's command line must parse, each epoch run's overrides compose into a valid config."""
+    python = tmp_path / "python"
+    python.write_text(PYTHON_OF_A_GPU_MACHINE)
+    python.chmod(0o755)
+    calls = tmp_path / "calls"
+    env = {"PYTHON": str(python), "CALLS": str(calls), "OUT": str(tmp_path / "out")}
+    result = run_cli(ROOT / "scripts" / "device_check.sh", cwd=tmp_path, program="bash", env=env)
+    assert result.returncode == 0, result.stdout + result.stderr
+    steps = (tmp_path / "out" / "steps.md").read_text().splitlines()
+    assert steps and all("| ok |" in step for step in steps), steps
+    invocations = [line.split("\0")[:-1] for line in calls.read_text().splitlines()]
+    tests = [call[2:] for call in invocations if call[:2] == ["-m", "pytest"]]
+    assert ["-m", "cuda"] in [t[:2] for t in tests] and all((ROOT / a).is_file() for t in tests for a in t if "/" in a)
+    benchmarks = [call for call in invocations if call[0].startswith("scripts/bench_")]
+    assert len(benchmarks) == len([s for s in steps if s.startswith("| bench_")])
+    monkeypatch.setattr(trainer_settings, "cuda_count", lambda: 1)  # the machine the check runs on
+    for script, *argv in benchmarks:
+        args = parsed(BENCHMARKS[Path(script).name].main, argv, monkeypatch)
+        assert args.device == "cuda", script
+        if script.endswith("bench_epoch.py"):
+            check_config(epoch_clock.compose_config(tmp_path, bench_epoch.run_overrides(args)))
 
 
 @pytest.mark.slow
