@@ -10,6 +10,7 @@ with a ``TorchDispatchMode``, as they would run on a GPU."""
 
 from __future__ import annotations
 
+import collections
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -19,7 +20,8 @@ import torch
 from helpers.cli import last_error_line, run_cli
 from helpers.config import DDP_QUICK, MODEL_CONFIGS, ROOT
 from helpers.faults import with_callback
-from helpers.syncs import CountSyncs, SyncsPerBatch, SyncsPerValidationBatch
+from helpers.syncs import CountLaunches, CountSyncs, LaunchesPerBatch, SyncsPerBatch, SyncsPerValidationBatch
+from swwae.bench.epoch_clock import HandLoop
 from swwae.errors import NonFiniteError
 from swwae.training.callbacks import EpochLines, LiveBar
 from swwae.training.nonfinite import LossWatch
@@ -201,6 +203,31 @@ def test_with_the_data_on_the_device_no_step_reads_the_batch_order_back(make_con
     train(make_config(*overrides, "trainer.limit_train_batches=6", "trainer.log_every_n_steps=3", "test=false"))
     assert len(spy.batches) == 6
     assert [spy.batches[i] for i in (0, 1, 3, 4)] == [{}] * 4, spy.batches
+
+
+@pytest.mark.slow
+def test_a_step_that_does_not_log_launches_the_hand_written_steps_device_work_and_lightnings_closure(
+    make_config, monkeypatch
+):
+    """With the data on the device, a training step that does not log makes the device work of
+    the plainest hand-written step on the same network (``swwae.bench.epoch_clock.HandLoop``:
+    gather, forward, loss, backward, Adam) and three ops more, Lightning's closure: the loss
+    divided by ``accumulate_grad_batches``, that division's gradient, and the loss's detached
+    copy. On a GPU, where a small network's step is its launches, the job adds no kernel a step;
+    the steps that log (``log_every_n_steps``) and end an epoch do more."""
+    spy = LaunchesPerBatch()
+    with_callback(monkeypatch, spy)
+    overrides = ["model.widths=[4]", "data.on_device=true", "trainer.log_every_n_steps=3"]
+    train(make_config(*overrides, "trainer.limit_train_batches=5", "trainer.limit_val_batches=1", "test=false"))
+    hand = HandLoop(spy.module, spy.data)
+    hand.start_epoch()
+    hand.train_step()  # its first step makes Adam's state, as the job's first did
+    with CountLaunches() as counted:
+        hand.train_step()
+    for step in (1, 3):  # step 0 makes Adam's state, step 2 logs, step 4 ends the epoch
+        job = collections.Counter(spy.batches[step])
+        extra = sum(job.values()) - sum(counted.by_origin.values())
+        assert extra == 3, (step, job - counted.by_origin, counted.by_origin - job)
 
 
 @pytest.mark.slow

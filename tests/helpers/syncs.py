@@ -109,8 +109,11 @@ class SyncsPerBatch(L.Callback):
             warnings.simplefilter("always")
             warnings.showwarning = self._note_sync
             torch.cuda.set_sync_debug_mode("warn")
-        self.mode = CountSyncs(self.device_type)
+        self.mode = self.new_mode()
         self.mode.__enter__()
+
+    def new_mode(self) -> TorchDispatchMode:
+        return CountSyncs(self.device_type)
 
     def _note_sync(self, message, category, filename, lineno, file=None, line=None) -> None:
         """A sync warning, keyed by the first line of this repository, Lightning or torch.optim
@@ -145,3 +148,35 @@ class SyncsPerValidationBatch(SyncsPerBatch):
 
     def on_validation_epoch_end(self, trainer, module):
         self._stop()
+
+
+
+# ops that make no device work besides views: metadata and profiler records
+NO_LAUNCH = {"detach", "lift_fresh", "t", "broadcast_tensors", "_record_function_enter_new", "_record_function_exit"}
+
+
+class CountLaunches(TorchDispatchMode):
+    """Counts the ops that make device work, each one kernel launch or more on a GPU, keyed by the
+    op's name in ``by_origin``: every op but views, metadata (``NO_LAUNCH``) and the host reads
+    that ``CountSyncs`` counts. For a small network on a GPU a step's time is its launches."""
+
+    def __init__(self):
+        super().__init__()
+        self.by_origin = collections.Counter()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        name = func.overloadpacket.__name__
+        if not (func.is_view or name in NO_LAUNCH or func in READS):
+            self.by_origin[name] += 1
+        return func(*args, **(kwargs or {}))
+
+
+class LaunchesPerBatch(SyncsPerBatch):
+    """The device ops (``CountLaunches``) of each training loop iteration, from one batch's start
+    to the next's, by op name; with the run's module and data kept for a hand-written twin."""
+
+    def new_mode(self) -> TorchDispatchMode:
+        return CountLaunches()
+
+    def on_fit_end(self, trainer, module):
+        self.module, self.data = module, trainer.datamodule
