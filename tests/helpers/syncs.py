@@ -150,7 +150,6 @@ class SyncsPerValidationBatch(SyncsPerBatch):
         self._stop()
 
 
-
 # ops that make no device work besides views: metadata and profiler records
 NO_LAUNCH = {"detach", "lift_fresh", "t", "broadcast_tensors", "_record_function_enter_new", "_record_function_exit"}
 
