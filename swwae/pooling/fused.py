@@ -114,6 +114,15 @@ def _unravel(idx, C, H, W, CHANNELS_LAST: tl.constexpr):
 
 
 @triton.jit
+def _ravel(n, c, h, w, C, H, W, CHANNELS_LAST: tl.constexpr):
+    """The flat position of (n, c, h, w) in an (N, C, H, W) tensor walked in memory order:
+    ``_unravel``'s inverse."""
+    if CHANNELS_LAST:
+        return ((n * H + h) * W + w) * C + c
+    return ((n * C + c) * H + h) * W + w
+
+
+@triton.jit
 def _clamped(value, lo, hi):
     """``value`` clamped into [lo, hi]; NaN stays NaN."""
     value = tl.maximum(value, lo, propagate_nan=tl.PropagateNan.ALL)
@@ -214,7 +223,7 @@ def _pool_backward(x, grad_what, grad_row, grad_col, grad_x, coefficients, windo
                 grad = tl.exp(logit) * (g * logit + k + r_coef * i + q_coef * j)
                 tl.store(grad_x + base + (r0 + i) * sxh + (q0 + j) * sxw, grad, mask=inside)
     else:  # overlapping windows: (top, G, K, beta R, beta Q) per window, summed per pixel next
-        own = ((n * C + c) * HO + ho) * WO + wo
+        own = idx  # in x's memory order, as the gather's neighbouring pixels read them (coalesced)
         tl.store(coefficients + own, top, mask=live)
         tl.store(coefficients + windows + own, g, mask=live)
         tl.store(coefficients + 2 * windows + own, k, mask=live)
@@ -239,7 +248,7 @@ def _pool_backward_gather(x, coefficients, grad_x, pixels, windows, C, H, W, HO,
         for b in tl.static_range(NW):
             wo, j, on_col = _covering(q, b, PW, SW, KW, WO)
             on = live & on_row & on_col
-            own = ((n * C + c) * HO + ho) * WO + wo
+            own = _ravel(n, c, ho, wo, C, HO, WO, CHANNELS_LAST)
             top = tl.load(coefficients + own, mask=on, other=0.0)
             g = tl.load(coefficients + windows + own, mask=on, other=0.0)
             k = tl.load(coefficients + 2 * windows + own, mask=on, other=0.0)
@@ -414,6 +423,7 @@ class FusedSplat(torch.autograd.Function):
         v, q_row, q_col = ctx.saved_tensors
         n, c, height, width = ctx.shape
         ho, wo = v.shape[-2:]
+        grad = grad.contiguous(memory_format=memory_format_of(v))  # walked in v's order: neighbours read neighbours
         grad_v, grad_row, grad_col = torch.empty_like(v), torch.empty_like(q_row), torch.empty_like(q_row)
         if v.numel():
             _splat_backward[_grid(v.numel())](
