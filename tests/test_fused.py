@@ -174,6 +174,32 @@ def test_the_reference_takes_what_32_bit_offsets_cannot_reach(shape, geometry):
         assert not soft.fused_kernels_run(view) and soft.fused_kernels_run(view[: 2**20])
 
 
+@pytest.mark.parametrize(
+    "geometry",
+    [
+        dict(kernel_size=2),  # windows tile x: each pixel written by its window
+        dict(kernel_size=3, stride=2),  # overlapping, the last row and column in no window: the gather's zeros
+        dict(kernel_size=3, stride=2, padding=1),
+        dict(kernel_size=3),  # apart, the last row and column in no window: zeros first
+        dict(kernel_size=2, stride=3),
+    ],
+)
+def test_no_output_or_gradient_is_left_to_the_memory_the_kernels_were_given(monkeypatch, geometry):
+    """Fresh tensors full of NaN: where a kernel left an element unwritten, it would show."""
+
+    def poisoned(make):
+        return lambda *args, **kwargs: make(*args, **kwargs).fill_(math.nan)
+
+    for name in ("empty", "empty_like"):
+        monkeypatch.setattr(torch, name, poisoned(getattr(torch, name)))
+    x = torch.randn(2, 3, 10, 12, generator=torch.Generator().manual_seed(0)).to(DEVICE)
+    fused_out, fused_grads = pool_and_unpool(x, geometry, 10.0, True)
+    monkeypatch.undo()
+    ref_out, ref_grads = pool_and_unpool(x, geometry, 10.0, False)
+    assert_close(fused_out, ref_out)
+    assert_close(fused_grads, ref_grads, atol=1e-3)
+
+
 @pytest.mark.parametrize("value", [-math.inf, math.inf, math.nan, 1e30])
 @pytest.mark.parametrize("geometry", [dict(kernel_size=2), dict(kernel_size=3, stride=2, padding=1)])
 def test_the_fused_kernels_treat_extreme_values_as_the_reference_does(value, geometry):

@@ -380,7 +380,9 @@ class FusedSoftPool(torch.autograd.Function):
         (kh, kw), (sh, sw) = g.kernel, g.stride
         apart = sh >= kh and sw >= kw
         covered = (kh, kw) == (sh, sw) and not any(g.padding) and (ho * sh, wo * sw) == (height, width)
-        grad_x = torch.empty_like(x) if covered else torch.zeros_like(x)  # x's strides
+        # every pixel written: by its window's cells where windows tile x, by the gather where they overlap
+        written = windows > 0 and (covered or not apart)
+        grad_x = torch.empty_like(x) if written else torch.zeros_like(x)  # x's strides
         if windows == 0:
             return grad_x, None, None, None, None
         coefficients = grad_x if apart else torch.empty(5 * windows, device=x.device, dtype=torch.float32)
