@@ -7,11 +7,13 @@ compiles for the GPUs users train on, without one (Triton's compiler, ptxas incl
 
 from __future__ import annotations
 
+import collections
 import importlib
 import math
 import os
 import subprocess
 import sys
+import traceback
 import warnings
 
 import pytest
@@ -20,6 +22,7 @@ from hypothesis import given, settings
 
 from helpers.config import ROOT
 from helpers.pooling import geometries
+from helpers.syncs import CountLaunches
 from swwae.pooling import Unpool, WhatWherePool, soft
 from swwae.pooling.geometry import Geometry
 
@@ -358,6 +361,16 @@ def test_a_soft_network_trains_the_same_step_through_the_fused_kernels():
     assert_close(results[0], results[1], atol=1e-5, rtol=1e-4)
 
 
+class LaunchesOutsideTheInterpreter(CountLaunches):
+    """``CountLaunches`` less the ops of Triton's interpreter, which runs kernels with torch's own
+    ops on the CPU."""
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if any("triton/runtime/" in frame.filename for frame in traceback.extract_stack()):
+            return func(*args, **(kwargs or {}))
+        return super().__torch_dispatch__(func, types, args, kwargs)
+
+
 def graph_nodes(t: torch.Tensor) -> set[str]:
     """The names of the autograd nodes that ``t`` was computed through."""
     seen, todo, names = set(), [t.grad_fn], set()
@@ -369,3 +382,30 @@ def graph_nodes(t: torch.Tensor) -> set[str]:
         names.add(type(node).__name__)
         todo += [next_node for next_node, _ in node.next_functions]
     return names
+
+
+def test_around_its_kernels_the_soft_where_makes_no_device_work_but_a_zero_fill():
+    """A training step of a soft network through the fused kernels makes, outside them, the device
+    ops of its hard twin's step less hard pooling's own (max pooling, its backward as the unpooling,
+    the gather of its backward), and at most a zero fill a stage, for the gradient of an input
+    whose windows leave pixels out (``helpers.syncs.CountLaunches``; under the interpreter, its own
+    ops left out). On a GPU, where a small network's step is its launches, the soft where adds
+    only its kernels: four a stage, five where windows overlap."""
+    from swwae.loss import swwae_loss
+    from swwae.model import SWWAE
+
+    x = torch.rand(2, 1, 28, 28, generator=torch.Generator().manual_seed(1)).to(DEVICE)
+    y = torch.tensor([0, -1], device=DEVICE)
+    counts = {}
+    for mode in ("hard", "soft"):  # 3x3 windows: 28 -> 9 (a row and a column in none) -> 3
+        net = SWWAE(widths=[4, 8], pool_mode=mode, pool_size=3, image_shape=(1, 28, 28), num_classes=10).to(DEVICE)
+        optimizer = torch.optim.Adam(net.parameters())
+        with kernels(True), LaunchesOutsideTheInterpreter() as counted:
+            swwae_loss(net(x), x, y, lambda_rec=1.0, lambda_m=0.5, lambda_nll=1.0)["loss"].backward()
+            optimizer.step()
+        counts[mode] = counted.by_origin
+    hard_pooling = {"max_pool2d_with_indices", "max_pool2d_with_indices_backward", "gather"}
+    assert hard_pooling <= set(counts["hard"]), counts["hard"]  # the names are torch's still
+    rest = collections.Counter({op: n for op, n in counts["hard"].items() if op not in hard_pooling})
+    assert counts["soft"] - rest == collections.Counter(zeros_like=1), (counts["soft"] - rest, rest - counts["soft"])
+    assert not rest - counts["soft"]

@@ -150,13 +150,16 @@ class SyncsPerValidationBatch(SyncsPerBatch):
         self._stop()
 
 
-# ops that make no device work besides views: metadata and profiler records
-NO_LAUNCH = {"detach", "lift_fresh", "t", "broadcast_tensors", "_record_function_enter_new", "_record_function_exit"}
+# ops that make no device work besides views: allocations, metadata and profiler records
+NO_LAUNCH = {
+    "empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided", "promote_types",
+    "detach", "lift_fresh", "t", "broadcast_tensors", "_record_function_enter_new", "_record_function_exit",
+}  # fmt: skip
 
 
 class CountLaunches(TorchDispatchMode):
     """Counts the ops that make device work, each one kernel launch or more on a GPU, keyed by the
-    op's name in ``by_origin``: every op but views, metadata (``NO_LAUNCH``) and the host reads
+    op's name in ``by_origin``: every op but views, allocations, metadata (``NO_LAUNCH``) and the host reads
     that ``CountSyncs`` counts. For a small network on a GPU a step's time is its launches."""
 
     def __init__(self):
