@@ -211,7 +211,7 @@ def test_a_step_that_does_not_log_launches_the_hand_written_steps_device_work_an
 ):
     """With the data on the device, a training step that does not log makes the device work of
     the plainest hand-written step on the same network (``swwae.bench.epoch_clock.HandLoop``:
-    gather, forward, loss, backward, Adam) and three ops more, Lightning's closure: the loss
+    gather, forward, loss, backward, Adam) and at most three ops more, Lightning's closure: the loss
     divided by ``accumulate_grad_batches``, that division's gradient, and the loss's detached
     copy. On a GPU, where a small network's step is its launches, the job adds no kernel a step;
     the steps that log (``log_every_n_steps``) and end an epoch do more."""
@@ -227,7 +227,7 @@ def test_a_step_that_does_not_log_launches_the_hand_written_steps_device_work_an
     for step in (1, 3):  # step 0 makes Adam's state, step 2 logs, step 4 ends the epoch
         job = collections.Counter(spy.batches[step])
         extra = sum(job.values()) - sum(counted.by_origin.values())
-        assert extra == 3, (step, job - counted.by_origin, counted.by_origin - job)
+        assert extra <= 3, (step, job - counted.by_origin, counted.by_origin - job)
 
 
 @pytest.mark.slow
