@@ -1,7 +1,7 @@
 """Pool + unpool, forward + backward: hard and soft what-where against native max (un)pooling.
 
     python scripts/bench_pooling.py [--repeats 30] [--batch 128] [--device cpu] [--threads N]
-                                    [--cases 2x2s2 3x3s2 4x4s4 ...] [--no-keep-freed-memory]
+                                    [--cases 2x2s2 3x3s2 4x4s4 ...] [--no-keep-freed-memory] [--profile]
 
 The three variants run interleaved in one process (round-robin), so machine noise hits them
 alike; the table gives median times, and ratios to native as the median over rounds of
@@ -19,6 +19,9 @@ which hands large blocks back to the OS and faults them in again at every step: 
 the soft path, with its many temporaries, the most. Peak memory is the most memory allocated
 at once during one step, beyond the input (on CPU, the high-water mark of torch's
 allocator). Timing and memory: ``swwae.bench.harness``, shared by every benchmark.
+``--profile`` adds, for each case, the kernels each variant's pool + unpool runs and their time
+(on the CPU, its ops' own time; ``swwae.bench.breakdown.by_kernel``): which of the fused soft
+where's kernels takes its time beside native's.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ import functools
 import torch
 from torch import nn
 
+from swwae.bench.breakdown import by_kernel, kernel_times
 from swwae.bench.harness import peak_memory, set_threads, time_interleaved
 from swwae.pooling import Unpool, WhatWherePool
 from swwae.pooling.soft import fused_kernels_on, fused_kernels_run
@@ -43,6 +47,7 @@ from swwae.training.process import keep_freed_memory
 CASES = ["2x2s2", "3x3s2"]  # kernel x kernel, stride
 TARGETS = {"hard": 1.0, "soft": 2.0}
 MEMORY_TARGETS = {"hard": 1.1, "soft": 1.5}
+PROFILED_CALLS = 3  # with --profile, each variant's kernels' time is the mean of so many calls
 
 
 def parse_case(text: str) -> dict:
@@ -116,6 +121,7 @@ def main(argv=None) -> int:
         default=True,
         help="glibc keeps freed memory for the next step, as train.py has it (default: yes)",
     )
+    parser.add_argument("--profile", action="store_true", help="also each variant's kernels and their time, by case")
     args = parser.parse_args(argv)
     kept = args.keep_freed_memory and keep_freed_memory()
     set_threads(args.threads)
@@ -133,6 +139,7 @@ def main(argv=None) -> int:
     )
     print("|---|---|---|---|---|---|---|---|---|")
     failed = False
+    profiles = {}  # case label -> variant -> its kernel_times, with --profile
     for case in args.cases:
         steps = {
             "native": native_step(**case),
@@ -148,6 +155,8 @@ def main(argv=None) -> int:
         best = {name: times.best_ratio(name, "native") for name in steps}
         memory = {name: peak_memory(call, device) for name, call in calls.items()}
         label = f"{case['kernel_size']}x{case['kernel_size']} stride {case['stride']}"
+        if args.profile:
+            profiles[label] = {name: kernel_times(call, device, PROFILED_CALLS) for name, call in calls.items()}
         for name in steps:
             target, mem_target = TARGETS.get(name), MEMORY_TARGETS.get(name)
             mem_ratio = memory[name] / memory["native"]
@@ -158,6 +167,9 @@ def main(argv=None) -> int:
                 f"| {_target(target)} | {memory[name] / 2**20:.1f} | {mem_ratio:.2f}x | {_target(mem_target)} |"
             )
     print("\nall targets met" if not failed else "\nsome targets missed (see ratios above)")
+    for label, times in profiles.items():
+        print(f"\nwhere each variant's pool + unpool goes, {label} ({PROFILED_CALLS} calls profiled):\n")
+        print("\n".join(by_kernel(times, device)))
     return 0
 
 

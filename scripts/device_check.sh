@@ -9,7 +9,7 @@
 #      the GPU against eager, tests/test_compile.py), then the fused soft-where kernels against
 #      the reference, compiled on the GPU (tests/test_fused.py)
 #   2. scripts/bench_pooling.py --device cuda: pool + unpool against native max (un)pooling, the
-#      fused soft where beside the reference path it replaces
+#      fused soft where beside the reference path it replaces, and each variant's kernels' time
 #   3. scripts/bench_training.py --device cuda, in 32-true (with the loss checks, and where each
 #      variant's step goes, by kind of kernel) and bf16-mixed (each variant in channels_last too)
 #   4. scripts/bench_presets.py --device cuda on the paper's CIFAR-10 preset: 32-true, bf16-mixed,
@@ -114,7 +114,8 @@ optional() {
 tests=(-n 0 -v -p no:cacheprovider --durations=5)  # -v: a line a test as it ends, kept if the step runs out of time
 step "CUDA tests (pytest -m cuda)" 160 cuda_tests.txt "$PYTHON" -m pytest -m cuda "${tests[@]}"
 step "fused kernels on the GPU (tests/test_fused.py)" 40 fused_tests.txt "$PYTHON" -m pytest tests/test_fused.py "${tests[@]}"
-step "bench_pooling.py --device cuda" 25 bench_pooling.md "$PYTHON" scripts/bench_pooling.py --device cuda --repeats 20
+step "bench_pooling.py --device cuda --profile" 25 bench_pooling.md \
+    "$PYTHON" scripts/bench_pooling.py --device cuda --repeats 20 --profile
 step "bench_training.py --device cuda --loss-checks --profile" 30 bench_training.md \
     "$PYTHON" scripts/bench_training.py --device cuda --repeats 10 --loss-checks --profile
 step "bench_training.py --device cuda --precision bf16-mixed --channels-last" 25 bench_training.md \

@@ -43,13 +43,20 @@ def one_thread():
 
 
 def test_bench_pooling(capsys):
-    assert bench_pooling.main(["--repeats", "1", "--batch", "2", "--channels", "2", "--size", "8"]) == 0
+    assert bench_pooling.main(["--repeats", "1", "--batch", "2", "--channels", "2", "--size", "8", "--profile"]) == 0
     out = capsys.readouterr().out
     assert "| 2x2 stride 2 | hard |" in out and "| 3x3 stride 2 | soft |" in out
-    lines = quoted("bench_pooling.md", out)  # the device check's summary: the table, without native's rows
+    lines = quoted("bench_pooling.md", out)  # the device check's summary: the tables, without native's rows
     assert lines[0].startswith("input (2, 2, 8, 8) float32") and lines[1].startswith("| case | variant |")
-    cases = [line.split(" | ")[:2] for line in lines[3:]]
+    cases = [line.split(" | ")[:2] for line in lines[3:7]]
     assert cases == [[f"| {c} stride 2", v] for c in ("2x2", "3x3") for v in ("hard", "soft")]
+    # --profile: each case's kernels (here ops) by variant, quoted whole
+    title = "where each variant's pool + unpool goes, 3x3 stride 2 (3 calls profiled):"
+    table = lines[lines.index(title) + 1 :]
+    assert table[0] == "| op (ms a call, ops' own time) | native | hard | soft |" and table[-1].startswith("| all (")
+    cells = {row.split(" | ")[0][2:]: [cell.strip(" |") for cell in row.split(" | ")[1:]] for row in table[2:]}
+    assert cells[soft.SoftPoolFunction.__name__][:2] == ["", ""]  # blank where a variant ran no such op
+    assert all(float(ms) > 0 for ms in cells["all (ops' own time)"])
     if soft._triton_ready():  # the fused kernels (here under Triton's interpreter), as on CUDA
         with soft.fused_kernels_on("cpu"):
             assert bench_pooling.main(["--repeats", "1", "--batch", "2", "--channels", "2", "--size", "8"]) == 0
@@ -262,6 +269,25 @@ def test_an_ops_kind_is_the_first_its_names_give_innermost_first():
     assert breakdown.kind_of([f"{evaluate}NativeBatchNormBackward0"]) == ("normalisation", "NativeBatchNormBackward0")
     assert breakdown.kind_of(["aten::convolution_backward", "Optimizer.step#Adam.step"])[0] == "convolution"
     assert breakdown.kind_of(["aten::add", "aten::mean"]) == (breakdown.OTHER, "aten::add")
+
+
+def test_a_cuda_kernels_short_name_is_its_own_and_its_functors():
+    """The names CUDA's profiler gives torch's kernels (demangled C++, hundreds of characters) fit
+    a table's row: the kernel's own name and the functor it runs; other names stay as they are."""
+    fill = (
+        "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>, std::array<char*, 1ul> >"
+        "(int, at::native::FillFunctor<float>, std::array<char*, 1ul>)"
+    )
+    assert breakdown.short_kernel_name(fill) == "vectorized_elementwise_kernel FillFunctor"
+    mul = (
+        "void at::native::vectorized_elementwise_kernel<4, at::native::BinaryFunctor<float, float, float, "
+        "at::native::binary_internal::MulFunctor<float> >, std::array<char*, 3ul> >(int, ...)"
+    )
+    assert breakdown.short_kernel_name(mul) == "vectorized_elementwise_kernel MulFunctor"  # the innermost
+    pool = "void at::native::(anonymous namespace)::max_pool_forward_nchw<float, float>(int, float const*, long)"
+    assert breakdown.short_kernel_name(pool) == "max_pool_forward_nchw"
+    for name in ("_pool_backward_gather", "Memcpy DtoD (Device -> Device)", "sm90_xmma_fprop_implicit_gemm"):
+        assert breakdown.short_kernel_name(name) == name
 
 
 def test_a_steps_time_by_kind_of_work_names_the_ops_that_ran_it(capfd):

@@ -6,7 +6,8 @@ Why: a step far below the chip's matrix rate either keeps the device waiting for
 kinds add up to a small share of the step: fewer, larger kernels help, as a bigger batch,
 compile or CUDA graphs give them) or spends its kernels' time outside the matrix units (the
 kinds say where). The benchmarks' throughput alone cannot tell the two apart, and a GPU is lent
-for a few minutes at a time.
+for a few minutes at a time. Where a few kernels make the whole call (pool + unpool), their time
+by kernel says which of them to work on (``kernel_times``, ``by_kernel``).
 
 Pure torch (no Lightning, no Hydra).
 """
@@ -14,6 +15,7 @@ Pure torch (no Lightning, no Hydra).
 from __future__ import annotations
 
 import collections
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -127,11 +129,9 @@ def _names(event) -> list[str]:
     return names
 
 
-def step_breakdown(step: Callable[[], object], device, calls: int = 3, top: int = 3) -> Breakdown:
-    """Profile ``calls`` calls of ``step`` on ``device`` and sum their ops' own time by kind, per
-    call (see the module's docstring). Call it after the step's warm-up: a first call's one-off
-    work (cuDNN's autotuning, compilation) would count."""
-    from torch.autograd import DeviceType
+def _profiled(step: Callable[[], object], device, calls: int):
+    """(the profiler's events, the seconds of a profiled call, whether on CUDA) of ``calls`` calls
+    of ``step``, the profiler's own logging silenced."""
     from torch.profiler import ProfilerActivity, profile
 
     cuda = torch.device(device).type == "cuda"
@@ -144,10 +144,20 @@ def step_breakdown(step: Callable[[], object], device, calls: int = 3, top: int 
                 step()
             synchronize(device)
             wall = (time.perf_counter() - start) / calls
+    return prof.events(), wall, cuda
+
+
+def step_breakdown(step: Callable[[], object], device, calls: int = 3, top: int = 3) -> Breakdown:
+    """Profile ``calls`` calls of ``step`` on ``device`` and sum their ops' own time by kind, per
+    call (see the module's docstring). Call it after the step's warm-up: a first call's one-off
+    work (cuDNN's autotuning, compilation) would count."""
+    from torch.autograd import DeviceType
+
+    events, wall, cuda = _profiled(step, device, calls)
     seconds: collections.Counter = collections.Counter()
     by_op: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
     total = 0.0
-    for event in prof.events():
+    for event in events:
         if event.device_type != DeviceType.CPU:  # a kernel or a copy on the GPU
             total += event.device_time_total / 1e6 / calls
             continue
@@ -166,3 +176,55 @@ def step_breakdown(step: Callable[[], object], device, calls: int = 3, top: int 
         calls=calls,
         wall=wall,
     )
+
+
+# by kernel: where a few kernels share a call (pool + unpool), which of them takes its time
+
+
+def short_kernel_name(name: str) -> str:
+    """A CUDA kernel's name as a table can hold it: its own name without namespaces, template
+    arguments and parameters, and the functor it runs where the template names one (``void
+    at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>, ...>(...)`` ->
+    ``vectorized_elementwise_kernel FillFunctor``); other names (Triton's kernels, copies) stay."""
+    if not name.startswith("void "):
+        return name
+    text = name.removeprefix("void ").replace("(anonymous namespace)::", "")
+    head = re.split(r"[<(]", text, maxsplit=1)[0].split("::")[-1] or text
+    functors = re.findall(r"(\w*Functor\w*)", text[len(text.split("<", 1)[0]) :]) if "<" in text else []
+    return f"{head} {functors[-1]}" if functors else head
+
+
+def kernel_times(step: Callable[[], object], device, calls: int = 3) -> dict[str, float]:
+    """Seconds a call of ``step`` spends in each kernel, by ``short_kernel_name`` (on the CPU: in
+    each op's own time, by the op's name), largest first. Call it after the step's warm-up."""
+    from torch.autograd import DeviceType
+
+    events, _, cuda = _profiled(step, device, calls)
+    seconds: collections.Counter = collections.Counter()
+    for event in events:
+        if cuda and event.device_type != DeviceType.CPU:
+            seconds[short_kernel_name(event.name)] += event.device_time_total / 1e6 / calls
+        elif not cuda and event.self_cpu_time_total > 0:
+            seconds[event.name.removeprefix(EVALUATE)] += event.self_cpu_time_total / 1e6 / calls
+    return dict(seconds.most_common())
+
+
+def by_kernel(times: dict[str, dict[str, float]], device, top: int = 8) -> list[str]:
+    """Markdown rows comparing calls (name -> its ``kernel_times``), a column each: the ``top``
+    kernels (on the CPU, ops) that take the most time in any of them, the rest, and all."""
+    unit = UNIT[torch.device(device).type]
+    ranked = sorted({k for t in times.values() for k in t}, key=lambda k: -max(t.get(k, 0.0) for t in times.values()))
+    shown, rest = ranked[:top], ranked[top:]
+    what = "kernel" if torch.device(device).type == "cuda" else "op"
+
+    def row(label: str, kernels: list[str]) -> str:  # blank where a call ran none of ``kernels``
+        ran = [[t[k] for k in kernels if k in t] for t in times.values()]
+        cells = (f"{sum(seconds) * 1e3:.3f}" if seconds else "" for seconds in ran)
+        return f"| {label} | {' | '.join(cells)} |"
+
+    rows = [f"| {what} (ms a call, {unit}) | {' | '.join(times)} |", "|---|" + "---:|" * len(times)]
+    rows += [row(k, [k]) for k in shown]
+    if rest:
+        rows.append(row(f"the other {len(rest)}", rest))
+    rows.append(row(f"all ({unit})", ranked))
+    return rows

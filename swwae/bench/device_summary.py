@@ -36,9 +36,11 @@ class Quote:
 
 QUOTES = (
     Quote(
-        "pool + unpool, forward + backward, against native max (un)pooling (bench_pooling.md):",
+        "pool + unpool, forward + backward, against native max (un)pooling, then each variant's kernels and"
+        " their time (bench_pooling.md):",
         "bench_pooling.md",
-        r"(input \(|\| (case|\d+x\d+ stride \d+ \| (hard|soft|soft \(reference\))) \|)",
+        r"(input \(|\| (case|\d+x\d+ stride \d+ \| (hard|soft|soft \(reference\))) \||where each variant's pool"
+        r"|\| (kernel|op) \(ms a call|\| [^|]+ \|( [\d.]* \|)+$)",
     ),
     Quote(
         "training step against the native twin (bench_training.md; 32-true with where each variant's step goes,"
