@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import itertools
 import math
 import re
 import sys
@@ -16,6 +17,7 @@ import torch.nn.functional as F
 
 from helpers.cli import run_cli
 from helpers.config import QUICK, ROOT
+from helpers.sweeps import fake_job
 from scripts import bench_epoch, bench_neighbours, bench_pooling, bench_presets, bench_scaling, bench_training
 from swwae.bench import breakdown, device_summary, epoch_clock, harness
 from swwae.bench.steps import PRECISIONS, training_step
@@ -24,6 +26,7 @@ from swwae.model import SWWAE
 from swwae.pooling import soft
 from swwae.training import trainer_settings
 from swwae.training.spec import check_config
+from swwae.training.sweep import write_summary
 
 TINY_RUN = [*QUICK, "trainer.limit_val_batches=1", "+trainer.num_sanity_val_steps=0"]
 
@@ -431,6 +434,11 @@ def test_every_command_of_the_device_check_is_one_its_benchmark_and_run_take(tmp
         assert args.device == "cuda", script
         if script.endswith("bench_epoch.py"):
             check_config(epoch_clock.compose_config(tmp_path, bench_epoch.run_overrides(args)))
+    (sweep,) = [call[1:] for call in invocations if call[0] == "train.py"]  # a sweep: each of its jobs composes
+    assert sweep[0] == "-m"
+    swept = [o.split("=", 1) for o in sweep[1:] if not o.startswith(("hydra.", "paths."))]
+    for values in itertools.product(*(value.split(",") for _, value in swept)):
+        check_config(epoch_clock.compose_config(tmp_path, [f"{key}={v}" for (key, _), v in zip(swept, values)]))
 
 
 @pytest.mark.slow
@@ -471,6 +479,21 @@ def test_the_device_checks_tally_of_a_test_step_finished_or_cut_short():
         "cut short: 2 passed, 1 failed, 0 errors before its time ran out",
         "tests/test_cuda.py::b FAILED  [ 2%]",
     ]
+
+
+def test_the_device_checks_summary_quotes_the_precision_sweeps_table(tmp_path):
+    """The sweep's own summary.md, as ``train.py -m`` writes it into the check's folder: the line
+    that counts its jobs and its table, quoted whole."""
+    sweep = tmp_path / "precision_sweep"
+    for num, (precision, seed) in enumerate(itertools.product(["32-true", "bf16-mixed"], [0, 1, 2])):
+        fake_job(sweep, num, [f"trainer.precision={precision}", f"seed={seed}"], {"val/recon_mse": 0.02 + seed / 100})
+    write_summary(sweep, plot_too=False)
+    quote = next(q for q in device_summary.QUOTES if q.file == "precision_sweep/summary.md")
+    quoted = device_summary.summary(tmp_path, 1).split(f"{quote.title}\n")[1].split("\n\n")
+    assert quoted[0].startswith("6 jobs, 2 configs, 0 failed.")
+    table = quoted[1].splitlines()
+    assert table[0].startswith("| config | seeds |") and len(table) == 4
+    assert table[2].startswith("| `trainer.precision=32-true` | 3 | 0 | 0.0300 ± 0.0100 |")
 
 
 def test_the_device_checks_summary_holds_its_steps_tallies_and_tables_set_apart(tmp_path, capsys):

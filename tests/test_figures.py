@@ -5,7 +5,6 @@ no text cut off at the figure's edge."""
 from __future__ import annotations
 
 import itertools
-import json
 import textwrap
 
 import pytest
@@ -13,6 +12,7 @@ import torch
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.container import ErrorbarContainer
 
+from helpers.sweeps import fake_job
 from swwae.training.sweep import collect, figures
 
 
@@ -28,14 +28,6 @@ def drawn(monkeypatch):
 
     monkeypatch.setattr(figures, "save_figure", keep)
     return kept
-
-
-def fake_job(sweep_dir, num, overrides, metrics):
-    folder = sweep_dir / f"{num}_job"
-    (folder / ".hydra").mkdir(parents=True)
-    (folder / ".hydra" / "overrides.yaml").write_text("".join(f"- {o}\n" for o in overrides))
-    seed = int(overrides[-1].split("=")[1])
-    (folder / "metrics.json").write_text(json.dumps({"run_name": f"run{num}", "seed": seed, "metrics": metrics}))
 
 
 def error_bars(fig) -> list:

@@ -17,6 +17,7 @@ import swwae.training.runs.identity  # noqa: F401 - registers ${swwae.arch_tag:}
 from helpers.cli import command_here
 from helpers.config import CONFIG_DIR, QUICK
 from helpers.disks import read_only_folder, read_only_reason
+from helpers.sweeps import fake_job
 from swwae.training.composing import CONFIG_MODULE, register_resolvers
 from swwae.training.sweep import collect, markdown, numeric_axis, write_summary
 
@@ -122,16 +123,6 @@ def test_a_failed_job_is_listed_and_the_sweep_exits_nonzero(tmp_path):
 
 
 # summaries from job folders alone (no training)
-
-
-def fake_job(sweep_dir, num, overrides, metrics=None, **record):
-    folder = sweep_dir / f"{num}_job"
-    (folder / ".hydra").mkdir(parents=True)
-    (folder / ".hydra" / "overrides.yaml").write_text("".join(f"- {o}\n" for o in overrides))
-    if metrics is not None:
-        record = {"run_name": f"run{num}", "seed": int(overrides[-1].split("=")[1]), "metrics": metrics} | record
-        (folder / "metrics.json").write_text(json.dumps(record))
-    return folder
 
 
 def test_groups_take_mean_and_sample_std_over_seeds(tmp_path):

@@ -62,6 +62,12 @@ QUOTES = (
         r"(one epoch on|\| (loop|train.py|hand loop|part of an epoch|train|val[ |]|images|checkpoints|after validation)"
         r"|beyond the hand loop|target)",
     ),
+    Quote(
+        "the default MNIST run's metrics in 32-true and bf16-mixed on the GPU, 3 seeds each (train.py -m: its"
+        " sweep's precision_sweep/summary.md, where run):",
+        "precision_sweep/summary.md",
+        r"(\d+ jobs, |\| )",
+    ),
 )
 # the test steps' outputs: (title, file, whether the failed tests are listed too)
 TESTS = (
