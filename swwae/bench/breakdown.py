@@ -189,9 +189,9 @@ def short_kernel_name(name: str) -> str:
     if not name.startswith("void "):
         return name
     text = name.removeprefix("void ").replace("(anonymous namespace)::", "")
-    head = re.split(r"[<(]", text, maxsplit=1)[0].split("::")[-1] or text
-    functors = re.findall(r"(\w*Functor\w*)", text[len(text.split("<", 1)[0]) :]) if "<" in text else []
-    return f"{head} {functors[-1]}" if functors else head
+    own = re.split(r"[<(]", text, maxsplit=1)[0].split("::")[-1] or text
+    functors = re.findall(r"\w*Functor\w*", text.partition("<")[2])  # the innermost last
+    return f"{own} {functors[-1]}" if functors else own
 
 
 def kernel_times(step: Callable[[], object], device, calls: int = 3) -> dict[str, float]:
@@ -213,7 +213,9 @@ def by_kernel(times: dict[str, dict[str, float]], device, top: int = 8) -> list[
     """Markdown rows comparing calls (name -> its ``kernel_times``), a column each: the ``top``
     kernels (on the CPU, ops) that take the most time in any of them, the rest, and all."""
     unit = UNIT[torch.device(device).type]
-    ranked = sorted({k for t in times.values() for k in t}, key=lambda k: -max(t.get(k, 0.0) for t in times.values()))
+    ranked = sorted(
+        {k for t in times.values() for k in t}, key=lambda k: (-max(t.get(k, 0.0) for t in times.values()), k)
+    )
     shown, rest = ranked[:top], ranked[top:]
     what = "kernel" if torch.device(device).type == "cuda" else "op"
 
