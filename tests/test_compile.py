@@ -10,17 +10,22 @@ any backend, or none, resumes them)."""
 
 from __future__ import annotations
 
+import collections
 import json
 
 import pytest
 import torch
+import torch.nn.functional as F
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_leaves
 
 import swwae
 from helpers.cli import last_error_line, train_cli, train_here
 from swwae.errors import ConfigError
-from swwae.loss import swwae_loss
+from swwae.loss import flat_pair, mse, swwae_loss
 from swwae.model import SWWAE
 from swwae.pooling import MODES, Unpool, make_pool
+from swwae.pooling.layout import memory_format_of
 from swwae.pooling.modes import POOL_MODES
 from swwae.training.process import compile_backend
 
@@ -193,11 +198,50 @@ def test_channels_last_is_a_layout_the_same_losses_grads_and_plain_checkpoints(m
 
 
 def test_the_metrics_pair_the_same_elements_whatever_the_layouts():
-    from swwae.training.module import flat_pair
-
     plain = torch.rand(2, 3, 4, 5)
     last = plain.contiguous(memory_format=torch.channels_last)
     for a, b in [(plain, plain), (last, last), (last, plain), (plain, last)]:
         flat_a, flat_b = flat_pair(a, b)
         assert flat_a.dim() == 1 and torch.equal(flat_a, flat_b)
     assert flat_pair(last, last)[0].data_ptr() == last.data_ptr()  # a view: no copy a batch
+
+
+class MixedLayouts(TorchDispatchMode):
+    """Counts the ops, by name, that take maps in both layouts, (N, C, H, W) and (N, H, W, C): each
+    a slower path, and a convolution's a copy of one of them first. Maps of one channel or one
+    pixel, laid out both ways at once, count as neither."""
+
+    def __init__(self):
+        super().__init__()
+        self.ops = collections.Counter()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        maps = [t for t in tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor) and t.dim() == 4]
+        layouts = {memory_format_of(t) for t in maps if t.shape[1] > 1 and t.shape[2] * t.shape[3] > 1}
+        if len(layouts) > 1:
+            self.ops[func.__name__] += 1
+        return func(*args, **(kwargs or {}))
+
+
+@pytest.mark.parametrize("mode", [m for m in MODES if POOL_MODES[m].channels_last])  # channels_last=auto's
+def test_a_channels_last_step_mixes_the_layouts_only_where_torch_does(mode):
+    """The MSE terms hand their gradients back in their maps' layout (``swwae.loss.mse``; torch's
+    ``F.mse_loss`` hands them back plain: a default CPU step took 1.08-1.12x as long), with
+    ``F.mse_loss``'s values, bit for bit; nearest upsampling answers in its input's layout too.
+    Hard: torch's derivative of max pooling's backward (the hard unpooling) gathers the
+    unpooling's gradient plain, and two ops meet it, the sum with the middle term's gradient and
+    the pool's backward (a backward of our own gained 1-3% of a CPU step on 2026-12-06: not
+    worth a Python call a stage on a GPU)."""
+    mixing = 2 if mode == "hard" else 0
+    torch.manual_seed(0)
+    net = SWWAE.from_settings({"arch": "(4)3c-2p-(6)3c-2p", "pool_mode": mode}, (1, 12, 12), 10)
+    net = net.to(memory_format=torch.channels_last)
+    x = torch.rand(4, 1, 12, 12)
+    with MixedLayouts() as mixed:
+        swwae_loss(net(x), x, torch.full((4,), -1))["loss"].backward()
+    assert sum(mixed.ops.values()) == mixing, mixed.ops
+    a, b = (torch.rand(4, 3, 5, 6).contiguous(memory_format=torch.channels_last) for _ in range(2))
+    ours, torchs = a.clone().requires_grad_(), a.clone().requires_grad_()
+    assert torch.equal(mse(ours, b), F.mse_loss(torchs, b))
+    mse(ours, b).backward(), F.mse_loss(torchs, b).backward()
+    assert torch.equal(ours.grad, torchs.grad) and ours.grad.is_contiguous(memory_format=torch.channels_last)

@@ -17,12 +17,17 @@ def window_owner_upsample(v: Tensor, size: tuple[int, int], geometry: Geometry) 
     """Nearest upsampling through the pooling's own windows: pixel i copies window (i+p)//s.
 
     For stride == kernel this is ``F.interpolate(v, scale_factor=kernel)``; it also covers
-    odd sizes, padding and overlapping windows, always returning exactly ``size``.
+    odd sizes, padding and overlapping windows, always returning exactly ``size``. The result,
+    and v's gradient, in v's layout (``swwae.pooling.layout``): indexing hands back a plain
+    tensor, and a channels-last network's convolutions around it then met both layouts (a CPU
+    step of the upsample and avg baselines took 1.26-1.54x as long).
     """
     rows, cols = (
         ((torch.arange(n, device=v.device) + p) // s).clamp_(max=m - 1)
         for n, s, p, m in zip(size, geometry.stride, geometry.padding, v.shape[-2:])
     )
+    if memory_format_of(v) == torch.channels_last:  # indexed as (N, H, W, C): channels stay innermost
+        return v.permute(0, 2, 3, 1)[:, rows[:, None], cols[None, :]].permute(0, 3, 1, 2)
     return v[..., rows[:, None], cols[None, :]]
 
 

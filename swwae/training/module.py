@@ -13,10 +13,9 @@ from torchmetrics import MeanSquaredError
 from torchmetrics.classification import MulticlassAccuracy
 
 from swwae.errors import NonFiniteError
-from swwae.loss import loss_weights, swwae_loss
+from swwae.loss import flat_pair, loss_weights, swwae_loss
 from swwae.model import SWWAE, SWWAEOutput, without_dropout
 from swwae.optim import adam
-from swwae.pooling.layout import memory_format_of
 from swwae.settings import check_training, model_settings, parse
 from swwae.stored import plain
 from swwae.training.nonfinite import LossWatch
@@ -33,16 +32,6 @@ def loggers_write_this_step(trainer: L.Trainer | None) -> bool:
         return True
     rule = getattr(getattr(trainer, "_logger_connector", None), "should_update_logs", True)
     return bool(trainer.fast_dev_run) or bool(rule)
-
-
-def flat_pair(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """``a`` and ``b`` (same shape) as rows whose elements pair up, views where their layout
-    allows: torchmetrics' mean squared error flattens with ``view``, which a channels-last map of
-    more than one channel refuses (``channels_last=true``). Both channels-last: flattened in that
-    order, else in the plain one (a copy of whichever is not laid out so)."""
-    if memory_format_of(a) == memory_format_of(b) == torch.channels_last:
-        return a.permute(0, 2, 3, 1).reshape(-1), b.permute(0, 2, 3, 1).reshape(-1)
-    return a.reshape(-1), b.reshape(-1)
 
 
 class SWWAEModule(L.LightningModule):
