@@ -21,8 +21,9 @@
 #      MNIST run and a CIFAR-10-shaped one (synthetic images: no download on the device)
 #   6. where the budget still has room (optional: skipped or cut short, they fail nothing), what
 #      decides trainer=gpu's defaults: the default MNIST run's epoch in bf16-mixed with
-#      channels_last, its metrics in bf16-mixed against 32-true (a sweep of 3 seeds each: its
-#      summary.md), and the CIFAR-10 preset with --compile
+#      channels_last, its metrics in bf16-mixed against 32-true (a sweep of 3 seeds each, and
+#      swwae where-report's paired tests of it, as docs/precision.md has them on the CPU), and the
+#      CIFAR-10 preset with --compile
 # writes every output to one folder and prints a summary (summary.md there too, by
 # swwae.bench.device_summary: its tables go into docs/performance.md as they are); it exits 1
 # if a step failed or ran out of time. Without a CUDA device it prints one line and exits 0.
@@ -137,8 +138,11 @@ step "bench_epoch.py --device cuda --synthetic 20000 data=cifar10" 45 bench_epoc
 optional "bench_epoch.py --device cuda trainer.precision=bf16-mixed channels_last=true (default MNIST run)" 35 \
     bench_epoch.md "$PYTHON" scripts/bench_epoch.py --device cuda --epochs 8 trainer.precision=bf16-mixed channels_last=true
 optional "train.py -m trainer.precision=32-true,bf16-mixed seed=0,1,2 (the default MNIST run)" 90 precision_sweep.txt \
-    "$PYTHON" train.py -m trainer=gpu trainer.precision=32-true,bf16-mixed seed=0,1,2 test=false \
+    "$PYTHON" train.py -m trainer=gpu trainer.precision=32-true,bf16-mixed seed=0,1,2 \
     "paths.log_dir=$runs/logs" "paths.checkpoint_dir=$runs/checkpoints" "hydra.sweep.dir=$out/precision_sweep"
+optional "swwae where-report --by trainer.precision (the sweep's runs paired by seed)" 20 precision_report.txt \
+    "$PYTHON" -m swwae where-report "$out/precision_sweep" --by trainer.precision --arms 32-true bf16-mixed \
+    --out "$out/precision_report"
 optional "bench_presets.py cifar10, bf16-mixed --channels-last --compile" 60 bench_presets.md \
     "$PYTHON" "${preset[@]}" --precision bf16-mixed --channels-last --compile
 

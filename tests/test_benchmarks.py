@@ -17,10 +17,11 @@ import torch.nn.functional as F
 
 from helpers.cli import run_cli
 from helpers.config import QUICK, ROOT
-from helpers.sweeps import fake_job
+from helpers.sweeps import write_job
 from scripts import bench_epoch, bench_neighbours, bench_pooling, bench_presets, bench_scaling, bench_training
 from swwae.bench import breakdown, device_summary, epoch_clock, harness
 from swwae.bench.steps import PRECISIONS, training_step
+from swwae.commands import where_report
 from swwae.loss import swwae_loss
 from swwae.model import SWWAE
 from swwae.pooling import soft
@@ -434,6 +435,8 @@ def test_every_command_of_the_device_check_is_one_its_benchmark_and_run_take(tmp
         assert args.device == "cuda", script
         if script.endswith("bench_epoch.py"):
             check_config(epoch_clock.compose_config(tmp_path, bench_epoch.run_overrides(args)))
+    (report,) = [call[3:] for call in invocations if call[:3] == ["-m", "swwae", "where-report"]]
+    parsed(where_report.main, report, monkeypatch)
     (sweep,) = [call[1:] for call in invocations if call[0] == "train.py"]  # a sweep: each of its jobs composes
     assert sweep[0] == "-m"
     swept = [o.split("=", 1) for o in sweep[1:] if not o.startswith(("hydra.", "paths."))]
@@ -481,19 +484,25 @@ def test_the_device_checks_tally_of_a_test_step_finished_or_cut_short():
     ]
 
 
-def test_the_device_checks_summary_quotes_the_precision_sweeps_table(tmp_path):
-    """The sweep's own summary.md, as ``train.py -m`` writes it into the check's folder: the line
-    that counts its jobs and its table, quoted whole."""
+def test_the_device_checks_summary_quotes_the_precision_sweep_and_its_paired_report(tmp_path):
+    """The sweep's summary.md, as ``train.py -m`` writes it into the check's folder, and ``swwae
+    where-report``'s paired report of it: the lines that count their runs and their tables."""
     sweep = tmp_path / "precision_sweep"
-    for num, (precision, seed) in enumerate(itertools.product(["32-true", "bf16-mixed"], [0, 1, 2])):
-        fake_job(sweep, num, [f"trainer.precision={precision}", f"seed={seed}"], {"val/recon_mse": 0.02 + seed / 100})
+    for number, (seed, precision) in enumerate(itertools.product(range(3), ["32-true", "bf16-mixed"])):
+        write_job(sweep, number, "swwae_hard", seed, seed, 0.003, precision=precision)
     write_summary(sweep, plot_too=False)
-    quote = next(q for q in device_summary.QUOTES if q.file == "precision_sweep/summary.md")
-    quoted = device_summary.summary(tmp_path, 1).split(f"{quote.title}\n")[1].split("\n\n")
-    assert quoted[0].startswith("6 jobs, 2 configs, 0 failed.")
-    table = quoted[1].splitlines()
-    assert table[0].startswith("| config | seeds |") and len(table) == 4
-    assert table[2].startswith("| `trainer.precision=32-true` | 3 | 0 | 0.0300 ± 0.0100 |")
+    report = [str(sweep), "--by", "trainer.precision", "--arms", "32-true", "bf16-mixed"]
+    assert where_report.main([*report, "--out", str(tmp_path / "precision_report")]) == 0
+    summary = device_summary.summary(tmp_path, 1)
+    wanted = {
+        "precision_sweep/summary.md": ["6 jobs, 2 configs, 0 failed.", "| config |", "| `trainer.precision=32-true`"],
+        "precision_report.md": ["6 runs, seeds 0-2 (3)", "| trainer.precision |", "Test error, paired", "| A - B |"],
+    }
+    for file, starts in wanted.items():
+        quote = next(q for q in device_summary.QUOTES if q.file == file)
+        lines = quote.lines((tmp_path / file).read_text())
+        assert all(any(line.startswith(start) for line in lines) for start in starts), lines
+        assert "\n".join(device_summary.set_apart([quote.title, *lines])) in summary
 
 
 def test_the_device_checks_summary_holds_its_steps_tallies_and_tables_set_apart(tmp_path, capsys):

@@ -17,33 +17,9 @@ import pytest
 from helpers.cli import command_here
 from helpers.config import ROOT
 from helpers.disks import read_only_folder, read_only_reason
+from helpers.sweeps import write_job
 from swwae.commands.where_report import main
 from swwae.stats import mcnemar, mean_std, mean_std_text, paired_difference, t_interval, verdict, wilcoxon_p
-
-LABELS = [i % 10 for i in range(20)]  # 20 test images
-
-# helpers
-
-
-def write_job(
-    sweep, number: int, model: str, seed: int, wrong: int, recon: float | None, lambda_rec=1.0, precision=None
-):
-    """A finished job as train.py leaves it: metrics.json, its saved config (with
-    trainer.precision where given), and a test_outcomes.csv whose first ``wrong`` images are
-    misclassified."""
-    folder = sweep / f"{number}_{model}_seed{seed}"
-    (folder / ".hydra").mkdir(parents=True)
-    (folder / ".hydra" / "overrides.yaml").write_text(f"- model={model}\n- seed={seed}\n")
-    trainer = f"trainer:\n  precision: {precision}\n" if precision else ""
-    (folder / ".hydra" / "config.yaml").write_text(f"model:\n  lambda_rec: {lambda_rec}\n{trainer}")
-    predictions = [(y + 1) % 10 if i < wrong else y for i, y in enumerate(LABELS)]
-    rows = ["index,label,prediction,recon_mse"]
-    rows += [f"{i},{y},{p},0.01" for i, (y, p) in enumerate(zip(LABELS, predictions))]
-    (folder / "test_outcomes.csv").write_text("\n".join(rows) + "\n")
-    metrics = {"test/acc": 1 - wrong / len(LABELS)} | ({"test/recon_mse": recon} if recon is not None else {})
-    record = {"run_name": folder.name, "model": model, "seed": seed, "status": "ok", "metrics": metrics}
-    (folder / "metrics.json").write_text(json.dumps(record))
-    return folder
 
 
 @pytest.fixture

@@ -68,6 +68,11 @@ QUOTES = (
         "precision_sweep/summary.md",
         r"(\d+ jobs, |\| )",
     ),
+    Quote(
+        "the same runs paired by seed (swwae where-report --by trainer.precision: precision_report.md, where run):",
+        "precision_report.md",
+        r"(\d+ runs, |\| |Test (error|reconstruction MSE), paired)",
+    ),
 )
 # the test steps' outputs: (title, file, whether the failed tests are listed too)
 TESTS = (
