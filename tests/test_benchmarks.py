@@ -389,6 +389,7 @@ case "$1" in
     -c) case "$2" in *is_available*) echo 1 ;; *) echo "torch, CUDA, a GPU" ;; esac ;;
     -) cat >/dev/null ;;
 esac
+for arg; do case "$arg" in hydra.sweep.dir=*) mkdir -p "${arg#hydra.sweep.dir=}" ;; esac; done  # a sweep's folder
 """
 BENCHMARKS = {Path(m.__file__).name: m for m in (bench_epoch, bench_pooling, bench_presets, bench_training)}
 
