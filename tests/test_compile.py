@@ -231,7 +231,9 @@ def test_a_channels_last_step_mixes_the_layouts_only_where_torch_does(mode):
     Hard: torch's derivative of max pooling's backward (the hard unpooling) gathers the
     unpooling's gradient plain, and two ops meet it, the sum with the middle term's gradient and
     the pool's backward (a backward of our own gained 1-3% of a CPU step on 2026-12-06: not
-    worth a Python call a stage on a GPU)."""
+    worth a Python call a stage on a GPU). No classifier: flattening a channels-last top of more
+    than one pixel for it is a copy into the plain layout, whose gradient comes back plain (the
+    paper's networks pool down to 1x1)."""
     mixing = 2 if mode == "hard" else 0
     torch.manual_seed(0)
     net = SWWAE.from_settings({"arch": "(4)3c-2p-(6)3c-2p", "pool_mode": mode}, (1, 12, 12), 10)
@@ -243,5 +245,6 @@ def test_a_channels_last_step_mixes_the_layouts_only_where_torch_does(mode):
     a, b = (torch.rand(4, 3, 5, 6).contiguous(memory_format=torch.channels_last) for _ in range(2))
     ours, torchs = a.clone().requires_grad_(), a.clone().requires_grad_()
     assert torch.equal(mse(ours, b), F.mse_loss(torchs, b))
-    mse(ours, b).backward(), F.mse_loss(torchs, b).backward()
+    mse(ours, b).backward()
+    F.mse_loss(torchs, b).backward()
     assert torch.equal(ours.grad, torchs.grad) and ours.grad.is_contiguous(memory_format=torch.channels_last)
