@@ -32,7 +32,7 @@ from swwae.pooling import (
 )
 from swwae.pooling.geometry import Geometry
 from swwae.pooling.soft import add_at
-from swwae.pooling.windows import from_windows
+from swwae.pooling.windows import from_windows, to_windows, window_max
 
 SEED_X = torch.tensor([[1.0, 2, 3], [13, 3, 1], [4, 2, 9]]).view(1, 1, 3, 3)
 
@@ -291,6 +291,29 @@ def test_window_cells_go_back_to_their_pixels_as_col2im_adds_them(case, dtype):
     cells = torch.randn(n, c, kh, kw, ho, wo, generator=torch.Generator().manual_seed(seed), dtype=dtype)
     folded = F.fold(cells.reshape(n, c * kh * kw, ho * wo), shape[-2:], g.kernel, padding=g.padding, stride=g.stride)
     assert torch.equal(from_windows(cells, g, shape), folded)
+
+
+@pytest.mark.parametrize("kernel, size", [(4, (8, 12)), (7, (14, 7)), ((4, 5), (8, 10)), (2, (4, 6)), (3, (6, 9))])
+def test_windows_that_tile_the_image_go_in_as_im2col_and_back_to_their_pixels(kernel, size):
+    """The window layout is im2col's (``F.unfold``), whichever way it is made (windows at least 4
+    wide that tile the image: one gather each way; others and channels-last input: strided
+    copies); where windows tile the image, every pixel is one window's cell and comes back as it was."""
+    g = Geometry(kernel)
+    x = torch.randn(2, 3, *size, generator=torch.Generator().manual_seed(0))
+    cells = to_windows(x, g)
+    assert torch.equal(cells, F.unfold(x, g.kernel, stride=g.stride).view(cells.shape))
+    assert torch.equal(to_windows(x.contiguous(memory_format=torch.channels_last), g), cells)
+    assert torch.equal(from_windows(cells, g, x.shape), x)
+
+
+@pytest.mark.parametrize("plane", [(1, 1), (4, 4), (6, 6), (7, 7), (8, 8), (9, 9)])
+def test_window_max_is_each_windows_largest_cell_nan_included(plane):
+    """Plane by plane or by torch's reduction (as the planes' length makes it faster), the same
+    maxima, and NaN where a window holds one."""
+    cells = torch.randn(2, 3, 3, 2, *plane, generator=torch.Generator().manual_seed(1))
+    cells[0, 1, 2, 1, 0, 0] = math.nan
+    cells[1, 2, :, :, -1, -1] = -math.inf
+    torch.testing.assert_close(window_max(cells), cells.flatten(2, 3).amax(2), rtol=0, atol=0, equal_nan=True)
 
 
 def test_splat_adds_the_same_row_by_row_and_flat():

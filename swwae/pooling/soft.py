@@ -32,6 +32,7 @@ from swwae.pooling.windows import (
     tiles_in_pairs,
     to_windows,
     valid_cells,
+    window_max,
     window_origins,
     window_sum,
     window_view,
@@ -145,7 +146,7 @@ class SoftPoolFunction(torch.autograd.Function):
         ctx.layout = memory_format_of(x)
         x = x.contiguous()
         z = to_windows(x, geometry, fill=-math.inf)  # (N, C, kh, kw, Ho, Wo); pads never win
-        top = z.flatten(2, 3).amax(2)
+        top = window_max(z)
         # logits beta (z - top): each window's max subtracted (softmax is shift-invariant),
         # so they are <= 0, exactly 0 at the max, whatever the scale of x (unlike
         # beta z - beta top); then clamped, which also makes -inf cells finite
