@@ -114,8 +114,8 @@ def from_windows(t: Tensor, g: Geometry, shape) -> Tensor:
     image, dropping padded cells.
 
     Windows apart (stride >= kernel, the usual case) give every cell a pixel of its own,
-    so this is one copy into place (or one gather, ``_gathers``; 2-wide windows: ``interleave`` writes, ~2x faster
-    still; 2x2 windows tiling the image fill it whole, rows at a time). Overlapping windows add
+    so this is one copy into place (or one gather, ``_gathers``; 2-wide windows: ``interleave``
+    writes, ~2x faster still; 2x2 windows tiling the image fill it whole, rows at a time). Overlapping windows add
     their cells' planes onto the image one cell at a time, each plane onto a strided view of it:
     every pixel is summed in a fixed order, deterministic, and in ``F.fold``'s order (so the
     same bits as col2im), which is 1.5-2.5x slower on CPU."""
@@ -177,11 +177,12 @@ def window_sum(t: Tensor) -> Tensor:
 def window_max(t: Tensor) -> Tensor:
     """The largest cell of each window, (N, C, Ho, Wo) (NaN where a window holds one).
 
-    torch's reduction over the cells runs along each (Ho, Wo) plane in blocks of 32 values and
-    one by one for the rest: fast for planes of 32, 64 or 196 values, 2-4x slower than one
-    ``maximum`` a cell for planes of 16, 49 or 81 (measured on 2 CPU cores, 2026-12-06: the
-    later stages of a network, big windows). So where the rest is more than an eighth of a
-    plane, one op a cell; under torch.compile, the reduction (the compiler fuses it)."""
+    torch's reduction over the cells is fast along (Ho, Wo) planes whose length is a multiple of
+    32 values or close to one (32, 64, 196), and 2-4x slower than one ``maximum`` a cell along
+    planes that leave a long rest (16, 49, 81: the later stages of a network, big windows), as if
+    it took 32 values at a time and the rest one by one (measured on 2 CPU cores, 2026-12-06). So
+    where that rest is more than an eighth of a plane, one op a cell; under torch.compile, the
+    reduction (the compiler fuses it)."""
     cells = t.flatten(2, 3)
     plane = cells.shape[3] * cells.shape[4]
     if 8 * (plane % 32) <= plane or cells.shape[2] == 1 or torch.compiler.is_compiling():
