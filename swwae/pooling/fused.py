@@ -379,9 +379,8 @@ class FusedSoftPool(torch.autograd.Function):
         grad_what, grad_row, grad_col = (t.contiguous(memory_format=like) for t in (grad_what, grad_row, grad_col))
         (kh, kw), (sh, sw) = g.kernel, g.stride
         apart = sh >= kh and sw >= kw
-        covered = (kh, kw) == (sh, sw) and not any(g.padding) and (ho * sh, wo * sw) == (height, width)
         # every pixel written: by its window's cells where windows tile x, by the gather where they overlap
-        written = windows > 0 and (covered or not apart)
+        written = windows > 0 and (g.tiles((height, width)) or not apart)
         grad_x = torch.empty_like(x) if written else torch.zeros_like(x)  # x's strides
         if windows == 0:
             return grad_x, None, None, None, None

@@ -33,6 +33,12 @@ class Geometry:
     def output_size(self, size: tuple[int, int]) -> tuple[int, int]:
         return tuple(pooled_size(n, k, s, p) for n, k, s, p in zip(size, self.kernel, self.stride, self.padding))
 
+    def tiles(self, size: tuple[int, int]) -> bool:
+        """Whether the windows tile an image of ``size`` (H, W) exactly: each pixel one window's cell."""
+        return (
+            self.stride == self.kernel and not any(self.padding) and all(n % k == 0 for n, k in zip(size, self.kernel))
+        )
+
     def check(self, x: Tensor) -> None:
         if x.dim() != 4:
             raise ValueError(f"pooling expects a (N, C, H, W) tensor, got shape {tuple(x.shape)}")

@@ -34,16 +34,7 @@ def _gathers(g: Geometry, t: Tensor, shape) -> bool:
     row of the layout, Wo cells (7 for 4x4 windows on a 28x28 map, 4 for 7x7) read kw apart; the
     gather's along a whole (H, W) plane, read from one plane of the image: 1.2-7x faster on
     MNIST-sized maps (2026-12-06), as fast on large ones. Narrower windows copy faster."""
-    (kh, kw), (height, width) = g.kernel, shape[-2:]
-    return (
-        t.device.type == "cpu"
-        and t.is_contiguous()
-        and kw >= 4
-        and g.stride == g.kernel
-        and not any(g.padding)
-        and height % kh == 0
-        and width % kw == 0
-    )
+    return t.device.type == "cpu" and t.is_contiguous() and g.kernel[1] >= 4 and g.tiles(shape[-2:])
 
 
 @functools.lru_cache(maxsize=32)
@@ -84,15 +75,7 @@ def tiles_in_pairs(g: Geometry, shape, dtype) -> bool:
     """Whether 2-wide windows tile the image exactly (the usual 2x2 pool), so that image
     row ho * kh + i is the cells (i, 0) and (i, 1) of window row ho, interleaved: one
     ``interleave`` writes it, contiguously."""
-    (kh, kw), (sh, sw) = g.kernel, g.stride
-    height, width = shape[-2:]
-    return (
-        (kw, sw, sh) == (2, 2, kh)
-        and not any(g.padding)
-        and height % kh == 0
-        and width % 2 == 0
-        and dtype in (torch.float32, torch.float64)
-    )
+    return g.kernel[1] == 2 and g.tiles(shape[-2:]) and dtype in (torch.float32, torch.float64)
 
 
 def interleave(a: Tensor, b: Tensor, out: Tensor | None = None) -> Tensor:
