@@ -293,17 +293,29 @@ def test_window_cells_go_back_to_their_pixels_as_col2im_adds_them(case, dtype):
     assert torch.equal(from_windows(cells, g, shape), folded)
 
 
-@pytest.mark.parametrize("kernel, size", [(4, (8, 12)), (7, (14, 7)), ((4, 5), (8, 10)), (2, (4, 6)), (3, (6, 9))])
-def test_windows_that_tile_the_image_go_in_as_im2col_and_back_to_their_pixels(kernel, size):
-    """The window layout is im2col's (``F.unfold``), whichever way it is made (windows at least 4
-    wide that tile the image: one gather each way; others and channels-last input: strided
-    copies); where windows tile the image, every pixel is one window's cell and comes back as it was."""
-    g = Geometry(kernel)
+@pytest.mark.parametrize(
+    "geometry, size",
+    [
+        (dict(kernel_size=4), (8, 12)),  # windows tiling the map, few a row: gathers both ways
+        (dict(kernel_size=7), (14, 7)),
+        (dict(kernel_size=(4, 5)), (8, 10)),
+        (dict(kernel_size=2), (4, 40)),  # many a row: a strided copy in, a gather back
+        (dict(kernel_size=3, stride=2, padding=1), (7, 9)),  # overlapping, padded: a gather in
+        (dict(kernel_size=3, stride=2), (5, 41)),  # overlapping, many a row: strided copies
+    ],
+)
+def test_the_window_layout_is_im2cols_and_tiling_windows_go_back_to_their_pixels(geometry, size):
+    """The window layout is im2col's (``F.unfold``), whichever way it is made (a gather where
+    windows are few a row, a strided copy otherwise and for channels-last input); where windows
+    tile the image, every pixel is one window's cell and comes back as it was."""
+    g = Geometry(**geometry)
     x = torch.randn(2, 3, *size, generator=torch.Generator().manual_seed(0))
     cells = to_windows(x, g)
-    assert torch.equal(cells, F.unfold(x, g.kernel, stride=g.stride).view(cells.shape))
+    im2col = F.unfold(x, g.kernel, padding=g.padding, stride=g.stride)
+    assert torch.equal(cells, im2col.view(cells.shape))
     assert torch.equal(to_windows(x.contiguous(memory_format=torch.channels_last), g), cells)
-    assert torch.equal(from_windows(cells, g, x.shape), x)
+    if g.tiles(size):
+        assert torch.equal(from_windows(cells, g, x.shape), x)
 
 
 @pytest.mark.parametrize("plane", [(1, 1), (4, 4), (6, 6), (7, 7), (8, 8), (9, 9)])

@@ -6,8 +6,8 @@ whole planes, vectorised along Ho * Wo, instead of reductions over tiny inner di
 strided view (~10x slower on CPU); broadcasting a per-window value over the cells also keeps
 long contiguous inner loops. Tensors with one value per window are (N, C, Ho, Wo); per cell
 row or column of a window, (N, C, k, Ho, Wo). In: one strided copy (``to_windows``); out:
-one copy into place, or col2im where windows overlap (``from_windows``); windows at least 4 wide
-that tile the image: one gather each way.
+one copy into place, or col2im where windows overlap (``from_windows``); on the CPU, gathers
+where they are faster (see ``GATHER_INTO_WINDOWS_UP_TO``).
 """
 
 from __future__ import annotations
@@ -27,47 +27,55 @@ def window_view(t: Tensor, g: Geometry) -> Tensor:
     return t.unfold(2, kh, sh).unfold(3, kw, sw).permute(0, 1, 4, 5, 2, 3)
 
 
-def _gathers(g: Geometry, t: Tensor, shape) -> bool:
-    """Whether the window layout of an (N, C, H, W) ``shape`` and ``t`` (either side) is one
-    gather each way: on the CPU, for contiguous ``t`` and windows at least 4 wide that tile the
-    image exactly (each pixel one window's cell). A strided copy's inner loop runs along a window
-    row of the layout, Wo cells (7 for 4x4 windows on a 28x28 map, 4 for 7x7) read kw apart; the
-    gather's along a whole (H, W) plane, read from one plane of the image: 1.2-7x faster on
-    MNIST-sized maps (2026-12-06), as fast on large ones. Narrower windows copy faster."""
-    return t.device.type == "cpu" and t.is_contiguous() and g.kernel[1] >= 4 and g.tiles(shape[-2:])
+# On the CPU a gather moves contiguous maps into and out of the window layout where a strided copy
+# is slow. The copy's inner loop runs along a window row of the layout, Wo cells read kw apart (7
+# for 4x4 windows on a 28x28 map, 4 for 7x7, 6 for 3x3 stride 2 on 14x14); the gather's along a
+# whole (H, W) plane, read from one plane of the image: at Wo <= 8, 0.15-0.85x the copy's time, at
+# Wo >= 10 no faster (1.0-1.3x). Back to the image, where windows tile it, a gather beat the copy
+# into place (and 2-wide windows' interleave) at every size tried: 0.27-0.88x (one 1.04x). Same
+# values, bit for bit (2 CPU cores, 2026-12-06).
+GATHER_INTO_WINDOWS_UP_TO = 8  # Wo
+
+
+def _on_cpu_planes(t: Tensor) -> bool:
+    return t.device.type == "cpu" and t.is_contiguous()
+
+
+@functools.lru_cache(maxsize=64)
+def _window_cells(height: int, width: int, kernel: tuple[int, int], stride: tuple[int, int]) -> Tensor:
+    """The flat pixel of each cell of the window layout of windows (``kernel``, ``stride``) over
+    a height x width plane (padding already added): int64 on the CPU, a few KB."""
+    pixels = torch.arange(height * width).view(1, 1, height, width)
+    return window_view(pixels, Geometry(kernel, stride)).reshape(-1)
 
 
 @functools.lru_cache(maxsize=32)
-def _tiling_order(height: int, width: int, kh: int, kw: int) -> tuple[Tensor, Tensor]:
-    """For kh x kw windows tiling a height x width image: the flat pixel of each cell of the
-    window layout, and the cell of each pixel (int64 on the CPU, a few KB each)."""
-    pixels = torch.arange(height * width).view(1, 1, height, width)
-    to_cells = window_view(pixels, Geometry((kh, kw))).reshape(-1)
-    to_pixels = torch.empty_like(to_cells)
-    to_pixels[to_cells] = torch.arange(to_cells.numel())
-    return to_cells, to_pixels
+def _pixel_cells(height: int, width: int, kernel: tuple[int, int]) -> Tensor:
+    """For windows tiling a height x width image: the cell of the window layout that each pixel is."""
+    cells = _window_cells(height, width, kernel, kernel)
+    pixels = torch.empty_like(cells)
+    pixels[cells] = torch.arange(cells.numel())
+    return pixels
 
 
 def _gather_planes(t: Tensor, order: Tensor, shape) -> Tensor:
-    """Each (n, c) plane of ``t`` permuted by ``order`` (indices into the plane), shaped ``shape``."""
-    planes = t.reshape(-1, order.numel())
+    """``order`` (flat indices into one (n, c) plane of ``t``) gathered from every plane, shaped ``shape``."""
+    planes = t.reshape(shape[0] * shape[1], -1)
     return planes.gather(1, order.expand(planes.shape[0], -1)).view(shape)
 
 
 def to_windows(x: Tensor, g: Geometry, fill: float = 0.0) -> Tensor:
     """The windows of ``x`` (N, C, H, W) in window layout, padded cells set to ``fill``.
 
-    One strided copy, ~3x faster than im2col (``F.unfold``), which gives the same layout (or
-    one gather, ``_gathers``). Always a new tensor, even where the view is contiguous already
-    (1x1 windows): callers write into it."""
-    if _gathers(g, x, x.shape):
-        (n, c, height, width), (kh, kw) = x.shape, g.kernel
-        cells, _ = _tiling_order(height, width, kh, kw)
-        return _gather_planes(x, cells, (n, c, kh, kw, height // kh, width // kw))
+    One strided copy, ~3x faster than im2col (``F.unfold``), which gives the same layout, or one
+    gather where windows are few a row (``GATHER_INTO_WINDOWS_UP_TO``). Always a new tensor, even
+    where the view is contiguous already (1x1 windows): callers write into it."""
     ph, pw = g.padding
     if ph or pw:
         x = F.pad(x, (pw, pw, ph, ph), value=fill)
     windows = window_view(x, g)
+    if windows.shape[-1] <= GATHER_INTO_WINDOWS_UP_TO and _on_cpu_planes(x):
+        return _gather_planes(x, _window_cells(*x.shape[-2:], g.kernel, g.stride), windows.shape)
     return torch.empty_like(windows, memory_format=torch.contiguous_format).copy_(windows)
 
 
@@ -97,7 +105,7 @@ def from_windows(t: Tensor, g: Geometry, shape) -> Tensor:
     image, dropping padded cells.
 
     Windows apart (stride >= kernel, the usual case) give every cell a pixel of its own,
-    so this is one copy into place (or one gather, ``_gathers``; 2-wide windows: ``interleave``
+    so this is one copy into place (on the CPU where windows tile the image, one gather; 2-wide windows: ``interleave``
     writes, ~2x faster still; 2x2 windows tiling the image fill it whole, rows at a time). Overlapping windows add
     their cells' planes onto the image one cell at a time, each plane onto a strided view of it:
     every pixel is summed in a fixed order, deterministic, and in ``F.fold``'s order (so the
@@ -107,9 +115,8 @@ def from_windows(t: Tensor, g: Geometry, shape) -> Tensor:
     ho, wo = t.shape[-2:]
     if t.numel() == 0:
         return t.new_zeros(shape)
-    if _gathers(g, t, shape):
-        _, pixels = _tiling_order(height, width, kh, kw)
-        return _gather_planes(t, pixels, shape)
+    if g.tiles((height, width)) and _on_cpu_planes(t):
+        return _gather_planes(t, _pixel_cells(height, width, g.kernel), shape)
     if sh < kh or sw < kw:
         rows, cols = max(height + 2 * ph, (ho - 1) * sh + kh), max(width + 2 * pw, (wo - 1) * sw + kw)
         image = t.new_zeros(n, c, rows, cols)  # in padded coordinates
