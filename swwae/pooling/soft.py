@@ -93,24 +93,34 @@ def _left_cell(q: Tensor, k: int) -> Tensor:
     return q.floor().clamp_(0, max(k - 2, 0))
 
 
-def _splat_corners(q_row: Tensor, q_col: Tensor, g: Geometry, shape):
-    """Where the bilinear splat at each in-window position lands: the flat indices, in the
-    padded (H + 2 ph, W + 2 pw) image, of the 2x2 pixels around it, (N, C, 2, 2, Ho, Wo): a
-    plane of every window's pixel per corner, so that each op on them runs along whole planes
-    (a 1-cell axis repeats its pixel, with weight 0 on the copy); and the position's
-    offsets from the top-left one, in [0, 1]."""
-    (kh, kw), (ph, pw) = g.kernel, g.padding
+def _splat_offsets(q_row: Tensor, q_col: Tensor, g: Geometry) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """Where the bilinear splat at each in-window position starts: the cell above and left of it
+    (the top-left of the 2x2 pixels it reaches), and the position's offsets from that cell, in [0, 1]."""
+    (kh, kw) = g.kernel
     left_row, left_col = _left_cell(q_row, kh), _left_cell(q_col, kw)
-    (first_r, lo_r, _), (first_c, lo_c, _) = window_origins(g, shape[-2:], q_row)
-    width = shape[-1] + 2 * pw
-    top_left = (left_row + first_r + ph).mul_(width).add_(left_col + first_c + pw)
-    # a NaN position (its window held NaN or +inf) gets NaN weights on its window's first
-    # valid pixel, not an index out of bounds (NaN cast to an integer)
-    top_left = torch.where(top_left.isnan(), (lo_r + ph) * width + lo_c + pw, top_left).long()
+    return left_row, left_col, q_row - left_row, q_col - left_col
+
+
+def _top_left_pixels(left_row: Tensor, left_col: Tensor, g: Geometry, shape) -> Tensor:
+    """The flat index, in the padded (H + 2 ph, W + 2 pw) image, of each splat's top-left pixel,
+    (N, C, Ho, Wo), int32. A NaN position (its window held NaN or +inf) gets its window's first
+    valid pixel (NaN weights there), not an index out of bounds (NaN cast to an integer)."""
+    (ph, pw), width = g.padding, shape[-1] + 2 * g.padding[1]
+    (first_r, lo_r, _), (first_c, lo_c, _) = window_origins(g, shape[-2:], left_row)
+    window_pixel = (first_r + ph) * width + first_c + pw  # (Ho, Wo): each window's first pixel
+    top_left = torch.add(left_col, window_pixel).add_(left_row, alpha=width)  # small integers: exact
+    return torch.where(top_left.isnan(), (lo_r + ph) * width + lo_c + pw, top_left).int()
+
+
+def _splat_corners(top_left: Tensor, g: Geometry, shape) -> Tensor:
+    """The flat indices, in the padded image, of the 2x2 pixels each splat reaches, (N, C, 2, 2,
+    Ho, Wo): a plane of every window's pixel per corner, so that each op on them runs along whole
+    planes (a 1-cell axis repeats its pixel, with weight 0 on the copy)."""
+    (kh, kw), width = g.kernel, shape[-1] + 2 * g.padding[1]
     down, right = (width if kh > 1 else 0), (1 if kw > 1 else 0)
-    step = torch.arange(2, device=q_row.device)  # not torch.tensor(..., device=): a blocking copy to a GPU
+    step = torch.arange(2, device=top_left.device)  # not torch.tensor(..., device=): a blocking copy to a GPU
     corners = step.view(2, 1) * down + step * right  # [[0, right], [down, down + right]]
-    return top_left[:, :, None, None] + corners[..., None, None], q_row - left_row, q_col - left_col
+    return top_left[:, :, None, None] + corners[..., None, None]  # int64 (corners'): no int64 copy of top_left first
 
 
 def add_at(image: Tensor, index: Tensor, values: Tensor, flat: bool | None = None) -> Tensor:
@@ -207,29 +217,39 @@ class WindowSplat(torch.autograd.Function):
     def forward(ctx, v: Tensor, q_row: Tensor, q_col: Tensor, geometry: Geometry, shape):
         ctx.geometry, ctx.shape, ctx.layout = geometry, shape, memory_format_of(v)
         v = v.contiguous()
-        ctx.save_for_backward(v, q_row, q_col)
-        return WindowSplat.splat(v, q_row, q_col, geometry, shape).contiguous(memory_format=ctx.layout)
+        if geometry.kernel == (2, 2):
+            ctx.save_for_backward(v, q_row, q_col)
+            image = WindowSplat.splat_windows(v, q_row, q_col, geometry, shape)
+        else:  # the backward reads the same pixels: their index kept (int32, one a window), not recomputed
+            left_row, left_col, frac_row, frac_col = _splat_offsets(q_row, q_col, geometry)
+            top_left = _top_left_pixels(left_row, left_col, geometry, shape)
+            ctx.save_for_backward(v, q_row, q_col, top_left)
+            image = WindowSplat.splat_corners(v, frac_row, frac_col, top_left, geometry, shape)
+        return image.contiguous(memory_format=ctx.layout)
 
     @staticmethod
-    def splat(v: Tensor, q_row: Tensor, q_col: Tensor, geometry: Geometry, shape) -> Tensor:
-        """The forward's image, (N, C, H, W) in plain layout, from v in it."""
-        if geometry.kernel == (2, 2):
-            lower = v * q_row  # v's share on the window's lower row
-            if tiles_in_pairs(geometry, shape, v.dtype):  # window rows are image rows
-                rows = torch.stack((v - lower, lower), 3)  # (N, C, Ho, 2, Wo)
-                right = rows * q_col.unsqueeze(3)
-                return interleave(rows.sub_(right), right).reshape(shape)
-            if torch.compiler.is_compiling():  # no out= into strided views (the compiler fuses these)
-                rows = torch.stack((v - lower, lower), 2)  # (N, C, 2, Ho, Wo)
-                right = rows * q_col.unsqueeze(2)
-                return from_windows(torch.stack((rows - right, right), 3), geometry, shape)
-            cells = v.new_empty(v.shape[:2] + (2, 2) + v.shape[2:])
-            for i, on_row in enumerate((v - lower, lower)):
-                right = torch.mul(on_row, q_col, out=cells[:, :, i, 1])
-                torch.sub(on_row, right, out=cells[:, :, i, 0])
-            return from_windows(cells, geometry, shape)
-        # bigger windows: the 4 weights of each splat, added onto their pixels
-        index, frac_row, frac_col = _splat_corners(q_row, q_col, geometry, shape)
+    def splat_windows(v: Tensor, q_row: Tensor, q_col: Tensor, geometry: Geometry, shape) -> Tensor:
+        """The splat of 2x2 windows, (N, C, H, W) in plain layout, from v in it."""
+        lower = v * q_row  # v's share on the window's lower row
+        if tiles_in_pairs(geometry, shape, v.dtype):  # window rows are image rows
+            rows = torch.stack((v - lower, lower), 3)  # (N, C, Ho, 2, Wo)
+            right = rows * q_col.unsqueeze(3)
+            return interleave(rows.sub_(right), right).reshape(shape)
+        if torch.compiler.is_compiling():  # no out= into strided views (the compiler fuses these)
+            rows = torch.stack((v - lower, lower), 2)  # (N, C, 2, Ho, Wo)
+            right = rows * q_col.unsqueeze(2)
+            return from_windows(torch.stack((rows - right, right), 3), geometry, shape)
+        cells = v.new_empty(v.shape[:2] + (2, 2) + v.shape[2:])
+        for i, on_row in enumerate((v - lower, lower)):
+            right = torch.mul(on_row, q_col, out=cells[:, :, i, 1])
+            torch.sub(on_row, right, out=cells[:, :, i, 0])
+        return from_windows(cells, geometry, shape)
+
+    @staticmethod
+    def splat_corners(v: Tensor, frac_row: Tensor, frac_col: Tensor, top_left: Tensor, geometry: Geometry, shape):
+        """The splat of bigger windows, (N, C, H, W) in plain layout: the 4 weights of each, added
+        onto their pixels."""
+        index = _splat_corners(top_left, geometry, shape)
         lower = v * frac_row
         rows = torch.stack((v - lower, lower), 2)  # (N, C, 2, Ho, Wo): upper and lower pixels
         right = rows * frac_col.unsqueeze(2)
@@ -241,7 +261,7 @@ class WindowSplat(torch.autograd.Function):
     @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(ctx, grad: Tensor):
-        v, q_row, q_col = ctx.saved_tensors
+        v, q_row, q_col, *top_left = ctx.saved_tensors
         g, (ph, pw) = ctx.geometry, ctx.geometry.padding
         grad = grad.contiguous()
         padded = F.pad(grad, (pw, pw, ph, ph)) if ph or pw else grad
@@ -249,7 +269,8 @@ class WindowSplat(torch.autograd.Function):
             by_rows = window_view(padded, g).permute(0, 1, 4, 2, 5, 3)  # a view, no copy
             grad_v, grad_row, grad_col = WindowSplat.bilinear_grads(by_rows, v, q_row, q_col)
         else:  # the splat only reached the 2x2 pixels around each position: gather those
-            index, frac_row, frac_col = _splat_corners(q_row, q_col, g, ctx.shape)
+            frac_row, frac_col = _splat_offsets(q_row, q_col, g)[2:]  # the left cells freed at once
+            index = _splat_corners(top_left[0], g, ctx.shape)
             values = padded.flatten(2).gather(2, index.flatten(2)).view(index.shape)  # (N, C, 2, 2, Ho, Wo)
             by_rows = values.permute(0, 1, 4, 2, 5, 3)  # (N, C, Ho, 2, Wo, 2), a view
             grad_v, grad_row, grad_col = WindowSplat.bilinear_grads(by_rows, v, frac_row, frac_col)
