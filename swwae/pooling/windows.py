@@ -104,12 +104,12 @@ def from_windows(t: Tensor, g: Geometry, shape) -> Tensor:
     """Adjoint of ``to_windows``: add every window cell onto its pixel of an (N, C, H, W)
     image, dropping padded cells.
 
-    Windows apart (stride >= kernel, the usual case) give every cell a pixel of its own,
-    so this is one copy into place (on the CPU where windows tile the image, one gather; 2-wide windows: ``interleave``
-    writes, ~2x faster still; 2x2 windows tiling the image fill it whole, rows at a time). Overlapping windows add
-    their cells' planes onto the image one cell at a time, each plane onto a strided view of it:
-    every pixel is summed in a fixed order, deterministic, and in ``F.fold``'s order (so the
-    same bits as col2im), which is 1.5-2.5x slower on CPU."""
+    Windows apart (stride >= kernel, the usual case) give every cell a pixel of its own, so this
+    is one copy into place (on the CPU where windows tile the image, one gather; 2-wide windows:
+    ``interleave`` writes, ~2x faster still; 2x2 windows tiling the image fill it whole, rows at a
+    time). Overlapping windows add their cells' planes onto the image one cell at a time, each
+    plane onto a strided view of it: every pixel is summed in a fixed order, deterministic, and
+    in ``F.fold``'s order (so the same bits as col2im), which is 1.5-2.5x slower on CPU."""
     n, c, height, width = shape
     (kh, kw), (sh, sw), (ph, pw) = g.kernel, g.stride, g.padding
     ho, wo = t.shape[-2:]
