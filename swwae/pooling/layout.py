@@ -20,3 +20,13 @@ def memory_format_of(t: Tensor) -> torch.memory_format:
     channel, or 1x1 maps, are both), else ``contiguous_format``."""
     last = t.dim() == 4 and not t.is_contiguous() and t.is_contiguous(memory_format=torch.channels_last)
     return torch.channels_last if last else torch.contiguous_format
+
+
+def in_layout(t: Tensor, memory_format: torch.memory_format) -> Tensor:
+    """``t`` laid out in ``memory_format``: ``t`` itself where it is already, else a copy.
+
+    Why not ``t.contiguous(memory_format=...)``, which does the same in eager mode: returned from an
+    autograd Function's forward, its no-op form makes torch 2.11's compiler hand the output another
+    output's gradient (as an output made in place does, pytorch issue 180642): a soft network
+    compiled there trained on wrong gradients. torch 2.14 gets both right."""
+    return t if t.is_contiguous(memory_format=memory_format) else t.contiguous(memory_format=memory_format)

@@ -22,7 +22,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from swwae.pooling.geometry import Geometry
-from swwae.pooling.layout import memory_format_of
+from swwae.pooling.layout import in_layout, memory_format_of
 from swwae.pooling.precision import in_float32
 from swwae.pooling.windows import (
     combine_cells,
@@ -176,7 +176,7 @@ class SoftPoolFunction(torch.autograd.Function):
             q_col = torch.clamp(q_col, lo_c - first_c, hi_c - first_c)
         ctx.save_for_backward(weights, weighted, total, mean_logit, q_row, q_col)
         ctx.geometry, ctx.beta, ctx.shape = geometry, beta, x.shape
-        return what.contiguous(memory_format=ctx.layout), q_row, q_col
+        return in_layout(what, ctx.layout), q_row, q_col
 
     @staticmethod
     @torch.autograd.function.once_differentiable
@@ -199,7 +199,7 @@ class SoftPoolFunction(torch.autograd.Function):
         grad = per_row.unsqueeze(3) + per_col.unsqueeze(2)
         del per_row, per_col, r, q, k  # before the next allocations: a lower peak
         grad.mul_(weights).addcmul_(weighted, per_window(g))
-        return from_windows(grad, ctx.geometry, ctx.shape).contiguous(memory_format=ctx.layout), None, None
+        return in_layout(from_windows(grad, ctx.geometry, ctx.shape), ctx.layout), None, None
 
 
 class WindowSplat(torch.autograd.Function):
@@ -225,7 +225,7 @@ class WindowSplat(torch.autograd.Function):
             top_left = _top_left_pixels(left_row, left_col, geometry, shape)
             ctx.save_for_backward(v, q_row, q_col, top_left)
             image = WindowSplat.splat_corners(v, frac_row, frac_col, top_left, geometry, shape)
-        return image.contiguous(memory_format=ctx.layout)
+        return in_layout(image, ctx.layout)
 
     @staticmethod
     def splat_windows(v: Tensor, q_row: Tensor, q_col: Tensor, geometry: Geometry, shape) -> Tensor:
@@ -274,7 +274,7 @@ class WindowSplat(torch.autograd.Function):
             values = padded.flatten(2).gather(2, index.flatten(2)).view(index.shape)  # (N, C, 2, 2, Ho, Wo)
             by_rows = values.permute(0, 1, 4, 2, 5, 3)  # (N, C, Ho, 2, Wo, 2), a view
             grad_v, grad_row, grad_col = WindowSplat.bilinear_grads(by_rows, v, frac_row, frac_col)
-        return grad_v.contiguous(memory_format=ctx.layout), grad_row, grad_col, None, None
+        return in_layout(grad_v, ctx.layout), grad_row, grad_col, None, None
 
     @staticmethod
     def bilinear_grads(g: Tensor, v: Tensor, frac_row: Tensor, frac_col: Tensor):
