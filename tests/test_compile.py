@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import collections
 import json
+import warnings
 
 import pytest
 import torch
@@ -80,9 +81,13 @@ def test_each_pooling_mode_compiles_without_graph_breaks_and_matches_eager(mode,
     fn = pool_and_unpool(mode, kernel, stride)
     x = torch.randn(2, 3, 13, 15, generator=torch.Generator().manual_seed(1))  # odd sizes
     expected = forward_and_backward(fn, x)
-    got = forward_and_backward(torch.compile(fn, fullgraph=True, backend=BACKEND), x)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        got = forward_and_backward(torch.compile(fn, fullgraph=True, backend=BACKEND), x)
     for e, g in zip(expected, got, strict=True):
         torch.testing.assert_close(g, e, rtol=1e-5, atol=1e-5)
+    # nothing of the pooling's own code warns while it is traced (e.g. a cached function met)
+    assert not [str(w.message) for w in caught if "swwae" in f"{w.filename} {w.message}"]
 
 
 ON_CUDA = pytest.param(

@@ -38,7 +38,9 @@ GATHER_INTO_WINDOWS_UP_TO = 8  # Wo
 
 
 def _on_cpu_planes(t: Tensor) -> bool:
-    return t.device.type == "cpu" and t.is_contiguous()
+    """Whether the gathers apply: contiguous maps on the CPU, in eager mode (the compiler writes its
+    own loops, and would trace the cached indices' making, with a warning, at every compile)."""
+    return t.device.type == "cpu" and t.is_contiguous() and not torch.compiler.is_compiling()
 
 
 @functools.lru_cache(maxsize=64)
