@@ -28,5 +28,7 @@ def in_layout(t: Tensor, memory_format: torch.memory_format) -> Tensor:
     Why not ``t.contiguous(memory_format=...)``, which does the same in eager mode: returned from an
     autograd Function's forward, its no-op form makes torch 2.11's compiler hand the output another
     output's gradient (as an output made in place does, pytorch issue 180642): a soft network
-    compiled there trained on wrong gradients. torch 2.14 gets both right."""
+    compiled there trained on wrong gradients. torch 2.14 gets both right. (A backward keeps
+    ``contiguous``: its outputs were right, and torch 2.4 traces a backward strictly, without
+    ``is_contiguous``.)"""
     return t if t.is_contiguous(memory_format=memory_format) else t.contiguous(memory_format=memory_format)

@@ -199,7 +199,7 @@ class SoftPoolFunction(torch.autograd.Function):
         grad = per_row.unsqueeze(3) + per_col.unsqueeze(2)
         del per_row, per_col, r, q, k  # before the next allocations: a lower peak
         grad.mul_(weights).addcmul_(weighted, per_window(g))
-        return in_layout(from_windows(grad, ctx.geometry, ctx.shape), ctx.layout), None, None
+        return from_windows(grad, ctx.geometry, ctx.shape).contiguous(memory_format=ctx.layout), None, None
 
 
 class WindowSplat(torch.autograd.Function):
@@ -274,7 +274,7 @@ class WindowSplat(torch.autograd.Function):
             values = padded.flatten(2).gather(2, index.flatten(2)).view(index.shape)  # (N, C, 2, 2, Ho, Wo)
             by_rows = values.permute(0, 1, 4, 2, 5, 3)  # (N, C, Ho, 2, Wo, 2), a view
             grad_v, grad_row, grad_col = WindowSplat.bilinear_grads(by_rows, v, frac_row, frac_col)
-        return in_layout(grad_v, ctx.layout), grad_row, grad_col, None, None
+        return grad_v.contiguous(memory_format=ctx.layout), grad_row, grad_col, None, None
 
     @staticmethod
     def bilinear_grads(g: Tensor, v: Tensor, frac_row: Tensor, frac_col: Tensor):
