@@ -39,8 +39,9 @@ GATHER_INTO_WINDOWS_UP_TO = 8  # Wo
 
 def _on_cpu_planes(t: Tensor) -> bool:
     """Whether the gathers apply: contiguous maps on the CPU, in eager mode (the compiler writes its
-    own loops, and would trace the cached indices' making, with a warning, at every compile)."""
-    return t.device.type == "cpu" and t.is_contiguous() and not torch.compiler.is_compiling()
+    own loops, and would trace the cached indices' making, with a warning, at every compile). Asked
+    first: torch 2.4-2.6 trace a backward strictly, refusing ``is_contiguous`` there."""
+    return not torch.compiler.is_compiling() and t.device.type == "cpu" and t.is_contiguous()
 
 
 @functools.lru_cache(maxsize=64)
