@@ -291,6 +291,7 @@ import inspect, sys, triton
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 from swwae.pooling import fused
+from swwae.pooling.soft import BF16_FROM_CAPABILITY
 
 POINTERS = {"x", "what", "row", "col", "grad_what", "grad_row", "grad_col", "grad_x", "coefficients", "v", "q_rows",
             "q_cols", "out", "grad", "grad_v"}
@@ -304,10 +305,14 @@ kinds = {
     "_splat_backward": dict(**last),
 }
 for arch in sys.argv[1:]:
+    # float32 tensors with channels_last and cells written; half-precision tensors (what a bf16
+    # model outside autocast hands over) with the overlapping windows' coefficients, where the
+    # soft where sends bf16 to the kernels
+    variants = [(True, True, "fp32"), (False, False, "bf16")]
+    if (int(arch[:-1]), int(arch[-1])) < BF16_FROM_CAPABILITY:
+        variants[1] = (False, False, "fp16")
     for name, constants in kinds.items():
-        # float32 tensors with channels_last and cells written; half-precision tensors (what a
-        # bf16 model outside autocast hands over) with the overlapping windows' coefficients
-        for channels_last, write, dtype in ((True, True, "fp32"), (False, False, "bf16")):
+        for channels_last, write, dtype in variants:
             kernel = getattr(fused, name)
             constexprs = dict(geometry, **constants, CHANNELS_LAST=channels_last, BLOCK=fused.BLOCK)
             if "WRITE_CELLS" in constexprs:
@@ -325,6 +330,14 @@ for arch in sys.argv[1:]:
             assert binary.asm["cubin"], name
             print(f"sm_{arch} {name} {len(binary.asm['cubin'])} bytes")
 """
+
+
+@pytest.mark.parametrize("capability, reads_bf16", [((7, 5), False), ((8, 0), True), ((9, 0), True)])
+def test_bf16_tensors_go_to_the_kernels_only_on_gpus_with_bf16_units(monkeypatch, capability, reads_bf16):
+    """The GPUs on which the soft where hands bf16 tensors to its kernels: those with bf16 units. A
+    T4 (sm_75) has none, and Triton 3.2 cannot build the kernels' bf16 reads for it."""
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: capability)
+    assert soft._bf16_units(torch.device("cuda", 0)) is reads_bf16
 
 
 @pytest.mark.slow

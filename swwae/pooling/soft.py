@@ -295,6 +295,9 @@ class WindowSplat(torch.autograd.Function):
 # runs the reference everywhere (the benchmarks compare the two so)
 FUSED_DEVICES = {"cuda"}
 FUSED_DTYPES = (torch.float32, torch.bfloat16, torch.float16)  # what the kernels read (float64: the reference)
+# bfloat16 tensors only on GPUs with bfloat16 units (compute capability 8.0, A100, on): Triton 3.2
+# (torch 2.6) cannot build the kernels' bf16 reads for older ones (T4: sm_75), where bf16 is emulated
+BF16_FROM_CAPABILITY = (8, 0)
 
 
 @contextlib.contextmanager
@@ -327,6 +330,11 @@ def _triton_ready() -> bool:
     return tuple(int(part) for part in re.findall(r"\d+", triton.__version__)[:2]) >= OLDEST_TRITON
 
 
+def _bf16_units(device: torch.device) -> bool:
+    """Whether CUDA ``device`` computes in bfloat16 itself (``BF16_FROM_CAPABILITY``)."""
+    return torch.cuda.get_device_capability(device) >= BF16_FROM_CAPABILITY
+
+
 def _span(t: Tensor) -> int:
     """One more than the farthest element's offset from ``t``'s first (a view's reach, not its size)."""
     return 1 + sum((size - 1) * abs(stride) for size, stride in zip(t.shape, t.stride())) if t.numel() else 0
@@ -334,7 +342,8 @@ def _span(t: Tensor) -> int:
 
 def fused_kernels_run(*tensors: Tensor, extent: int = 0) -> bool:
     """Whether the soft where of these tensors runs the fused kernels: on a device of
-    ``FUSED_DEVICES`` (an NVIDIA GPU: never compiled for AMD's), in a dtype they read, with Triton
+    ``FUSED_DEVICES`` (an NVIDIA GPU: never compiled for AMD's), in a dtype they read (bfloat16 on
+    GPUs with bfloat16 units), with Triton
     (``OLDEST_TRITON`` on) that could build them here (``_FusedStart``), outside torch.compile
     (which fuses the reference itself), and with every offset they compute in 32 bits: the
     tensors' spans and ``extent`` (the elements of what the kernels make, for the caller to say)."""
@@ -343,6 +352,7 @@ def fused_kernels_run(*tensors: Tensor, extent: int = 0) -> bool:
         device in FUSED_DEVICES
         and not (device == "cuda" and torch.version.hip)  # ROCm's GPUs are "cuda" too: kernels untried there
         and all(t.dtype in FUSED_DTYPES for t in tensors)
+        and (device != "cuda" or all(t.dtype != torch.bfloat16 for t in tensors) or _bf16_units(tensors[0].device))
         and max(extent, *(_span(t) for t in tensors)) < 2**31
         and not torch.compiler.is_compiling()
         and _triton_ready()
