@@ -343,10 +343,10 @@ def _span(t: Tensor) -> int:
 def fused_kernels_run(*tensors: Tensor, extent: int = 0) -> bool:
     """Whether the soft where of these tensors runs the fused kernels: on a device of
     ``FUSED_DEVICES`` (an NVIDIA GPU: never compiled for AMD's), in a dtype they read (bfloat16 on
-    GPUs with bfloat16 units), with Triton
-    (``OLDEST_TRITON`` on) that could build them here (``_FusedStart``), outside torch.compile
-    (which fuses the reference itself), and with every offset they compute in 32 bits: the
-    tensors' spans and ``extent`` (the elements of what the kernels make, for the caller to say)."""
+    GPUs with bfloat16 units), with Triton (``OLDEST_TRITON`` on) that could build them here
+    (``_FusedStart``), outside torch.compile (which fuses the reference itself), and with every
+    offset they compute in 32 bits: the tensors' spans and ``extent`` (the elements of what the
+    kernels make, for the caller to say)."""
     device = tensors[0].device.type
     return (
         device in FUSED_DEVICES
