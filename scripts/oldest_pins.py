@@ -16,11 +16,6 @@ import re
 import sys
 from pathlib import Path
 
-try:
-    import tomllib
-except ModuleNotFoundError:  # Python 3.10
-    sys.exit("oldest_pins.py: needs Python 3.11 or later (tomllib)")
-
 PYPROJECT = Path(__file__).resolve().parents[1] / "pyproject.toml"
 LOWER_BOUND = re.compile(r"^([A-Za-z0-9_.-]+)[^;]*?>=\s*([^,;\s]+)")  # name, then >= before any marker
 
@@ -38,4 +33,8 @@ def oldest_pins(pyproject: dict) -> list[str]:
 
 
 if __name__ == "__main__":
+    try:  # here, not at the top: oldest_pins() is imported (and tested) on Python 3.10 too
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10
+        sys.exit("oldest_pins.py: needs Python 3.11 or later (tomllib)")
     print("\n".join(oldest_pins(tomllib.loads(PYPROJECT.read_text()))))

@@ -13,6 +13,7 @@ import json
 import os
 import shutil
 import sys
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -29,6 +30,7 @@ from swwae.training.sweep import collect
 
 OLD_CHECKPOINT = ROOT / "tests" / "data" / "checkpoint_v0_1.ckpt"
 DEEP = 20_000
+DEEP_MARKER = "a list nested DEEP deep goes here"
 
 
 def nested(depth: int) -> list:
@@ -63,18 +65,42 @@ ODD = {  # what the file holds -> how to make it
 }
 
 
+def splice_deep_list(path) -> None:
+    """Write a list nested ``DEEP`` deep where ``torch.save`` wrote ``DEEP_MARKER`` in ``path``, as
+    pickle opcodes (``DEEP + 1`` EMPTY_LISTs, then ``DEEP`` APPENDs): picklers recurse, and no
+    recursion limit lets them write it on every Python (3.12's C pickler stops near 1,000 levels
+    whatever ``sys.setrecursionlimit`` says; 3.10's pure-Python one overflows the C stack)."""
+    marker = DEEP_MARKER.encode()
+    pickled = b"X" + len(marker).to_bytes(4, "little") + marker  # BINUNICODE: torch.save's protocol 2
+    with zipfile.ZipFile(path) as archive:
+        entries = {info.filename: archive.read(info) for info in archive.infolist()}
+    (name,) = [n for n in entries if n.endswith("/data.pkl")]
+    assert entries[name].count(pickled) == 1
+    entries[name] = entries[name].replace(pickled, b"]" * (DEEP + 1) + b"a" * DEEP)
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_STORED) as archive:
+        for n, data in entries.items():
+            archive.writestr(n, data)
+
+
 def crafted(path, change):
-    """The shipped old checkpoint, changed by ``change``, saved at ``path`` with a valid checksum."""
+    """The shipped old checkpoint, changed by ``change``, saved at ``path`` with a valid checksum
+    (of the deep list too: it is spliced into the file after the checksum and ``torch.save``)."""
     checkpoint = torch.load(OLD_CHECKPOINT, map_location="cpu", weights_only=True)
     checkpoint.pop("swwae_checksum", None)
     change(checkpoint)
     path.parent.mkdir(parents=True, exist_ok=True)
     limit = sys.getrecursionlimit()
-    sys.setrecursionlimit(10 * DEEP)  # the writer's checksum and pickler recurse; the reader must not
+    sys.setrecursionlimit(10 * DEEP)  # the checksum recurses; the reader must not
     try:
-        torch.save(with_checksum(checkpoint), path)
+        with_checksum(checkpoint)
     finally:
         sys.setrecursionlimit(limit)
+    deep = isinstance(checkpoint.get("extra"), list)  # ODD's deeply nested list
+    if deep:
+        checkpoint["extra"] = DEEP_MARKER
+    torch.save(checkpoint, path)
+    if deep:
+        splice_deep_list(path)
     return path
 
 
