@@ -68,7 +68,7 @@ ODD = {  # what the file holds -> how to make it
 def splice_deep_list(path) -> None:
     """Write a list nested ``DEEP`` deep where ``torch.save`` wrote ``DEEP_MARKER`` in ``path``, as
     pickle opcodes (``DEEP + 1`` EMPTY_LISTs, then ``DEEP`` APPENDs): picklers recurse, and no
-    recursion limit lets them write it on every Python (3.12's C pickler stops near 1,000 levels
+    recursion limit lets them write it on every Python (3.12.1's C pickler stops at 748 levels,
     whatever ``sys.setrecursionlimit`` says; 3.10's pure-Python one overflows the C stack)."""
     marker = DEEP_MARKER.encode()
     pickled = b"X" + len(marker).to_bytes(4, "little") + marker  # BINUNICODE: torch.save's protocol 2
