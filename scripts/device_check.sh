@@ -24,9 +24,9 @@
 #      channels_last, its metrics in bf16-mixed against 32-true (a sweep of 3 seeds each, and
 #      swwae where-report's paired tests of it, as docs/precision.md has them on the CPU), and the
 #      CIFAR-10 preset with --compile
-# writes every output to one folder and prints a summary (summary.md there too, by
-# swwae.bench.device_summary: its tables go into docs/performance.md as they are); it exits 1
-# if a step failed or ran out of time. Without a CUDA device it prints one line and exits 0.
+# writes every output to one folder, prints a line as each step ends, then a summary (summary.md
+# there too, by swwae.bench.device_summary: its tables go into docs/performance.md as they are); it
+# exits 1 if a step failed or ran out of time. Without a CUDA device it prints one line and exits 0.
 # (``swwae device-check``, from any install, runs the job's 2-epoch GPU runs in both precisions.)
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -63,13 +63,20 @@ EOF
 
 out=${OUT:-outputs/device_check/$(date +%Y%m%d-%H%M%S)}
 mkdir -p "$out"
+: >"$out/steps.md"  # a row a step, as each ends (noted)
 runs=$(mktemp -d)  # the training runs' checkpoints and logs: not figures
 trap 'rm -rf "$runs"' EXIT
 export CUBLAS_WORKSPACE_CONFIG=:4096:8  # deterministic cuBLAS, for the determinism tests
 budget=470                              # seconds for all the steps (each has its own limit too)
 started=$SECONDS
 failed=0
-steps=()
+
+# noted NAME STATUS SECONDS: a row of steps.md, written as the step ends (a check cut short from outside
+# keeps the rows of the steps it finished), and a line of progress
+noted() {
+    echo "| $1 | $2 | $3 |" >>"$out/steps.md"
+    echo "device check, $((SECONDS - started)) s of $budget: $1: $2 ($3 s)"
+}
 
 # step NAME LIMIT FILE COMMAND...: run COMMAND, its output appended to FILE, for at most LIMIT
 # seconds (less if the whole budget runs short); note its status and time
@@ -79,7 +86,7 @@ step() {
     left=$((budget - (SECONDS - started)))
     [ "$left" -lt "$limit" ] && limit=$left
     if [ "$limit" -le 5 ]; then
-        steps+=("| $name | skipped: no time left | 0 |")
+        noted "$name" "skipped: no time left" 0
         failed=1
         return
     fi
@@ -92,7 +99,7 @@ step() {
         124|137) status="timed out after ${limit} s"; failed=1 ;;
         *) status="failed (exit status $rc)"; failed=1 ;;
     esac
-    steps+=("| $name | $status | $((SECONDS - begun)) |")
+    noted "$name" "$status" $((SECONDS - begun))
 }
 
 # optional NAME LIMIT FILE COMMAND...: a step run only if the budget still holds LIMIT seconds, and
@@ -101,7 +108,7 @@ step() {
 optional() {
     local left=$((budget - (SECONDS - started))) before=$failed
     if [ "$left" -lt "$2" ]; then
-        steps+=("| $1 | not run (optional): $left s of the budget left, $2 wanted | 0 |")
+        noted "$1" "not run (optional): $left s of the budget left, $2 wanted" 0
         return
     fi
     step "$@"
@@ -145,13 +152,12 @@ if [ -d "$out/precision_sweep" ]; then
     optional "$report" 20 precision_report.txt "$PYTHON" -m swwae where-report "$out/precision_sweep" \
         --by trainer.precision --arms 32-true bf16-mixed --out "$out/precision_report"
 else
-    steps+=("| $report | not run (optional): no sweep to report | 0 |")
+    noted "$report" "not run (optional): no sweep to report" 0
 fi
 optional "bench_presets.py cifar10, bf16-mixed --channels-last --compile" 60 bench_presets.md \
     "$PYTHON" "${preset[@]}" --precision bf16-mixed --channels-last --compile
 
 # the summary: the steps, the tests' tallies and the benchmarks' table rows (swwae.bench.device_summary)
-printf '%s\n' "${steps[@]}" >"$out/steps.md"
 if ! "$PYTHON" -m swwae.bench.device_summary "$out" "$((SECONDS - started))"; then
     echo "device check: no summary; every output is in $out/" >&2
     failed=1

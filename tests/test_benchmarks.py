@@ -425,6 +425,8 @@ def test_every_command_of_the_device_check_is_one_its_benchmark_and_run_take(tmp
     assert result.returncode == 0, result.stdout + result.stderr
     steps = (tmp_path / "out" / "steps.md").read_text().splitlines()
     assert steps and all("| ok |" in step for step in steps), steps
+    progress = [line for line in result.stdout.splitlines() if line.startswith("device check, ")]
+    assert [line.split(": ", 1)[1] for line in progress] == [f"{s.split(' | ')[0][2:]}: ok (0 s)" for s in steps]
     invocations = [line.split("\0")[:-1] for line in calls.read_text().splitlines()]
     tests = [call[2:] for call in invocations if call[:2] == ["-m", "pytest"]]
     assert ["-m", "cuda"] in [t[:2] for t in tests] and all((ROOT / a).is_file() for t in tests for a in t if "/" in a)
@@ -443,6 +445,25 @@ def test_every_command_of_the_device_check_is_one_its_benchmark_and_run_take(tmp
     swept = [o.split("=", 1) for o in sweep[1:] if not o.startswith(("hydra.", "paths."))]
     for values in itertools.product(*(value.split(",") for _, value in swept)):
         check_config(epoch_clock.compose_config(tmp_path, [f"{key}={v}" for (key, _), v in zip(swept, values)]))
+
+
+@pytest.mark.slow
+def test_a_device_check_cut_short_from_outside_keeps_the_rows_of_the_steps_it_finished(tmp_path):
+    """The GPU window may end before the check does (the device tool kills it): the steps that
+    ended before are in steps.md. Here the third step's python kills the script, as kill -9 would."""
+    python = tmp_path / "python"
+    killer = '[ "$1" = scripts/bench_pooling.py ] && kill -KILL "$DEVICE_CHECK_PID"\n'
+    python.write_text(PYTHON_OF_A_GPU_MACHINE.replace("\n", "\n" + killer, 1))
+    python.chmod(0o755)
+    env = {"PYTHON": str(python), "CALLS": str(tmp_path / "calls"), "OUT": str(tmp_path / "out")}
+    script = ROOT / "scripts" / "device_check.sh"
+    result = run_cli("-c", f"export DEVICE_CHECK_PID=$$; exec bash {script}", cwd=tmp_path, program="bash", env=env)
+    assert result.returncode == -9, result.stdout + result.stderr
+    steps = (tmp_path / "out" / "steps.md").read_text().splitlines()
+    assert [row.split(" | ")[0] for row in steps] == [
+        "| CUDA tests (pytest -m cuda)",
+        "| fused kernels on the GPU (tests/test_fused.py)",
+    ]
 
 
 @pytest.mark.slow
