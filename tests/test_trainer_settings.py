@@ -17,6 +17,7 @@ from lightning.pytorch.callbacks import LambdaCallback, Timer
 from lightning.pytorch.demos.boring_classes import BoringModel
 from packaging.version import Version
 
+from helpers.cli import train_here
 from swwae.errors import ConfigError
 from swwae.training import lightning_api
 from swwae.training.checkpoints import build_trainer
@@ -65,6 +66,13 @@ def test_arguments_the_schema_does_not_list_reach_the_trainer(make_config):
     timer = next(c for c in trainer.callbacks if isinstance(c, Timer))
     assert timer._duration == timedelta(minutes=1).total_seconds()
     assert trainer.num_sanity_val_steps == 0 and trainer.checkpoint_callback is None
+
+
+def test_a_profiler_the_config_names_prints_its_report_where_lightnings_info_lines_are_kept_off(tmp_path):
+    result = train_here(tmp_path, "+trainer.profiler=simple", "trainer.limit_train_batches=1")
+    assert result.returncode == 0, result.stderr
+    assert "FIT Profiler Report" in result.stderr and "run_training_batch" in result.stderr
+    assert "GPU available" not in result.stderr  # Lightning's banner: the job's own lines say what runs
 
 
 def test_a_time_span_between_validations_reaches_a_lightning_that_takes_one_and_is_one_line_before(make_config):

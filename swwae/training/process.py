@@ -120,6 +120,8 @@ def use_channels_last(module, setting: bool | str, device) -> bool:
 # Lightning's lines that say nothing a user of swwae needs (the job says what happens in its own
 # lines: one per epoch, the done: line): its banner (devices, tips), model summary, restore lines
 LIGHTNING_LOGGERS = ("lightning.pytorch", "lightning.fabric")
+# where Lightning's profilers log their reports (at INFO) when no file is named for them
+PROFILER_LOGGER = "lightning.pytorch.profilers"
 # warnings about state swwae itself made: a run's own checkpoint folder (resumed runs write into
 # it), the safe reader's weights_only (swwae.checkpoint_file sets it), a few batches per epoch
 OWN_STATE_WARNINGS = (
@@ -151,4 +153,6 @@ def set_torch_defaults(verbose: bool = False) -> None:
             logger.addHandler(logging.StreamHandler())
             logger.propagate = False
         logger.setLevel(logging.INFO if verbose else logging.WARNING)
+    # the report of a profiler the config names (+trainer.profiler=simple): asked for, so printed
+    logging.getLogger(PROFILER_LOGGER).setLevel(logging.INFO)
     torch.set_float32_matmul_precision("high")
