@@ -422,3 +422,27 @@ def test_around_its_kernels_the_soft_where_makes_no_device_work_but_a_zero_fill(
     rest = collections.Counter({op: n for op, n in counts["hard"].items() if op not in hard_pooling})
     assert counts["soft"] - rest == collections.Counter(zeros_like=1), (counts["soft"] - rest, rest - counts["soft"])
     assert not rest - counts["soft"]
+
+
+@pytest.mark.parametrize("geometry", [dict(kernel_size=2), dict(kernel_size=3, stride=2)])
+def test_soft_pool_and_unpool_through_the_kernels_take_at_most_one_and_a_half_times_native_memory(geometry):
+    """The soft where's memory target on a GPU (<= 1.5x native, docs/performance.md), held without
+    one: the peak of what torch allocates (on the CPU under the interpreter, the tensors a GPU's
+    allocator would hand out) for one soft pool + unpool, forward and backward, against native max
+    pooling + unpooling's (the reference path: 1.6x and 2.5x). A per-window tensor kept for the
+    backward, or made on the way, would break it."""
+    from swwae.bench.harness import peak_memory
+
+    x = torch.randn(2, 8, 28, 28, generator=torch.Generator().manual_seed(0)).to(DEVICE)
+    pool = torch.nn.MaxPool2d(**geometry, return_indices=True)
+    unpool = torch.nn.MaxUnpool2d(**geometry)
+    native = peak_memory(
+        lambda: unpool(*pool(x.detach().requires_grad_(True)), output_size=x.shape).square().sum().backward(), DEVICE
+    )
+    with kernels(True):
+        soft_pool = WhatWherePool(**geometry, mode="soft")
+        soft_unpool = Unpool(soft_pool)
+        fused_peak = peak_memory(
+            lambda: soft_unpool(*soft_pool(x.detach().requires_grad_(True))).square().sum().backward(), DEVICE
+        )
+    assert fused_peak <= 1.5 * native, f"{fused_peak / native:.2f}x native"
