@@ -86,6 +86,19 @@ def test_the_fused_kernels_compute_the_reference_over_any_geometry(case):
         assert_close(fused_grads, ref_grads, atol=1e-4 * beta)  # the pool's grads scale with beta
 
 
+@pytest.mark.parametrize(
+    "geometry", [dict(kernel_size=7), dict(kernel_size=5, stride=3, padding=2), dict(kernel_size=(2, 5), stride=2)]
+)
+def test_windows_bigger_than_the_unrolled_ones_give_the_reference_too(geometry):
+    """Windows of more than ``UNROLLED_CELLS`` cells take their rows in a loop (the any-geometry
+    test's reach 4x4): bigger ones, overlapping and padded, give the reference's results too."""
+    x = (torch.randn(2, 3, 15, 16, generator=torch.Generator().manual_seed(3)) * 2).to(DEVICE)
+    fused_out, fused_grads = pool_and_unpool(x, geometry, 100.0, True)
+    ref_out, ref_grads = pool_and_unpool(x, geometry, 100.0, False)
+    assert_close(fused_out, ref_out)
+    assert_close(fused_grads, ref_grads, atol=1e-2)  # the pool's grads scale with beta
+
+
 def test_the_fused_kernels_run_where_they_should_and_nowhere_else():
     x = torch.randn(2, 3, 8, 8, device=DEVICE, requires_grad=True)
     with kernels(True):
@@ -295,24 +308,29 @@ from swwae.pooling.soft import BF16_FROM_CAPABILITY
 
 POINTERS = {"x", "what", "row", "col", "grad_what", "grad_row", "grad_col", "grad_x", "coefficients", "v", "q_rows",
             "q_cols", "out", "grad", "grad_v"}
-geometry = dict(KH=3, KW=3, SH=2, SW=2, PH=1, PW=1)
-reach, last = dict(NH=2, NW=2), dict(LAST_ROW=1, LAST_COL=1)
-kinds = {
-    "_pool_forward": dict(FLOOR=-80.0),
-    "_pool_backward": dict(FLOOR=-80.0, WRITE_CELLS=False),
-    "_pool_backward_gather": dict(FLOOR=-80.0, **reach),
-    "_splat_forward": dict(**reach, **last),
-    "_splat_backward": dict(**last),
-}
+def kinds(g):
+    reach = dict(NH=-(-g["KH"] // g["SH"]), NW=-(-g["KW"] // g["SW"]))  # windows over a pixel, per axis
+    last = dict(LAST_ROW=g["KH"] - 2, LAST_COL=g["KW"] - 2)  # a splat's last left cell
+    return {
+        "_pool_forward": dict(FLOOR=-80.0),
+        "_pool_backward": dict(FLOOR=-80.0, WRITE_CELLS=False),
+        "_pool_backward_gather": dict(FLOOR=-80.0, **reach),
+        "_splat_forward": dict(**reach, **last),
+        "_splat_backward": dict(**last),
+    }
+small = dict(KH=3, KW=3, SH=2, SW=2, PH=1, PW=1)  # every cell unrolled
+big = dict(KH=5, KW=5, SH=3, SW=3, PH=2, PW=2)  # more than fused.UNROLLED_CELLS: rows in a loop
 for arch in sys.argv[1:]:
     # float32 tensors with channels_last and cells written; half-precision tensors (what a bf16
     # model outside autocast hands over) with the overlapping windows' coefficients, where the
-    # soft where sends bf16 to the kernels
-    variants = [(True, True, "fp32"), (False, False, "bf16")]
+    # soft where sends bf16 to the kernels; big windows' loops in float32, for the newest GPU
+    variants = [(small, True, True, "fp32"), (small, False, False, "bf16")]
     if (int(arch[:-1]), int(arch[-1])) < BF16_FROM_CAPABILITY:
-        variants[1] = (False, False, "fp16")
-    for name, constants in kinds.items():
-        for channels_last, write, dtype in variants:
+        variants[1] = (small, False, False, "fp16")
+    if arch == sys.argv[-1]:
+        variants.append((big, False, False, "fp32"))
+    for geometry, channels_last, write, dtype in variants:
+        for name, constants in kinds(geometry).items():
             kernel = getattr(fused, name)
             constexprs = dict(geometry, **constants, CHANNELS_LAST=channels_last, BLOCK=fused.BLOCK)
             if "WRITE_CELLS" in constexprs:
@@ -351,7 +369,7 @@ def test_every_fused_kernel_compiles_for_the_gpus_users_train_on():
         cwd=ROOT, env=environment, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
-    assert len(done.stdout.splitlines()) == 10 * len(CUDA_TARGETS)
+    assert len(done.stdout.splitlines()) == 10 * len(CUDA_TARGETS) + 5  # + the big windows' 5, once
 
 
 def test_a_soft_network_trains_the_same_step_through_the_fused_kernels():

@@ -41,6 +41,12 @@ from swwae.pooling.precision import HALF_DTYPES
 
 BLOCK = 256  # windows or pixels per program
 WARPS = 4
+# windows of up to so many cells (2x2, 3x3) have every cell's code unrolled; bigger ones take their
+# rows in a loop. Unrolled, a 7x7 window's 4 kernels took 12.7 s to build and its pool's backward
+# needed 255 registers a thread and spilled 312 bytes to memory (sm_90, on 2 CPU cores); as loops of
+# rows 1.3 s, 96 registers, none spilled. (A loop's kind cannot be chosen by a value in Triton:
+# each such loop is written both ways below.)
+UNROLLED_CELLS = tl.constexpr(9)
 
 
 # helpers
@@ -152,28 +158,54 @@ def _covering(pixel, a: tl.constexpr, P: tl.constexpr, S: tl.constexpr, K: tl.co
 
 
 @triton.jit
+def _row_max(top, i, x, base, r0, q0, live, H, W, sxh, sxw, KW: tl.constexpr):
+    """``top`` and the cells of row ``i`` of each window: their max."""
+    for j in tl.static_range(KW):
+        z, inside = _cell(x, base, r0 + i, q0 + j, live, H, W, sxh, sxw)
+        top = tl.maximum(top, z, propagate_nan=tl.PropagateNan.ALL)
+    return top
+
+
+@triton.jit
+def _row_sums(total, rows, cols, logits, i, x, base, r0, q0, live, H, W, sxh, sxw, top, beta,
+              KW: tl.constexpr, FLOOR: tl.constexpr):
+    """The sums of ``_window_sums`` with the cells of row ``i`` of each window added."""
+    for j in tl.static_range(KW):
+        z, inside = _cell(x, base, r0 + i, q0 + j, live, H, W, sxh, sxw)
+        logit = _logit(z, top, beta, FLOOR)
+        e = tl.where(inside, tl.exp(logit), 0.0)
+        total += e
+        rows += e * i
+        cols += e * j
+        logits += e * logit
+    return total, rows, cols, logits
+
+
+@triton.jit
 def _window_sums(x, base, r0, q0, live, H, W, sxh, sxw, beta,
                  KH: tl.constexpr, KW: tl.constexpr, FLOOR: tl.constexpr, BLOCK: tl.constexpr):
     """Each window's max, and with e = exp(logit) its sums of e, e i, e j and e logit: one pass
-    for the max, one (from cache) for the sums. Padded cells weigh 0."""
+    for the max, one (from cache) for the sums. Padded cells weigh 0. Small windows' rows are
+    unrolled (``UNROLLED_CELLS``), bigger windows' taken in a loop."""
     top = tl.full((BLOCK,), float("-inf"), tl.float32)
-    for i in tl.static_range(KH):
-        for j in tl.static_range(KW):
-            z, inside = _cell(x, base, r0 + i, q0 + j, live, H, W, sxh, sxw)
-            top = tl.maximum(top, z, propagate_nan=tl.PropagateNan.ALL)
+    if KH * KW <= UNROLLED_CELLS:
+        for i in tl.static_range(KH):
+            top = _row_max(top, i, x, base, r0, q0, live, H, W, sxh, sxw, KW)
+    else:
+        for i in tl.range(KH):
+            top = _row_max(top, i, x, base, r0, q0, live, H, W, sxh, sxw, KW)
     total = tl.zeros((BLOCK,), tl.float32)
     rows = tl.zeros((BLOCK,), tl.float32)
     cols = tl.zeros((BLOCK,), tl.float32)
     logits = tl.zeros((BLOCK,), tl.float32)
-    for i in tl.static_range(KH):
-        for j in tl.static_range(KW):
-            z, inside = _cell(x, base, r0 + i, q0 + j, live, H, W, sxh, sxw)
-            logit = _logit(z, top, beta, FLOOR)
-            e = tl.where(inside, tl.exp(logit), 0.0)
-            total += e
-            rows += e * i
-            cols += e * j
-            logits += e * logit
+    if KH * KW <= UNROLLED_CELLS:
+        for i in tl.static_range(KH):
+            total, rows, cols, logits = _row_sums(total, rows, cols, logits, i, x, base, r0, q0, live, H, W,
+                                                  sxh, sxw, top, beta, KW, FLOOR)
+    else:
+        for i in tl.range(KH):
+            total, rows, cols, logits = _row_sums(total, rows, cols, logits, i, x, base, r0, q0, live, H, W,
+                                                  sxh, sxw, top, beta, KW, FLOOR)
     # the positions clamped into the window's valid cells: rounding never leaves them, nor pads
     q_row = _clamped(rows / total, tl.maximum(-r0, 0).to(tl.float32), tl.minimum(H - 1 - r0, KH - 1).to(tl.float32))
     q_col = _clamped(cols / total, tl.maximum(-q0, 0).to(tl.float32), tl.minimum(W - 1 - q0, KW - 1).to(tl.float32))
@@ -193,6 +225,17 @@ def _pool_forward(x, what, row, col, windows, C, H, W, HO, WO, sxn, sxc, sxh, sx
     tl.store(what + out, top + mean_logit / beta, mask=live)
     tl.store(row + out, q_row, mask=live)
     tl.store(col + out, q_col, mask=live)
+
+
+@triton.jit
+def _write_row_grads(grad_x, i, x, base, r0, q0, live, H, W, sxh, sxw, top, beta, g, k, r_coef, q_coef,
+                     KW: tl.constexpr, FLOOR: tl.constexpr):
+    """The gradients of the cells of row ``i`` of each window, written (windows apart)."""
+    for j in tl.static_range(KW):
+        z, inside = _cell(x, base, r0 + i, q0 + j, live, H, W, sxh, sxw)
+        logit = _logit(z, top, beta, FLOOR)
+        grad = tl.exp(logit) * (g * logit + k + r_coef * i + q_coef * j)
+        tl.store(grad_x + base + (r0 + i) * sxh + (q0 + j) * sxw, grad, mask=inside)
 
 
 @triton.jit
@@ -216,12 +259,14 @@ def _pool_backward(x, grad_what, grad_row, grad_col, grad_x, coefficients, windo
     q_coef = tl.load(grad_col + at, mask=live, other=0.0).to(tl.float32) / total * beta
     k = g * (1 - mean_logit) - (r_coef * q_row + q_coef * q_col)
     if WRITE_CELLS:  # windows apart: each cell is this window's alone
-        for i in tl.static_range(KH):
-            for j in tl.static_range(KW):
-                z, inside = _cell(x, base, r0 + i, q0 + j, live, H, W, sxh, sxw)
-                logit = _logit(z, top, beta, FLOOR)
-                grad = tl.exp(logit) * (g * logit + k + r_coef * i + q_coef * j)
-                tl.store(grad_x + base + (r0 + i) * sxh + (q0 + j) * sxw, grad, mask=inside)
+        if KH * KW <= UNROLLED_CELLS:
+            for i in tl.static_range(KH):
+                _write_row_grads(grad_x, i, x, base, r0, q0, live, H, W, sxh, sxw, top, beta, g, k, r_coef, q_coef,
+                                 KW, FLOOR)
+        else:
+            for i in tl.range(KH):
+                _write_row_grads(grad_x, i, x, base, r0, q0, live, H, W, sxh, sxw, top, beta, g, k, r_coef, q_coef,
+                                 KW, FLOOR)
     else:  # overlapping windows: (top, G, K, beta R, beta Q) per window, summed per pixel next
         own = idx  # in x's memory order, as the gather's neighbouring pixels read them (coalesced)
         tl.store(coefficients + own, top, mask=live)
@@ -301,6 +346,23 @@ def _splat_forward(v, q_rows, q_cols, out, pixels, C, H, W, HO, WO,
 
 
 @triton.jit
+def _splat_row_grads(by_value, by_row, by_col, i, grad, n, c, r0, q0, live, H, W, sgn, sgc, sgh, sgw, q_row, q_col,
+                     KW: tl.constexpr, LAST_ROW: tl.constexpr, LAST_COL: tl.constexpr):
+    """``_splat_backward``'s sums with the cells of row ``i`` of each window added."""
+    hit_row, weight_row, slope_row = _splat_axis(q_row, tl.maximum(-r0, 0), i * 1.0, LAST_ROW)
+    for j in tl.static_range(KW):
+        hit_col, weight_col, slope_col = _splat_axis(q_col, tl.maximum(-q0, 0), j * 1.0, LAST_COL)
+        r, q = r0 + i, q0 + j
+        inside = live & (r >= 0) & (r < H) & (q >= 0) & (q < W)
+        g = tl.load(grad + n * sgn + c * sgc + r * sgh + q * sgw, mask=inside, other=0.0).to(tl.float32)
+        hit = hit_row & hit_col  # elsewhere nothing, not a NaN weight times 0
+        by_value += tl.where(hit, weight_row * weight_col * g, 0.0)
+        by_row += tl.where(hit, slope_row * weight_col * g, 0.0)
+        by_col += tl.where(hit, weight_row * slope_col * g, 0.0)
+    return by_value, by_row, by_col
+
+
+@triton.jit
 def _splat_backward(grad, v, q_rows, q_cols, grad_v, grad_row, grad_col, windows, C, H, W, HO, WO,
                     sgn, sgc, sgh, sgw, svn, svc, svh, svw, sqn, sqc, sqh, sqw,
                     KH: tl.constexpr, KW: tl.constexpr, SH: tl.constexpr, SW: tl.constexpr, PH: tl.constexpr,
@@ -318,17 +380,14 @@ def _splat_backward(grad, v, q_rows, q_cols, grad_v, grad_row, grad_col, windows
     by_value = tl.zeros((BLOCK,), tl.float32)
     by_row = tl.zeros((BLOCK,), tl.float32)
     by_col = tl.zeros((BLOCK,), tl.float32)
-    for i in tl.static_range(KH):
-        hit_row, weight_row, slope_row = _splat_axis(q_row, tl.maximum(-r0, 0), i * 1.0, LAST_ROW)
-        for j in tl.static_range(KW):
-            hit_col, weight_col, slope_col = _splat_axis(q_col, tl.maximum(-q0, 0), j * 1.0, LAST_COL)
-            r, q = r0 + i, q0 + j
-            inside = live & (r >= 0) & (r < H) & (q >= 0) & (q < W)
-            g = tl.load(grad + n * sgn + c * sgc + r * sgh + q * sgw, mask=inside, other=0.0).to(tl.float32)
-            hit = hit_row & hit_col  # elsewhere nothing, not a NaN weight times 0
-            by_value += tl.where(hit, weight_row * weight_col * g, 0.0)
-            by_row += tl.where(hit, slope_row * weight_col * g, 0.0)
-            by_col += tl.where(hit, weight_row * slope_col * g, 0.0)
+    if KH * KW <= UNROLLED_CELLS:
+        for i in tl.static_range(KH):
+            by_value, by_row, by_col = _splat_row_grads(by_value, by_row, by_col, i, grad, n, c, r0, q0, live, H, W,
+                                                        sgn, sgc, sgh, sgw, q_row, q_col, KW, LAST_ROW, LAST_COL)
+    else:
+        for i in tl.range(KH):
+            by_value, by_row, by_col = _splat_row_grads(by_value, by_row, by_col, i, grad, n, c, r0, q0, live, H, W,
+                                                        sgn, sgc, sgh, sgw, q_row, q_col, KW, LAST_ROW, LAST_COL)
     tl.store(grad_v + at_v, by_value, mask=live)
     # along a 1-cell axis the position cannot move: no gradient
     if KH > 1:
