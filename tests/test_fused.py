@@ -304,22 +304,22 @@ import inspect, sys, triton
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 from swwae.pooling import fused
+from swwae.pooling.geometry import Geometry
 from swwae.pooling.soft import BF16_FROM_CAPABILITY
 
 POINTERS = {"x", "what", "row", "col", "grad_what", "grad_row", "grad_col", "grad_x", "coefficients", "v", "q_rows",
             "q_cols", "out", "grad", "grad_v"}
-def kinds(g):
-    reach = dict(NH=-(-g["KH"] // g["SH"]), NW=-(-g["KW"] // g["SW"]))  # windows over a pixel, per axis
-    last = dict(LAST_ROW=g["KH"] - 2, LAST_COL=g["KW"] - 2)  # a splat's last left cell
+def kinds(g):  # each kernel's constants for windows g
+    geometry, reach, last = fused._geometry_args(g), fused._reach(g), fused._last_cells(g)
     return {
-        "_pool_forward": dict(FLOOR=-80.0),
-        "_pool_backward": dict(FLOOR=-80.0, WRITE_CELLS=False),
-        "_pool_backward_gather": dict(FLOOR=-80.0, **reach),
-        "_splat_forward": dict(**reach, **last),
-        "_splat_backward": dict(**last),
+        "_pool_forward": dict(geometry, FLOOR=-80.0),
+        "_pool_backward": dict(geometry, FLOOR=-80.0, WRITE_CELLS=False),
+        "_pool_backward_gather": dict(geometry, FLOOR=-80.0, **reach),
+        "_splat_forward": dict(geometry, **reach, **last),
+        "_splat_backward": dict(geometry, **last),
     }
-small = dict(KH=3, KW=3, SH=2, SW=2, PH=1, PW=1)  # every cell unrolled
-big = dict(KH=5, KW=5, SH=3, SW=3, PH=2, PW=2)  # more than fused.UNROLLED_CELLS: rows in a loop
+small = Geometry((3, 3), (2, 2), (1, 1))  # every cell unrolled
+big = Geometry((5, 5), (3, 3), (2, 2))  # more than fused.UNROLLED_CELLS: rows in a loop
 for arch in sys.argv[1:]:
     # float32 tensors with channels_last and cells written; half-precision tensors (what a bf16
     # model outside autocast hands over) with the overlapping windows' coefficients, where the
@@ -329,10 +329,10 @@ for arch in sys.argv[1:]:
         variants[1] = (small, False, False, "fp16")
     if arch == sys.argv[-1]:
         variants.append((big, False, False, "fp32"))
-    for geometry, channels_last, write, dtype in variants:
-        for name, constants in kinds(geometry).items():
+    for windows, channels_last, write, dtype in variants:
+        for name, constants in kinds(windows).items():
             kernel = getattr(fused, name)
-            constexprs = dict(geometry, **constants, CHANNELS_LAST=channels_last, BLOCK=fused.BLOCK)
+            constexprs = dict(constants, CHANNELS_LAST=channels_last, BLOCK=fused.BLOCK)
             if "WRITE_CELLS" in constexprs:
                 constexprs["WRITE_CELLS"] = write
             pointers = {a: "*fp32" if a == "coefficients" else f"*{dtype}" for a in kernel.arg_names if a in POINTERS}
