@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import gc
 import itertools
 import math
 import re
@@ -354,6 +355,26 @@ def test_peak_memory_is_the_high_water_mark_and_quiet(capfd):
 
     assert harness.peak_memory(step, "cpu") == 2 * 2**20
     assert capfd.readouterr().err == ""  # the profiler's own logging is silenced
+
+
+def test_peak_memory_counts_only_what_the_call_allocated():
+    # a block made while an earlier call was measured (torch then knows its size), freed inside the
+    # next one by the garbage collector: a free the next call's count would go below zero with
+    kept = []
+
+    def made_in_a_cycle():
+        block = [torch.empty(2**20)]  # 4 MiB
+        block.append(block)
+        kept.append(block)
+
+    harness.peak_memory(made_in_a_cycle, "cpu")
+    kept.clear()
+
+    def step():
+        gc.collect()
+        torch.empty(2**18)  # 1 MiB
+
+    assert harness.peak_memory(step, "cpu") == 2**20
 
 
 @pytest.mark.slow

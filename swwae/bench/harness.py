@@ -196,16 +196,30 @@ def peak_memory(fn: Callable[[], object], device) -> int:
     with quiet_stderr():  # the profiler's C++ side logs its start and stop there
         with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
             fn()
-        events = sorted(
-            (e.start_ns(), e.nbytes())
-            for e in prof.profiler.kineto_results.events()
-            if e.name() == "[memory]" and str(e.device_type()).endswith("CPU")
-        )
+        events = sorted(_cpu_allocations(prof.profiler.kineto_results.experimental_event_tree()))
+    # only the memory fn allocated: a block an earlier profiled call made (torch knows its size)
+    # and fn's run freed (the garbage collector may run inside it) is not fn's to count
     live = peak = 0
-    for _, nbytes in events:
-        live += nbytes
+    sizes = {}
+    for _, ptr, nbytes in events:
+        if nbytes > 0:
+            sizes[ptr] = nbytes
+            live += nbytes
+        elif ptr in sizes:
+            live -= sizes.pop(ptr)
         peak = max(peak, live)
     return peak
+
+
+def _cpu_allocations(roots) -> Iterable[tuple[int, int, int]]:
+    """(time, address, bytes: negative for a free) of each allocation and free of torch's CPU
+    allocator in the profiler's event tree ``roots``."""
+    nodes = list(roots)
+    while nodes:
+        node = nodes.pop()
+        nodes.extend(node.children)
+        if node.tag == torch._C._profiler._EventType.Allocation and node.extra_fields.device.type == "cpu":
+            yield node.start_time_ns, node.extra_fields.ptr, node.extra_fields.alloc_size
 
 
 @contextlib.contextmanager
