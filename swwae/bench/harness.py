@@ -12,9 +12,9 @@ best-round ratio (the best rounds are the closest to an idle machine).
 
 Peak memory: ``peak_memory(fn, device)`` is the most memory allocated at once while ``fn``
 runs, beyond what was allocated before it: ``torch.cuda.max_memory_allocated`` on a GPU;
-on the CPU the high-water mark of torch's allocator, allocation by allocation, from the
-profiler's memory events (tracemalloc does not see torch's buffers; per-op totals would
-count nested ops twice). Kernels' own scratch buffers count, as they do on a GPU.
+on the CPU the high-water mark of the blocks ``fn`` took from torch's allocator, allocation
+by allocation, from the profiler's allocation events (tracemalloc does not see torch's buffers;
+per-op totals would count nested ops twice). Kernels' own scratch buffers count, as they do on a GPU.
 """
 
 from __future__ import annotations
