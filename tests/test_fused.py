@@ -23,6 +23,8 @@ from hypothesis import given, settings
 from helpers.config import ROOT
 from helpers.pooling import geometries
 from helpers.syncs import CountLaunches
+from scripts import bench_pooling
+from swwae.bench.harness import peak_memory
 from swwae.pooling import Unpool, WhatWherePool, soft
 from swwae.pooling.geometry import Geometry
 
@@ -442,25 +444,17 @@ def test_around_its_kernels_the_soft_where_makes_no_device_work_but_a_zero_fill(
     assert not rest - counts["soft"]
 
 
-@pytest.mark.parametrize("geometry", [dict(kernel_size=2), dict(kernel_size=3, stride=2)])
-def test_soft_pool_and_unpool_through_the_kernels_take_at_most_one_and_a_half_times_native_memory(geometry):
-    """The soft where's memory target on a GPU (<= 1.5x native, docs/performance.md), held without
-    one: the peak of what torch allocates (on the CPU under the interpreter, the tensors a GPU's
-    allocator would hand out) for one soft pool + unpool, forward and backward, against native max
-    pooling + unpooling's (the reference path: 1.6x and 2.5x). A per-window tensor kept for the
-    backward, or made on the way, would break it."""
-    from swwae.bench.harness import peak_memory
-
+@pytest.mark.parametrize("case", bench_pooling.CASES)
+def test_soft_pool_and_unpool_through_the_kernels_keep_to_the_memory_target(case):
+    """The soft where's memory target on a GPU (``bench_pooling.MEMORY_TARGETS``: 1.5x native),
+    held without one: the peak of what torch allocates (on the CPU under the interpreter, the
+    tensors a GPU's allocator would hand out) for bench_pooling's soft pool + unpool, forward and
+    backward, against its native max pooling + unpooling's (the reference path: 1.6x and 2.5x). A
+    per-window tensor kept for the backward, or made on the way, would break it."""
     x = torch.randn(2, 8, 28, 28, generator=torch.Generator().manual_seed(0)).to(DEVICE)
-    pool = torch.nn.MaxPool2d(**geometry, return_indices=True)
-    unpool = torch.nn.MaxUnpool2d(**geometry)
-    native = peak_memory(
-        lambda: unpool(*pool(x.detach().requires_grad_(True)), output_size=x.shape).square().sum().backward(), DEVICE
-    )
+    geometry = bench_pooling.parse_case(case)
+    native = peak_memory(lambda: bench_pooling.backward(bench_pooling.native_step(**geometry), x), DEVICE)
     with kernels(True):
-        soft_pool = WhatWherePool(**geometry, mode="soft")
-        soft_unpool = Unpool(soft_pool)
-        fused_peak = peak_memory(
-            lambda: soft_unpool(*soft_pool(x.detach().requires_grad_(True))).square().sum().backward(), DEVICE
-        )
-    assert fused_peak <= 1.5 * native, f"{fused_peak / native:.2f}x native"
+        soft_step = bench_pooling.swwae_step(**geometry, mode="soft")
+        fused_peak = peak_memory(lambda: bench_pooling.backward(soft_step, x), DEVICE)
+    assert fused_peak <= bench_pooling.MEMORY_TARGETS["soft"] * native, f"{fused_peak / native:.2f}x native"
