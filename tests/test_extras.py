@@ -14,19 +14,10 @@ import types
 import pytest
 
 from helpers.config import ROOT
-from helpers.extras import dev_install_lacks, missing
+from helpers.extras import dev_install_lacks, hide_package, missing
 from swwae.install import importable, install_extra
 
 # importable
-
-
-def hide_package(monkeypatch, name: str) -> None:
-    """As if package ``name`` were not installed: ``import name`` raises, and none of its modules
-    that an earlier test in this process imported (Hydra imports every installed plugin when it
-    composes) is answered from ``sys.modules``."""
-    monkeypatch.setitem(sys.modules, name, None)
-    for module in [m for m in sys.modules if m.startswith(f"{name}.")]:
-        monkeypatch.delitem(sys.modules, module)
 
 
 def test_a_module_is_importable_where_it_is_installed_and_not_where_it_is_not():

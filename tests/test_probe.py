@@ -6,6 +6,7 @@ error line."""
 from __future__ import annotations
 
 import json
+import sys
 
 import pytest
 import torch
@@ -15,6 +16,7 @@ from sklearn.preprocessing import StandardScaler
 
 from helpers.cli import run_cli, train_here
 from helpers.config import ROOT, SAMPLE_DATA
+from helpers.extras import hide_package
 from swwae.commands.probe import main as probe_main
 from swwae.model import SWWAE
 from swwae.probe import (
@@ -255,11 +257,17 @@ def test_the_script_runs_as_a_user_runs_it(tmp_path, tiny_net):
 
 
 @pytest.mark.slow
-def test_val_knn_acc_is_logged_when_asked_and_not_by_default(tmp_path):
+def test_val_knn_acc_is_logged_when_asked_and_not_by_default_where_scikit_learn_is_not_imported(tmp_path, monkeypatch):
     result = train_here(tmp_path, "callbacks.knn_accuracy.every_n_epochs=1", "model.lambda_nll=0", name="on")
     assert result.returncode == 0, result.stderr[-2000:]
     metrics = json.loads((tmp_path / "outputs" / "on" / "metrics.json").read_text())["metrics"]
     assert 0.1 < metrics["val/knn_acc"] <= 1.0
+    # a run with the monitor off runs as if scikit-learn were not installed: it never imports it
+    hide_package(monkeypatch, "sklearn")
+    for name in ("swwae.probe", "swwae.training.knn_monitor"):  # imported above: imported again if asked for
+        parent, _, child = name.rpartition(".")
+        monkeypatch.delitem(sys.modules, name)
+        monkeypatch.delattr(sys.modules[parent], child)  # Hydra finds a module as its package's attribute first
     result = train_here(tmp_path, "run_name=off", name="off")
     assert result.returncode == 0, result.stderr[-2000:]
     assert "val/knn_acc" not in json.loads((tmp_path / "outputs" / "off" / "metrics.json").read_text())["metrics"]

@@ -12,7 +12,6 @@ from __future__ import annotations
 import lightning as L
 import torch
 
-from swwae.probe import features, knn_probe
 from swwae.training.callback_settings import parse_callback
 
 
@@ -36,6 +35,10 @@ class KNNAccuracy(L.Callback):
         labelled = torch.nonzero(data.train_y >= 0).flatten()[: self.settings.max_train_images]
         if len(labelled) == 0:  # no training label to vote with
             return
+        # here, not at the top: swwae.probe imports scikit-learn, 0.3-0.6 s at the start of every run
+        # whose callbacks are built, the many that leave this monitor off
+        from swwae.probe import features, knn_probe
+
         train = features(module.net, data.train_x[labelled])
         val = features(module.net, data.val_x)
         acc = knn_probe(train, data.train_y[labelled], val, data.val_y, k=self.settings.k)

@@ -8,6 +8,7 @@ collects the suite without it."""
 
 from __future__ import annotations
 
+import sys
 from importlib.metadata import PackageNotFoundError, distribution, entry_points, packages_distributions
 
 from packaging.requirements import Requirement  # packaging: a dependency of pytest itself
@@ -76,3 +77,12 @@ def dev_install_lacks() -> tuple[set[str], set[str]]:
     }
     plugins = {point.name for point in entry_points(group="pytest11") if canonicalize_name(point.dist.name) in lacking}
     return modules, plugins
+
+
+def hide_package(monkeypatch, name: str) -> None:
+    """As if package ``name`` were not installed: ``import name`` raises, and none of its modules
+    that an earlier test in this process imported (Hydra imports every installed plugin when it
+    composes) is answered from ``sys.modules``."""
+    monkeypatch.setitem(sys.modules, name, None)
+    for module in [m for m in sys.modules if m.startswith(f"{name}.")]:
+        monkeypatch.delitem(sys.modules, module)
