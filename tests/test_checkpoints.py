@@ -5,6 +5,8 @@ moved still load, resume and evaluate, and evaluate writes its picture where the
 
 from __future__ import annotations
 
+import collections
+import dataclasses
 import errno
 import hashlib
 import io
@@ -38,6 +40,7 @@ from swwae.training.checkpoints import (
     BackgroundCheckpointIO,
     atomic_torch_save,
     build_trainer,
+    host_copy,
     load_model,
     remove_stale_temp_files,
 )
@@ -151,6 +154,45 @@ def test_a_background_save_writes_the_checkpoint_of_its_moment_and_a_read_waits_
     again = io.load_checkpoint(path)  # the safe reader, once the write is done: checksum checked
     assert torch.equal(again["state_dict"][name], at_save)
     io.teardown()
+
+
+@dataclasses.dataclass
+class CallbackState:
+    tensor: torch.Tensor
+    note: str
+
+
+def test_the_writers_copy_keeps_the_checkpoints_containers_around_copies_of_its_tensors():
+    """``host_copy``, the background writer's copy: containers, numbers and strings as they were,
+    each tensor copied once however often it appears, a state_dict's module versions
+    (``_metadata``) kept, and a callback's own kinds of state (a namedtuple, a defaultdict, a
+    dataclass) copied as Lightning copies them."""
+    net = torch.nn.Sequential(torch.nn.Conv2d(1, 2, 3), torch.nn.BatchNorm2d(2))
+    moment = torch.randn(2, 1, 3, 3)
+    pair = collections.namedtuple("Pair", "tensor count")
+    checkpoint = {
+        "epoch": 3,
+        "state_dict": net.state_dict(),
+        "optimizer_states": [{"state": {0: {"exp_avg": moment, "step": 7}}, "param_groups": [{"lr": 1e-3}]}],
+        "callbacks": {"Mine": {"pair": pair(moment, 2), "counts": collections.defaultdict(list, {"a": [1]})}},
+        "box": CallbackState(moment, "n"),
+        "shape": (2, (3, None), b"x"),
+    }
+    copied = host_copy(checkpoint)
+    assert copied.keys() == checkpoint.keys() and copied["epoch"] == 3 and copied["shape"] == (2, (3, None), b"x")
+    state = copied["state_dict"]
+    assert type(state) is collections.OrderedDict and state._metadata == checkpoint["state_dict"]._metadata
+    assert list(state) == list(checkpoint["state_dict"])
+    assert all(torch.equal(state[k], v) and state[k] is not v for k, v in checkpoint["state_dict"].items())
+    again = copied["optimizer_states"][0]["state"][0]["exp_avg"]
+    assert again is not moment and torch.equal(again, moment)
+    assert copied["callbacks"]["Mine"]["pair"] == pair(again, 2) and copied["callbacks"]["Mine"]["pair"].tensor is again
+    assert copied["box"] == CallbackState(again, "n") and copied["box"].tensor is again
+    counts = copied["callbacks"]["Mine"]["counts"]
+    assert type(counts) is collections.defaultdict and counts.default_factory is list and counts == {"a": [1]}
+    expected = moment.clone()
+    moment.add_(1.0)  # training goes on
+    assert torch.equal(again, expected)
 
 
 def test_a_failed_background_save_raises_once_when_training_ends_and_keeps_the_previous_file(
