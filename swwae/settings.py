@@ -31,6 +31,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    PlainValidator,
     StrictBool,
     StrictStr,
     ValidationError,
@@ -97,8 +98,16 @@ def path_text(value: str) -> str:
     return value
 
 
+def true_false_or_auto(value):
+    """A boolean, or ``auto`` (the job decides, e.g. ``channels_last`` by the device)."""
+    if isinstance(value, bool) or value == "auto":
+        return value
+    raise ValueError("write true, false or auto")
+
+
 PathText = Annotated[StrictStr, AfterValidator(path_text)]
 Int = Annotated[int, Field(strict=True)]
+TrueFalseOrAuto = Annotated[bool | Literal["auto"], PlainValidator(true_false_or_auto)]
 Number = finite_number()
 
 
@@ -345,7 +354,7 @@ class DataSettings(Settings):
         0, description="train/val/test split: fixed, so every seed tests on the same images"
     )
     num_workers: bounded(int, ge=0) = Field(0, description="loader processes: tensors live in memory, rarely needed")
-    on_device: StrictBool | Literal["auto"] = Field(
+    on_device: TrueFalseOrAuto = Field(
         "auto",
         description="the images kept on the training device, batches gathered there (auto: on a CUDA device, "
         "when they take at most a quarter of its memory)",

@@ -161,6 +161,7 @@ def config(tmp_path) -> dict:
         ("model", "widths", [8, "x"], "model.widths.1='x' is not allowed: must be a valid integer"),
         ("model", "kernel_size", 4, "model.kernel_size must be a positive odd int"),
         ("data", "batch_size", 2.0, "data.batch_size=2.0 is not allowed: must be a valid integer"),
+        ("data", "on_device", "yes", "data.on_device='yes' is not allowed: write true, false or auto"),
         ("data", "labelled_per_batch", 40, None),  # with every label known, it is not used
         ("data", "root", "./data", "data.root is not a setting of data; the settings are: _target_, augment,"),
         (None, "sed", 1, "sed is not a setting; did you mean seed?"),

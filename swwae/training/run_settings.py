@@ -7,23 +7,13 @@ Python: no torch, no Lightning."""
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PlainValidator, StrictBool, StrictStr, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr, field_validator
 
 from swwae.errors import ConfigError, excerpt
-from swwae.settings import Int, PathText, whole
+from swwae.settings import Int, PathText, TrueFalseOrAuto, whole
 from swwae.training.runs.decision import resume_mode
-
-
-def true_false_or_auto(value):
-    """A boolean, or ``auto`` (the job decides, e.g. ``channels_last`` by the device)."""
-    if isinstance(value, bool) or value == "auto":
-        return value
-    raise ValueError("write true, false or auto")
-
-
-TrueFalseOrAuto = Annotated[bool | Literal["auto"], PlainValidator(true_false_or_auto)]
 
 
 class RunSettings(BaseModel):
