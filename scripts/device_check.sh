@@ -21,7 +21,8 @@
 #      MNIST run and a CIFAR-10-shaped one (synthetic images: no download on the device)
 #   6. where the budget still has room (optional: skipped or cut short, they fail nothing), what
 #      decides trainer=gpu's defaults: the default MNIST run's epoch in bf16-mixed with
-#      channels_last, its metrics in bf16-mixed against 32-true (a sweep of 3 seeds each, and
+#      channels_last, and with its image panels painted in a thread of their own, its metrics in
+#      bf16-mixed against 32-true (a sweep of 3 seeds each, and
 #      swwae where-report's paired tests of it, as docs/precision.md has them on the CPU), and the
 #      CIFAR-10 preset with --compile
 # writes every output to one folder, prints a line as each step ends, then a summary (summary.md
@@ -147,6 +148,8 @@ step "bench_epoch.py --device cuda --synthetic 20000 data=cifar10" 45 bench_epoc
     "$PYTHON" scripts/bench_epoch.py --device cuda --epochs 3 --synthetic 20000 data=cifar10 "data.root=$runs/cifar10"
 optional "bench_epoch.py --device cuda trainer.precision=bf16-mixed channels_last=true (default MNIST run)" 35 \
     bench_epoch.md "$PYTHON" scripts/bench_epoch.py --device cuda --epochs 8 trainer.precision=bf16-mixed channels_last=true
+optional "bench_epoch.py --device cuda callbacks.reconstruction_images.in_background=true (default MNIST run)" 35 \
+    bench_epoch.md "$PYTHON" scripts/bench_epoch.py --device cuda --epochs 12 callbacks.reconstruction_images.in_background=true
 optional "train.py -m trainer.precision=32-true,bf16-mixed seed=0,1,2 (the default MNIST run)" 90 precision_sweep.txt \
     "$PYTHON" train.py -m trainer=gpu trainer.precision=32-true,bf16-mixed seed=0,1,2 \
     "paths.log_dir=$runs/logs" "paths.checkpoint_dir=$runs/checkpoints" "hydra.sweep.dir=$out/precision_sweep"

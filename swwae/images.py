@@ -253,7 +253,13 @@ def reconstruction_panels(net: SWWAE, x: Tensor, scale: int | None = None, label
     size = tuple(x.shape[-2:])
     if not labels:
         return {name: labelled_figure(rows, scale, False, size=size) for name, rows in panel_rows(net, x).items()}
-    return {name: card_figure(rows, scale, size) for name, rows in panel_rows(net, x).items()}
+    return card_panels(panel_rows(net, x), size, scale)
+
+
+def card_panels(panels: dict[str, list[tuple[str, Tensor]]], size, scale: int | None = None) -> dict[str, Tensor]:
+    """name -> (3, H, W) figure of each panel of ``panel_rows``' rows, as the loggers show it
+    (``card_figure``), every image at ``size`` (the input's) times ``scale``: host work alone."""
+    return {name: card_figure(rows, scale, size) for name, rows in panels.items()}
 
 
 def evaluation_figure(net: SWWAE, x: Tensor, scale: int | None = None, title: str | None = None) -> Tensor:

@@ -8,13 +8,16 @@ import math
 import re
 import shutil
 import sys
+import threading
 
 import lightning as L
 import pytest
+import torch
 import yaml
 from lightning.pytorch.loggers import CSVLogger, Logger
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
+import swwae.training.callbacks
 from helpers.cli import command_here
 from helpers.faults import with_callback
 from swwae.errors import ConfigError
@@ -111,6 +114,52 @@ def test_panels_every_0_epochs_are_never_drawn(make_config, tmp_path):
         acc.Reload()
         tags |= set(acc.Tags()["images"])
     assert events and tags == set()
+
+
+def logged_images(folder) -> dict[str, list[tuple[int, bytes]]]:
+    """tag -> (step, PNG bytes) of every image in the TensorBoard event files under ``folder``."""
+    images = {}
+    for file in folder.rglob("events.out.tfevents.*"):
+        acc = EventAccumulator(str(file), size_guidance={"images": 0})
+        acc.Reload()
+        for tag in acc.Tags()["images"]:
+            images.setdefault(tag, []).extend((event.step, event.encoded_image_string) for event in acc.Images(tag))
+    return images
+
+
+def test_panels_painted_in_the_background_are_the_panels_of_every_epoch_written_before_the_run_ends(
+    make_config, monkeypatch, tmp_path
+):
+    """``in_background=true`` (a GPU's default; here forced on the CPU): drawn and written by the
+    painter thread, all of them before the run returns, the same PNGs as drawn in the training thread."""
+    threads = []
+
+    def spied(*args, **kwargs):
+        threads.append((threading.current_thread().name, torch.get_num_threads()))
+        return log_image(*args, **kwargs)
+
+    monkeypatch.setattr(swwae.training.callbacks, "log_image", spied)
+    runs = {}
+    for background, name in (("true", "painter"), ("false", "training_thread")):
+        overrides = [f"callbacks.reconstruction_images.in_background={background}", f"run_name={name}"]
+        train(make_config(*overrides, "trainer.max_epochs=2", "test=false"))
+        runs[name] = logged_images(tmp_path / "logs" / name)
+    seen = {(name.split("_")[0], count) for name, count in threads}  # the painter's torch ops on one OpenMP thread
+    assert seen == {("swwae-panel-painter", 1), ("MainThread", torch.get_num_threads())}
+    assert len(runs["painter"]) == 4  # reconstructions, two where masks, a middle stage
+    assert all([step for step, _ in events] == [0, 1] for events in runs["painter"].values())
+    assert runs["painter"] == runs["training_thread"]
+    assert not any(thread.name.startswith("swwae-panel-painter") for thread in threading.enumerate())
+
+
+def test_panels_that_fail_in_the_background_fail_the_run_as_in_the_training_thread(make_config, monkeypatch):
+    def failing(*args, **kwargs):
+        raise OSError("No space left on device")
+
+    monkeypatch.setattr(swwae.training.callbacks, "log_image", failing)
+    with pytest.raises(OSError, match="No space left on device"):
+        train(make_config("callbacks.reconstruction_images.in_background=true", "test=false"))
+    assert not any(thread.name.startswith("swwae-panel-painter") for thread in threading.enumerate())
 
 
 def test_a_run_without_loggers_trains_and_reports(make_config, tmp_path):

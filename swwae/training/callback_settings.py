@@ -15,7 +15,7 @@ from typing import Literal
 
 from pydantic import Field, StrictBool
 
-from swwae.settings import SPLIT_NAMES, Settings, bounded, parse
+from swwae.settings import SPLIT_NAMES, Settings, TrueFalseOrAuto, bounded, parse
 
 
 class ReconstructionImagesSettings(Settings):
@@ -26,6 +26,11 @@ class ReconstructionImagesSettings(Settings):
         4, description="the first validation images, the same every time; 4 keeps a row one line in TensorBoard's card"
     )
     every_n_epochs: bounded(int, ge=0) = Field(1, description="panels every n-th epoch; 0: never")
+    in_background: TrueFalseOrAuto = Field(
+        False,
+        description="TensorBoard's panels drawn, encoded and written by a thread of their own while training goes on "
+        "(auto: on a GPU; off by default until measured there: docs/performance.md)",
+    )
 
 
 class EmbeddingsSettings(Settings):

@@ -24,12 +24,15 @@ the ``wandb login`` entry in ``~/.netrc``).
 
 from __future__ import annotations
 
+import logging
 import netrc
 import os
 import random
 import sys
 import time
 from collections.abc import Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
+from functools import partial
 from urllib.parse import urlparse
 
 import lightning as L
@@ -41,9 +44,11 @@ from lightning.pytorch.utilities.model_helpers import is_overridden
 from omegaconf import OmegaConf
 from torch import Tensor
 
-from swwae.images import Picture, reconstruction_panels
+from swwae.images import Picture, card_panels, panel_rows
 from swwae.training.callback_settings import parse_callback
 from swwae.training.runs.identity import IDENTITY_KEY
+
+log = logging.getLogger(__name__)
 
 # helpers
 
@@ -207,11 +212,21 @@ class ReconstructionImages(L.Callback):
     panels of ``swwae.images.reconstruction_panels`` (labelled rows, magnified so an image
     is at least 84 pixels wide, drawn to be read in TensorBoard's card) to every logger that
     takes images (``log_image``: TensorBoard, MLflow, W&B; not CSV). Its settings, their defaults
-    and help: ``swwae.training.callback_settings.ReconstructionImagesSettings``."""
+    and help: ``swwae.training.callback_settings.ReconstructionImagesSettings``.
+
+    The network's pass stays in the training thread; where the panels go to TensorBoard alone,
+    drawing them, their PNGs and the writes can be a thread's of their own (``in_background``),
+    one epoch's at a time, all done before the loggers close. For a GPU, whose small networks wait
+    for the host between their launches: what the painter takes off the training thread is what
+    it does without holding Python's GIL (PNG encoding, torch's ops), and whether that shortens a
+    GPU's epoch is for the device check to measure; on the CPU, training's own threads fill the
+    cores, and a painter beside them made epochs no shorter (docs/performance.md)."""
 
     def __init__(self, **settings):
         self.settings = parse_callback("reconstruction_images", settings)
         self._images = None
+        self._painter: ThreadPoolExecutor | None = None
+        self._painting: Future | None = None  # the panels handed to the painter last
 
     def on_validation_epoch_end(self, trainer: L.Trainer, module: L.LightningModule) -> None:
         every = self.settings.every_n_epochs
@@ -222,13 +237,64 @@ class ReconstructionImages(L.Callback):
             return
         if self._images is None:  # fixed once: the same digits every epoch
             self._images = trainer.datamodule.images("val", self.settings.num_images)
-        panels = {
-            name: Picture(image)
-            for name, image in reconstruction_panels(module.net, self._images.to(module.device, module.dtype)).items()
-        }
+        x = self._images.to(module.device, module.dtype)
+        rows = panel_rows(module.net, x)  # in host memory
+        paint = partial(_paint, rows, tuple(x.shape[-2:]), loggers, trainer.current_epoch)
+        if not self._in_background(module.device, loggers):
+            paint()
+            return
+        self.wait()  # the last epoch's panels (written long since): one epoch's at a time
+        if self._painter is None:
+            self._painter = ThreadPoolExecutor(1, "swwae-panel-painter", initializer=_one_openmp_thread)
+        self._painting = self._painter.submit(paint)
+
+    def _in_background(self, device: torch.device, loggers: list[Logger]) -> bool:
+        chosen = self.settings.in_background
+        wanted = device.type == "cuda" if chosen == "auto" else chosen
+        # TensorBoard's writer takes events from any thread; MLflow's and W&B's clients are left to the training's
+        return wanted and all(isinstance(logger, TensorBoardLogger) for logger in loggers)
+
+    def wait(self) -> None:
+        """Until the panels handed to the painter are written; the error of painting them, if any."""
+        painting, self._painting = self._painting, None
+        if painting is not None:
+            painting.result()
+
+    def _stop(self) -> None:
+        try:
+            self.wait()
+        finally:
+            if self._painter is not None:
+                self._painter.shutdown(wait=True)
+                self._painter = None
+
+    def teardown(self, trainer: L.Trainer, module: L.LightningModule, stage: str) -> None:
+        self._stop()  # before the loggers close (Lightning finalizes them after the callbacks' teardown)
+
+    def on_exception(self, trainer: L.Trainer, module: L.LightningModule, exception: BaseException) -> None:
+        try:
+            self._stop()
+        except Exception as err:  # the run's own error goes on; this one in a line of the log
+            log.error("the reconstruction panels of the last epoch were not written: %s", err)
+
+
+def _one_openmp_thread() -> None:
+    """The painter's torch ops on one OpenMP thread (this thread's setting alone): a second team of
+    them beside training's makes libgomp count more threads than CPUs and cut the training team's
+    waiting short, every CPU step about 20% slower (docs/performance.md). torch sets a thread's
+    OpenMP threads to its own count the first time the thread asks for them: asked first, then one."""
+    from threadpoolctl import threadpool_limits
+
+    torch.get_num_threads()
+    threadpool_limits(limits=1, user_api="openmp")
+
+
+def _paint(rows: dict, size: tuple[int, int], loggers: list[Logger], epoch: int) -> None:
+    """Draw the panels of ``rows`` (``swwae.images.panel_rows``) and log each to ``loggers`` at ``epoch``."""
+    for name, figure in card_panels(rows, size).items():
+        picture = Picture(figure)
         for logger in loggers:
-            for name, picture in panels.items():
-                log_image(logger, name, picture, step=trainer.current_epoch)
+            log_image(logger, name, picture, step=epoch)
 
 
 class SaveRunConfig(L.Callback):
