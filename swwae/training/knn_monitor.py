@@ -35,7 +35,7 @@ class KNNAccuracy(L.Callback):
         labelled = torch.nonzero(data.train_y >= 0).flatten()[: self.settings.max_train_images]
         if len(labelled) == 0:  # no training label to vote with
             return
-        # here, not at the top: swwae.probe imports scikit-learn, 0.3-0.6 s at the start of every run
+        # here, not at the top: swwae.probe imports scikit-learn, about 0.3 s at the start of every run
         # whose callbacks are built, the many that leave this monitor off
         from swwae.probe import features, knn_probe
 
