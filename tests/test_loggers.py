@@ -28,6 +28,17 @@ from swwae.training.run import train
 RUN = "swwae_hard_mnist_sample_seed0"
 
 
+def logged_images(folder) -> dict[str, list]:
+    """tag -> every image event (step, width, height, PNG bytes) in the TensorBoard event files under ``folder``."""
+    images = {}
+    for file in folder.rglob("events.out.tfevents.*"):
+        acc = EventAccumulator(str(file), size_guidance={"images": 0})
+        acc.Reload()
+        for tag in acc.Tags()["images"]:
+            images.setdefault(tag, []).extend(acc.Images(tag))
+    return images
+
+
 @pytest.mark.slow
 def test_logger_many_writes_tensorboard_and_a_csv_file_with_the_final_metrics(make_config, tmp_path):
     cfg = make_config("logger=many", "model.widths=[8,16]")
@@ -45,11 +56,7 @@ def test_logger_many_writes_tensorboard_and_a_csv_file_with_the_final_metrics(ma
     assert params["model"]["arch"] == "(8)3c-2p-(16)3c-2p-10fc" and "lr" not in params
 
     # TensorBoard got the same labelled panels, magnified 3x: 4 digits of 84 pixels a line, labels above
-    images = {}
-    for events in (tmp_path / "logs" / RUN).rglob("events.out.tfevents.*"):
-        acc = EventAccumulator(str(events), size_guidance={"images": 0})
-        acc.Reload()
-        images |= {tag: acc.Images(tag)[-1] for tag in acc.Tags()["images"]}
+    images = {tag: events[-1] for tag, events in logged_images(tmp_path / "logs" / RUN).items()}
     assert images["reconstructions"].width == 4 * (84 + 2) + 2 and images["reconstructions"].height > 3 * (84 + 2) + 2
     assert images["where/stage_2"].width == 4 * (84 + 2) + 2  # 14-pixel masks shown as 84-pixel images
 
@@ -107,24 +114,7 @@ def test_a_logger_or_a_callback_set_to_null_is_switched_off(make_config, monkeyp
 
 def test_panels_every_0_epochs_are_never_drawn(make_config, tmp_path):
     train(make_config("callbacks.reconstruction_images.every_n_epochs=0"))
-    events = list((tmp_path / "logs" / RUN).rglob("events.out.tfevents.*"))
-    tags = set()
-    for file in events:
-        acc = EventAccumulator(str(file), size_guidance={"images": 0})
-        acc.Reload()
-        tags |= set(acc.Tags()["images"])
-    assert events and tags == set()
-
-
-def logged_images(folder) -> dict[str, list[tuple[int, bytes]]]:
-    """tag -> (step, PNG bytes) of every image in the TensorBoard event files under ``folder``."""
-    images = {}
-    for file in folder.rglob("events.out.tfevents.*"):
-        acc = EventAccumulator(str(file), size_guidance={"images": 0})
-        acc.Reload()
-        for tag in acc.Tags()["images"]:
-            images.setdefault(tag, []).extend((event.step, event.encoded_image_string) for event in acc.Images(tag))
-    return images
+    assert list((tmp_path / "logs" / RUN).rglob("events.out.tfevents.*")) and logged_images(tmp_path / "logs") == {}
 
 
 def test_panels_painted_in_the_background_are_the_panels_of_every_epoch_written_before_the_run_ends(
@@ -143,7 +133,8 @@ def test_panels_painted_in_the_background_are_the_panels_of_every_epoch_written_
     for background, name in (("true", "painter"), ("false", "training_thread")):
         overrides = [f"callbacks.reconstruction_images.in_background={background}", f"run_name={name}"]
         train(make_config(*overrides, "trainer.max_epochs=2", "test=false"))
-        runs[name] = logged_images(tmp_path / "logs" / name)
+        runs[name] = {tag: [(e.step, e.encoded_image_string) for e in events]
+                      for tag, events in logged_images(tmp_path / "logs" / name).items()}  # fmt: skip
     seen = {(name.split("_")[0], count) for name, count in threads}  # the painter's torch ops on one OpenMP thread
     assert seen == {("swwae-panel-painter", 1), ("MainThread", torch.get_num_threads())}
     assert len(runs["painter"]) == 4  # reconstructions, two where masks, a middle stage
