@@ -93,7 +93,8 @@ def loader_batches(data_cls, batch: int, device: torch.device):
     images = torch.randint(0, 256, (count, *data_cls.image_shape), dtype=torch.uint8, device=device)
     labels = torch.randint(0, data_cls.num_classes, (count,), device=device)
     labels[torch.arange(count, device=device) % 4 != 0] = -1
-    loader = batch_loader(images, labels, batch, shuffle=True, device=device)
+    # the images' own device: "cuda" (--device) is not "cuda:0", where they are, to batch_loader's check
+    loader = batch_loader(images, labels, batch, shuffle=True, device=images.device)
     while True:
         yield from loader
 

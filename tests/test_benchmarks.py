@@ -262,6 +262,25 @@ def test_bench_presets_measured_table_the_one_a_gpu_prints(capsys):
     assert lines[4:] == [title, *breakdown]
 
 
+def test_bench_presets_loader_gathers_on_a_gpu_named_without_its_index(monkeypatch):
+    """``--device cuda --loader``: the images made on ``torch.device("cuda")`` are on cuda:0, and the
+    loader gathers them there (batch_loader refuses a device other than the images'). Fake tensors:
+    CUDA tensors without a GPU; the loader itself is built, not iterated."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    from swwae.datasets import DATA_SETS
+    from swwae.training.data.batching import batch_loader
+
+    def built(x, y, batch, **kwargs):
+        batch_loader(x, y, batch, **kwargs)  # its check of the device
+        return [(x[:batch], y[:batch])]
+
+    monkeypatch.setattr(bench_presets, "batch_loader", built)
+    with FakeTensorMode():
+        images, _ = next(bench_presets.loader_batches(DATA_SETS["mnist_sample"], 4, torch.device("cuda")))
+    assert images.device == torch.device("cuda", 0)
+
+
 def test_an_ops_kind_is_the_first_its_names_give_innermost_first():
     """An op no kind names takes the kind of the first op around it that one names: its time is
     the work of that op (a multiplication inside Adam's step is the optimiser's)."""
