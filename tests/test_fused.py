@@ -218,6 +218,45 @@ def test_no_output_or_gradient_is_left_to_the_memory_the_kernels_were_given(monk
     assert_close(fused_grads, ref_grads, atol=1e-3)
 
 
+def sliced_pool_and_unpool(base: torch.Tensor, geometry: dict, fused_on: bool):
+    """(what, unpooled) of a slice of ``base`` (a view that skips elements: columns 1 to 9 of each
+    row), the unpool's values a slice too, and the grads of a fixed loss on ``base`` and on them."""
+    with kernels(fused_on):
+        leaf = base.detach().clone().requires_grad_(True)
+        pool = WhatWherePool(**geometry, mode="soft", beta=10.0)
+        what, where = pool(leaf[..., 1:10])
+        wider = torch.randn(*what.shape[:-1], what.shape[-1] + 3, generator=torch.Generator().manual_seed(1))
+        v_leaf = wider.to(DEVICE).requires_grad_(True)
+        unpooled = Unpool(pool)(v_leaf[..., 2 : 2 + what.shape[-1]], where)
+        weights = [
+            torch.randn(t.shape, generator=torch.Generator().manual_seed(i)).to(t)
+            for i, t in enumerate((what, unpooled))
+        ]
+        ((what * weights[0]).sum() + (unpooled * weights[1]).sum()).backward()
+    return [what.detach(), unpooled.detach()], [leaf.grad, v_leaf.grad]
+
+
+@pytest.mark.parametrize("geometry", [dict(kernel_size=2), dict(kernel_size=3, stride=2, padding=1)])
+def test_the_fused_kernels_take_views_that_skip_elements(monkeypatch, geometry):
+    """A slice's strides reach past its own size, and ``empty_like`` of it is contiguous: gradients
+    written with the slice's strides into that would land past its end. ``empty_like`` leaves room
+    past its tensor here, so that such a write gives wrong gradients, not a crash."""
+    make = torch.empty_like
+
+    def with_room(t, **kwargs):
+        out = make(t, **kwargs)
+        room = torch.full((4 * out.numel(),), math.nan, dtype=out.dtype, device=out.device)
+        return room.as_strided(out.shape, out.stride())
+
+    monkeypatch.setattr(torch, "empty_like", with_room)
+    base = torch.randn(2, 3, 9, 14, generator=torch.Generator().manual_seed(0)).to(DEVICE)
+    fused_out, fused_grads = sliced_pool_and_unpool(base, geometry, True)
+    monkeypatch.undo()
+    ref_out, ref_grads = sliced_pool_and_unpool(base, geometry, False)
+    assert_close(fused_out, ref_out)
+    assert_close(fused_grads, ref_grads, atol=1e-3)
+
+
 @pytest.mark.parametrize("value", [-math.inf, math.inf, math.nan, 1e30])
 @pytest.mark.parametrize("geometry", [dict(kernel_size=2), dict(kernel_size=3, stride=2, padding=1)])
 def test_the_fused_kernels_treat_extreme_values_as_the_reference_does(value, geometry):

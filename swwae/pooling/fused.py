@@ -66,6 +66,14 @@ def _empty(shape, like: Tensor, dtype: torch.dtype, memory_format: torch.memory_
     return torch.empty(shape, device=like.device, dtype=dtype, memory_format=memory_format or memory_format_of(like))
 
 
+def _dense(t: Tensor) -> Tensor:
+    """``t`` itself where it fills its memory in its layout (contiguous or channels_last), else a
+    contiguous copy. The backward passes write their gradients with their inputs' strides into
+    ``empty_like`` tensors, which take other strides for a view that skips elements (a slice) or
+    repeats them (an expand): past the end of the gradient's memory."""
+    return t if t.is_contiguous(memory_format=memory_format_of(t)) else t.contiguous()
+
+
 def output_dtype(*tensors: Tensor) -> torch.dtype:
     """The dtype of the kernels' floating outputs, as ``swwae.pooling.precision`` has it for the
     reference: float32 inside autocast; outside it, the dtype of a half-precision input if there
@@ -412,6 +420,7 @@ class FusedSoftPool(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, x: Tensor, geometry: Geometry, beta: float, floor: float, dtype: torch.dtype):
+        x = _dense(x)
         n, c, height, width = x.shape
         ho, wo = geometry.output_size((height, width))
         layout = memory_format_of(x)
@@ -462,6 +471,7 @@ class FusedSplat(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, v: Tensor, q_row: Tensor, q_col: Tensor, geometry: Geometry, shape, dtype: torch.dtype):
+        v, q_row, q_col = _dense(v), _dense(q_row), _dense(q_col)
         n, c, height, width = shape
         ho, wo = v.shape[-2:]
         if q_col.stride() != q_row.stride():  # the kernels take one set of strides for both
