@@ -170,6 +170,35 @@ def test_every_mode_trains_a_step_in_float16_autocast_through_a_grad_scaler(mode
     assert all(torch.isfinite(p).all() for p in params)
 
 
+@pytest.mark.parametrize("clip", [None, 1.0])
+def test_16_mixed_clips_the_gradients_of_the_jobs_adam(monkeypatch, clip):
+    """trainer.precision=16-mixed with trainer.gradient_clip_val: Lightning clips the grad scaler's
+    gradients once unscaled, and refuses an optimiser that unscales them in its own step (a fused
+    Adam, the job's on CUDA). Here the CUDA path on the CPU (torch fuses Adam there too), under
+    Lightning's own 16-mixed plugin, which a Trainer refuses on the CPU: the job's Adam stays
+    fused where nothing is clipped."""
+    from types import SimpleNamespace
+
+    from lightning.pytorch.plugins.precision import MixedPrecision
+
+    from swwae import optim
+    from swwae.training.module import SWWAEModule
+
+    monkeypatch.setattr(optim, "FUSED_DEVICES", ("cuda", "cpu"))
+    plugin = MixedPrecision("16-mixed", "cpu")
+    module = SWWAEModule(image_shape=(1, 28, 28), widths=[4], scheduler="none")
+    module._trainer = SimpleNamespace(gradient_clip_val=clip, precision_plugin=plugin, max_epochs=1)
+    optimizer = module.configure_optimizers()
+    assert bool(optimizer.defaults["fused"]) == (clip is None)
+    x = torch.rand(2, 1, 28, 28, generator=torch.Generator().manual_seed(0))
+    plugin.scaler.scale(swwae_loss(module(x), x, torch.tensor([0, -1]))["loss"]).backward()
+    if not optimizer.defaults["fused"]:  # Lightning unscales first where the optimiser does not
+        plugin.scaler.unscale_(optimizer)
+    plugin.clip_gradients(optimizer, clip or 0.0)  # Lightning's refusal, where it refuses
+    plugin.scaler.step(optimizer)
+    plugin.scaler.update()
+
+
 @pytest.mark.parametrize("mode", WHERELESS_MODES)
 def test_where_free_pools_return_float32_inside_autocast_when_they_compute_in_it(mode):
     pool = make_pool(mode, channels=3)

@@ -34,6 +34,15 @@ def loggers_write_this_step(trainer: L.Trainer | None) -> bool:
     return bool(trainer.fast_dev_run) or bool(rule)
 
 
+def clips_scaled_gradients(trainer: L.Trainer | None) -> bool:
+    """Whether ``trainer`` clips gradients (``gradient_clip_val``) under a grad scaler
+    (``16-mixed``): Lightning then refuses, at the first step, an optimiser that unscales the
+    gradients in its own step, as torch's fused Adam does (``swwae.optim.adam``)."""
+    if trainer is None or not trainer.gradient_clip_val:
+        return False
+    return getattr(trainer.precision_plugin, "scaler", None) is not None
+
+
 class SWWAEModule(L.LightningModule):
     """Trains an :class:`swwae.model.SWWAE`. ``image_shape``, ``num_classes`` and
     ``pixel_mean`` come from the data; ``settings`` are the model section's, flat
@@ -199,7 +208,8 @@ class SWWAEModule(L.LightningModule):
 
     def configure_optimizers(self):
         hp = self.hparams
-        optimizer = adam(self.parameters(), hp.lr, hp.weight_decay)  # fused on CUDA (swwae.optim)
+        # fused on CUDA (swwae.optim), unless Lightning is to clip the grad scaler's gradients
+        optimizer = adam(self.parameters(), hp.lr, hp.weight_decay, fused=not clips_scaled_gradients(self._trainer))
         if hp.scheduler == "none":
             return optimizer
         epochs = self.trainer.max_epochs if self.trainer.max_epochs and self.trainer.max_epochs > 0 else 1
