@@ -218,43 +218,65 @@ def test_no_output_or_gradient_is_left_to_the_memory_the_kernels_were_given(monk
     assert_close(fused_grads, ref_grads, atol=1e-3)
 
 
-def sliced_pool_and_unpool(base: torch.Tensor, geometry: dict, fused_on: bool):
-    """(what, unpooled) of a slice of ``base`` (a view that skips elements: columns 1 to 9 of each
-    row), the unpool's values a slice too, and the grads of a fixed loss on ``base`` and on them."""
-    with kernels(fused_on):
-        leaf = base.detach().clone().requires_grad_(True)
-        pool = WhatWherePool(**geometry, mode="soft", beta=10.0)
-        what, where = pool(leaf[..., 1:10])
-        wider = torch.randn(*what.shape[:-1], what.shape[-1] + 3, generator=torch.Generator().manual_seed(1))
-        v_leaf = wider.to(DEVICE).requires_grad_(True)
-        unpooled = Unpool(pool)(v_leaf[..., 2 : 2 + what.shape[-1]], where)
-        weights = [
-            torch.randn(t.shape, generator=torch.Generator().manual_seed(i)).to(t)
-            for i, t in enumerate((what, unpooled))
-        ]
-        ((what * weights[0]).sum() + (unpooled * weights[1]).sum()).backward()
-    return [what.detach(), unpooled.detach()], [leaf.grad, v_leaf.grad]
+def as_view(values: torch.Tensor, kind: str):
+    """A leaf and a view of it that is not dense (``torch.empty_like`` lays such a tensor's
+    gradient out otherwise), holding ``values`` (a broadcast: their first sample's)."""
+    n, c, h, w = values.shape
+    if kind == "broadcast":  # stride 0 along the batch
+        leaf = values[:1].clone().requires_grad_(True)
+        return leaf, leaf.expand(n, c, h, w)
+    spread = {"crop": (n, c, h + 1, w + 2), "channel chunk": (n, 2 * c, h, w), "every other column": (n, c, h, 2 * w)}
+    pick = {
+        "crop": lambda t: t[:, :, 1:, 1:-1],
+        "channel chunk": lambda t: t.chunk(2, dim=1)[1],
+        "every other column": lambda t: t[..., ::2],
+    }[kind]
+    leaf = torch.zeros(spread[kind], dtype=values.dtype, device=values.device)
+    pick(leaf).copy_(values)
+    leaf.requires_grad_(True)
+    return leaf, pick(leaf)
 
 
-@pytest.mark.parametrize("geometry", [dict(kernel_size=2), dict(kernel_size=3, stride=2, padding=1)])
-def test_the_fused_kernels_take_views_that_skip_elements(monkeypatch, geometry):
-    """A slice's strides reach past its own size, and ``empty_like`` of it is contiguous: gradients
-    written with the slice's strides into that would land past its end. ``empty_like`` leaves room
-    past its tensor here, so that such a write gives wrong gradients, not a crash."""
-    make = torch.empty_like
+def with_room(make):
+    """``torch.empty_like`` with spare memory (NaN) past the tensor's end: a write past it gives
+    wrong results, not a crash of the process."""
 
-    def with_room(t, **kwargs):
+    def empty_like(t, **kwargs):
         out = make(t, **kwargs)
         room = torch.full((4 * out.numel(),), math.nan, dtype=out.dtype, device=out.device)
         return room.as_strided(out.shape, out.stride())
 
-    monkeypatch.setattr(torch, "empty_like", with_room)
-    base = torch.randn(2, 3, 9, 14, generator=torch.Generator().manual_seed(0)).to(DEVICE)
-    fused_out, fused_grads = sliced_pool_and_unpool(base, geometry, True)
-    monkeypatch.undo()
-    ref_out, ref_grads = sliced_pool_and_unpool(base, geometry, False)
-    assert_close(fused_out, ref_out)
-    assert_close(fused_grads, ref_grads, atol=1e-3)
+    return empty_like
+
+
+@pytest.mark.parametrize("kind", ["crop", "channel chunk", "every other column", "broadcast"])
+@pytest.mark.parametrize("geometry", [dict(kernel_size=2), dict(kernel_size=3, stride=2, padding=1)])
+def test_the_fused_kernels_take_views_that_are_not_dense(monkeypatch, kind, geometry):
+    """An input, values and positions that are views of bigger tensors (a crop, a channel chunk,
+    every other column) or broadcasts: the reference's results and gradients. The backward
+    kernels write each gradient at its input's strides: into ``torch.empty_like`` of a view they
+    wrote past its memory (the process aborted) or over one sample twice."""
+    x = torch.randn(2, 3, 9, 10, generator=torch.Generator().manual_seed(0)).to(DEVICE) * 2
+    g = Geometry(**geometry)
+    with kernels(False):  # the same positions for both: a splat's gradients jump where a position crosses a cell
+        _, row, col = soft.soft_pool(as_view(x, kind)[1], g, 10.0)
+    v = torch.randn(row.shape, generator=torch.Generator().manual_seed(1)).to(DEVICE)
+    results = []
+    for on in (True, False):
+        with kernels(on), monkeypatch.context() as patch:
+            patch.setattr(torch, "empty_like", with_room(torch.empty_like))
+            (x_leaf, x_view), (v_leaf, v_view) = as_view(x, kind), as_view(v, kind)
+            (row_leaf, row_view), (col_leaf, col_view) = as_view(row.detach(), kind), as_view(col.detach(), kind)
+            what, _, _ = outputs = soft.soft_pool(x_view, g, 10.0)
+            assert type(what.grad_fn).__name__ == ("FusedSoftPoolBackward" if on else "SoftPoolFunctionBackward")
+            outputs += (soft.window_splat(v_view, row_view, col_view, g, x.shape),)
+            weights = [torch.randn(t.shape, generator=torch.Generator().manual_seed(i)).to(t) for i, t in
+                       enumerate(outputs)]  # fmt: skip
+            loss = sum((t * w).sum() for t, w in zip(outputs, weights))
+            grads = torch.autograd.grad(loss, [x_leaf, v_leaf, row_leaf, col_leaf])
+        results.append(([t.detach() for t in outputs], grads))
+    assert_close(results[0][0], results[1][0])
+    assert_close(results[0][1], results[1][1], atol=1e-3)
 
 
 @pytest.mark.parametrize("value", [-math.inf, math.inf, math.nan, 1e30])
