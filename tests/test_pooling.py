@@ -122,6 +122,22 @@ def test_every_mode_returns_the_input_shape_without_output_size(case, mode):
     assert Unpool(pool).double()(what, where).shape == x.shape
 
 
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("geometry", [dict(kernel_size=2), dict(kernel_size=3, stride=2, padding=1)])
+def test_every_mode_pools_and_unpools_an_empty_batch(mode, geometry):
+    """A batch of no images, as max_pool2d takes one: empty maps of the shapes a full batch would
+    give, and a backward pass (soft pooling's window gather asked reshape for -1 columns of nothing)."""
+    if mode == "wavelet":
+        geometry = dict(kernel_size=2)
+    x = torch.zeros(0, 3, 12, 12, requires_grad=True)
+    pool = make_pool(mode, channels=3, **geometry)
+    what, where = pool(x)
+    assert what.shape == F.max_pool2d(x, **geometry).shape
+    x_hat = Unpool(pool)(what, where)
+    x_hat.sum().backward()
+    assert x_hat.shape == x.grad.shape == x.shape
+
+
 @pytest.mark.parametrize("size", [(8, 8), (7, 9)])
 def test_stride_equal_kernel_unpool_is_masked_nearest_upsampling(size):
     x = torch.randn(2, 3, *size)

@@ -13,6 +13,7 @@ where they are faster (see ``GATHER_INTO_WINDOWS_UP_TO``).
 from __future__ import annotations
 
 import functools
+import math
 
 import torch
 import torch.nn.functional as F
@@ -63,7 +64,7 @@ def _pixel_cells(height: int, width: int, kernel: tuple[int, int]) -> Tensor:
 
 def _gather_planes(t: Tensor, order: Tensor, shape) -> Tensor:
     """``order`` (flat indices into one (n, c) plane of ``t``) gathered from every plane, shaped ``shape``."""
-    planes = t.reshape(shape[0] * shape[1], -1)
+    planes = t.reshape(shape[0] * shape[1], math.prod(t.shape[2:]))  # not -1, which no planes (N = 0) leave open
     return planes.gather(1, order.expand(planes.shape[0], -1)).view(shape)
 
 
