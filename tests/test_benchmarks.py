@@ -10,6 +10,7 @@ import math
 import re
 import sys
 import time
+import types
 from pathlib import Path
 
 import pytest
@@ -189,6 +190,31 @@ def test_the_busy_sampler_averages_the_samples_of_a_span(monkeypatch):
             time.sleep(0.01)
     (t0, _), _, (t2, _) = sampler.samples
     assert sampler.between(t0, t2) == 30.0 and math.isnan(sampler.between(t2 + 1, t2 + 2))
+
+
+@pytest.mark.parametrize(
+    "listed, read",
+    [
+        (["00000000:18:00.0, 7", "00000000:3B:00.0, 42"], 42.0),  # cuda:0 is nvidia-smi's second GPU
+        (["00000000:18:00.0, 7"], 7.0),  # one GPU shown: ours, whatever its bus id reads
+        (["00000000:18:00.0, 7", "00000000:5E:00.0, 9"], None),  # not ours: no sample, not another's
+        (["00000000:3B:00.0, [N/A]"], None),  # a MIG slice
+    ],
+)
+def test_the_busy_sampler_without_nvml_reads_nvidia_smis_line_of_its_gpu_by_its_bus(monkeypatch, listed, read):
+    """Without NVML's bindings (the GPU image has none: torch.cuda.utilization raises) the sampler
+    asks nvidia-smi, whose indices are not CUDA's (under CUDA_VISIBLE_DEVICES=3, cuda:0 is its GPU
+    3): it reads the line of the GPU's PCI bus, as both see it."""
+    import subprocess
+
+    def no_nvml(device=None):
+        raise ModuleNotFoundError("nvidia-ml-py does not seem to be installed")
+
+    bus = types.SimpleNamespace(pci_domain_id=0, pci_bus_id=0x3B, pci_device_id=0)
+    monkeypatch.setattr(torch.cuda, "utilization", no_nvml)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda device=None: bus)
+    monkeypatch.setattr(subprocess, "run", lambda command, **kwargs: types.SimpleNamespace(stdout="\n".join(listed)))
+    assert harness.BusySampler("cuda").read() == read
 
 
 @pytest.mark.slow

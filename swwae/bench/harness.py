@@ -120,6 +120,15 @@ class Stopwatch:
         return timed
 
 
+def _pci_bus(bus_id: str) -> tuple[int, int, int] | None:
+    """(domain, bus, device) of an nvidia-smi PCI bus id such as ``00000000:3B:00.0``."""
+    try:
+        domain, bus, rest = bus_id.strip().split(":")
+        return int(domain, 16), int(bus, 16), int(rest.split(".")[0], 16)
+    except ValueError:
+        return None
+
+
 class BusySampler:
     """How busy a GPU is: its utilisation (the share of time a kernel ran, NVML's counter, read
     through ``torch.cuda.utilization`` or ``nvidia-smi``), sampled every ``interval`` seconds by
@@ -134,16 +143,27 @@ class BusySampler:
     def read(self) -> float | None:
         try:
             return float(torch.cuda.utilization(self.device))
-        except Exception:  # no NVML bindings: ask nvidia-smi
-            import subprocess
+        except Exception:  # no NVML bindings (the GPU image has none): ask nvidia-smi
+            return self._nvidia_smi()
 
-            query = ["nvidia-smi", "--query-gpu=utilization.gpu", "--format=csv,noheader,nounits"]
-            index = self.device.index if self.device.index is not None else torch.cuda.current_device()
-            try:
-                out = subprocess.run([*query, f"--id={index}"], capture_output=True, text=True, timeout=5).stdout
-                return float(out.split()[0])
-            except (OSError, ValueError, IndexError, subprocess.SubprocessError):
-                return None
+    def _nvidia_smi(self) -> float | None:
+        """The GPU's utilisation from ``nvidia-smi``, found by its PCI bus: nvidia-smi's indices are
+        not CUDA's (it ignores CUDA_VISIBLE_DEVICES and orders GPUs by bus, CUDA fastest first: cuda:0
+        may be its GPU 3). Where the bus ids do not match, a machine showing one GPU has it."""
+        import subprocess
+
+        query = ["nvidia-smi", "--query-gpu=pci.bus_id,utilization.gpu", "--format=csv,noheader,nounits"]
+        try:
+            props = torch.cuda.get_device_properties(self.device)
+            bus = (props.pci_domain_id, props.pci_bus_id, props.pci_device_id)
+            rows = subprocess.run(query, capture_output=True, text=True, timeout=5).stdout.strip().splitlines()
+            gpus = dict(row.rsplit(",", 1) for row in rows)
+            ours = [value for bus_id, value in gpus.items() if _pci_bus(bus_id) == bus]
+            if len(ours) != 1:
+                ours = list(gpus.values()) if len(gpus) == 1 else []
+            return float(ours[0]) if ours else None  # "[N/A]" (a MIG slice): a ValueError, no sample
+        except (AttributeError, OSError, ValueError, subprocess.SubprocessError):
+            return None
 
     def __enter__(self):
         import threading
