@@ -55,6 +55,16 @@ def kernels(on: bool):
 SENTINEL, ROOM = 1234.5, 256  # what fills the memory beside the kernels' tensors, and how many elements
 
 
+def in_room(t: torch.Tensor, made: list | None = None) -> torch.Tensor:
+    """A copy of ``t``, its strides kept, between ROOM elements of SENTINEL: a kernel reading beside
+    it reads SENTINEL, and its results part from the reference's (``made``: where its memory is noted)."""
+    span = 1 + sum((n - 1) * s for n, s in zip(t.shape, t.stride())) if t.numel() else 0
+    memory = torch.full((2 * ROOM + span,), SENTINEL, dtype=t.dtype, device=t.device)
+    if made is not None:
+        made.append((memory, span))
+    return memory.as_strided(t.shape, t.stride(), ROOM).copy_(t)
+
+
 class GuardedTorch:
     """``torch`` as ``swwae.pooling.fused`` sees it inside ``guarded()``: every tensor it makes (its
     outputs and gradients, ``empty``, ``empty_like``, ``zeros_like``) lies between ROOM elements of
@@ -67,10 +77,7 @@ class GuardedTorch:
         return getattr(torch, name)
 
     def _guarded(self, t: torch.Tensor) -> torch.Tensor:
-        span = 1 + sum((n - 1) * s for n, s in zip(t.shape, t.stride())) if t.numel() else 0
-        memory = torch.full((2 * ROOM + span,), SENTINEL, dtype=t.dtype, device=t.device)
-        self.made.append((memory, span))
-        return memory.as_strided(t.shape, t.stride(), ROOM).copy_(t)
+        return in_room(t, self.made)
 
     def empty(self, *args, **kwargs):
         return self._guarded(torch.empty(*args, **kwargs))
@@ -102,13 +109,13 @@ def guarded():
 
 def pool_and_unpool(x: torch.Tensor, geometry: dict, beta: float, fused_on: bool):
     """(what, row, col, unpooled) of ``x`` and the grads of a fixed random loss on all four; the
-    kernels' writes held to their tensors (``guarded``)."""
+    kernels' reads and writes held to their tensors (``in_room``, ``guarded``)."""
     with kernels(fused_on), guarded() if fused_on else contextlib.nullcontext():
-        leaf = x.detach().clone().requires_grad_(True)
+        leaf = in_room(x.detach()).requires_grad_(True)
         pool = WhatWherePool(**geometry, mode="soft", beta=beta)
         what, where = pool(leaf)
-        v = (what * 1.5).detach().requires_grad_(True)
-        positions = [t.detach().requires_grad_(True) for t in (where.in_window_row, where.in_window_col)]
+        v = in_room((what * 1.5).detach()).requires_grad_(True)
+        positions = [in_room(t.detach()).requires_grad_(True) for t in (where.in_window_row, where.in_window_col)]
         where.in_window_row, where.in_window_col = positions
         unpooled = Unpool(pool)(v, where)
         outputs = (what, where.row, where.col, unpooled)
