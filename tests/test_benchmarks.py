@@ -303,7 +303,12 @@ def test_bench_presets_loader_gathers_on_a_gpu_named_without_its_index(monkeypat
 
     monkeypatch.setattr(bench_presets, "batch_loader", built)
     with FakeTensorMode():
-        images, _ = next(bench_presets.loader_batches(DATA_SETS["mnist_sample"], 4, torch.device("cuda")))
+        try:
+            images, _ = next(bench_presets.loader_batches(DATA_SETS["mnist_sample"], 4, torch.device("cuda")))
+        except RuntimeError as e:  # torch before 2.11 starts CUDA for some ops on fake CUDA tensors
+            if not str(e).startswith("CUDA error"):
+                raise
+            pytest.skip(f"this torch fakes no CUDA tensor without a GPU: {str(e).splitlines()[0]}")
     assert images.device == torch.device("cuda", 0)
 
 
