@@ -427,6 +427,33 @@ def test_peak_memory_counts_only_what_the_call_allocated():
     assert harness.peak_memory(step, "cpu") == 2**20
 
 
+def test_the_harness_waits_for_and_measures_the_gpu_it_is_given_not_the_current_one(monkeypatch):
+    """``--device cuda:1`` (bench_pooling, bench_training) while cuda:0 is current: the timings
+    wait for cuda:1's queued work and the peak memory is cuda:1's. torch.cuda's functions without
+    a device act on the current one: a time without cuda:1's kernels, cuda:0's counters."""
+    asked = []
+
+    def on(name, value=None):
+        def call(device=None):
+            asked.append((name, None if device is None else torch.device(device)))
+            return value
+
+        return call
+
+    for name, value in (
+        ("synchronize", None),
+        ("reset_peak_memory_stats", None),
+        ("memory_allocated", 2**20),
+        ("max_memory_allocated", 3 * 2**20),
+    ):
+        monkeypatch.setattr(torch.cuda, name, on(name, value))
+    gpu = torch.device("cuda", 1)
+    harness.timed(lambda: None, gpu)
+    harness.time_interleaved({"a": lambda: None}, repeats=1, device="cuda:1")
+    assert harness.peak_memory(lambda: None, "cuda:1") == 2 * 2**20
+    assert asked and all(device == gpu for _, device in asked), asked
+
+
 @pytest.mark.slow
 def test_a_benchmark_runs_from_another_folder(tmp_path):
     """As a script, from another folder: the harness comes from the package (bench_scaling

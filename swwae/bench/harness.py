@@ -34,9 +34,10 @@ import torch
 
 
 def synchronize(device) -> None:
-    """Wait for the GPU's queued work (nothing to wait for on the CPU)."""
+    """Wait for ``device``'s queued work (nothing to wait for on the CPU): that GPU's, not the
+    current one's (``--device cuda:1`` while cuda:0 is current)."""
     if device is not None and torch.device(device).type == "cuda":
-        torch.cuda.synchronize()
+        torch.cuda.synchronize(device)
 
 
 def median(values: Iterable[float]) -> float:
@@ -203,13 +204,13 @@ def set_threads(threads: int | None) -> int:
 
 def peak_memory(fn: Callable[[], object], device) -> int:
     """Peak bytes allocated during one call of ``fn``, beyond what was live before it."""
-    if torch.device(device).type == "cuda":
-        torch.cuda.synchronize()
-        torch.cuda.reset_peak_memory_stats()
-        base = torch.cuda.memory_allocated()
+    if torch.device(device).type == "cuda":  # that GPU's counters, not the current one's
+        torch.cuda.synchronize(device)
+        torch.cuda.reset_peak_memory_stats(device)
+        base = torch.cuda.memory_allocated(device)
         fn()
-        torch.cuda.synchronize()
-        return torch.cuda.max_memory_allocated() - base
+        torch.cuda.synchronize(device)
+        return torch.cuda.max_memory_allocated(device) - base
     # CPU: every allocation and free of torch's allocator, in order, from the profiler
     from torch.profiler import ProfilerActivity, profile
 
