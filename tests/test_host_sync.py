@@ -280,3 +280,35 @@ def test_ddp_processes_stop_together_on_a_nan_loss_in_one_of_them(tmp_path):
     assert "error: non-finite loss in another process" in result.stderr  # process 0
     assert "error: non-finite loss in epoch 1, step 1: " in result.stderr  # process 1
     assert not any(Path(tmp_path / "checkpoints").rglob("*.ckpt"))
+
+
+@pytest.mark.slow
+def test_ddp_processes_stop_together_when_one_saw_a_non_finite_loss_before_a_save(tmp_path):
+    """Process 1 alone records an infinite loss (its weights finite, as after a grad scaler's
+    skipped step), and the next save comes before the next check: a pre-emption at the end of
+    that batch. Every process checks the loss at the save together: both stop with one error
+    line and nothing is saved. A check of each process's own losses there stopped process 1 in
+    the save, while process 0 wrote last.ckpt and waited for it at the save's barrier."""
+    result = run_cli(
+        ROOT / "train.py",
+        *DDP_QUICK,
+        "model.widths=[4]",
+        "data.batch_size=16",
+        "+callbacks.overflow._target_=helpers.faults.NonFiniteLossAt",
+        "+callbacks.overflow.epoch=0",
+        "+callbacks.overflow.batch=0",
+        "+callbacks.overflow.rank=1",
+        "+callbacks.stop._target_=helpers.faults.SignalAt",
+        "+callbacks.stop.epoch=0",
+        "+callbacks.stop.batch=0",
+        "+callbacks.stop.signum=SIGTERM",
+        f"hydra.run.dir={tmp_path / 'run'}",
+        f"paths.log_dir={tmp_path / 'logs'}",
+        f"paths.checkpoint_dir={tmp_path / 'checkpoints'}",
+        cwd=tmp_path,
+        timeout=300,
+    )
+    assert result.returncode == 2, result.stderr[-3000:]
+    assert "error: non-finite loss in another process" in result.stderr  # process 0
+    assert "error: non-finite loss in epoch 1, step 0: " in result.stderr  # process 1
+    assert not any(Path(tmp_path / "checkpoints").rglob("*.ckpt"))

@@ -194,8 +194,10 @@ class SWWAEModule(L.LightningModule):
         """Refuse to save non-finite weights: weights that blow up in the last step of an
         epoch would otherwise reach last.ckpt (through a NaN validation) before the next
         training step notices, and overwrite the last good checkpoint. A non-finite loss not yet
-        reported is reported first: it is the cause."""
-        self.loss_watch.check()
+        reported is reported first: it is the cause. Every process saves (Lightning's
+        ``save_checkpoint`` runs this hook in each, then waits for them all): they check together,
+        or one that saw a non-finite loss would stop here alone while the others write and wait."""
+        self.check_losses()
         weights = {name: t for name, t in checkpoint["state_dict"].items() if t.is_floating_point()}
         finite = torch.stack([torch.isfinite(t).all() for t in weights.values()]) if weights else None
         if finite is not None and not bool(finite.all()):  # one read from the device, not one a tensor

@@ -96,6 +96,21 @@ class PoisonAt(L.Callback):
                 next(module.parameters()).fill_(float("nan"))
 
 
+class NonFiniteLossAt(L.Callback):
+    """Make the loss terms recorded for training batch ``batch`` of ``epoch`` infinite, in every
+    process or only in process ``rank``, the weights untouched: a step whose loss overflowed while
+    the weights stayed finite (under ``16-mixed`` the grad scaler skips such a step, in every
+    process, since the gradients are all-reduced)."""
+
+    def __init__(self, epoch: int, batch: int, rank: int | None = None):
+        self.epoch, self.batch, self.rank = epoch, batch, rank
+
+    def on_train_batch_end(self, trainer, module, outputs, batch, batch_idx):
+        if trainer.current_epoch == self.epoch and batch_idx == self.batch and self.rank in (None, trainer.global_rank):
+            watch = module.loss_watch
+            watch.pending[-1] = tuple(torch.full_like(t, float("inf")) for t in watch.pending[-1])
+
+
 class RecordBatches(L.Callback):
     """A fingerprint of every training sample each rank sees, written to ``<out>/rank<k>.json``
     as each batch starts (a run stopped part way keeps what it saw; the DDP test reads which
