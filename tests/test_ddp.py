@@ -15,7 +15,9 @@ import torch
 from helpers.cli import run_cli
 from helpers.config import DDP_QUICK, ROOT
 
-TWO_EPOCHS = ["trainer.max_epochs=2", "trainer.deterministic=true"]
+# log_every_n_steps=1: the processes meet after every batch, so a signal stops the run at the batch
+# it came in (under DDP a stop waits for the next such batch: tests/test_preemption.py)
+TWO_EPOCHS = ["trainer.max_epochs=2", "trainer.deterministic=true", "trainer.log_every_n_steps=1"]
 
 
 @pytest.mark.slow

@@ -129,3 +129,45 @@ def test_on_slurm_sigusr1_requeues_the_job_and_the_requeued_job_continues_by_its
     assert metrics_of(tmp_path, "job-requeued") == expected
     state = weights(tmp_path / "checkpoints" / RUN)
     assert all(torch.equal(state[k], reference[k]) for k in reference)
+
+
+@pytest.mark.parametrize("world_size, stops_after", [(1, [1]), (2, [2])])
+def test_under_ddp_the_processes_agree_to_stop_only_after_batches_where_they_meet_anyway(
+    tmp_path, monkeypatch, world_size, stops_after
+):
+    """Agreeing to stop is a read back from every GPU: under DDP the processes agree after the
+    batches where the host reads back anyway (every ``log_every_n_steps``, an epoch's last), so a
+    signal during batch 1 of 7 stops the run after batch 2 (log_every_n_steps=3), not after
+    every batch's read back; a process alone stops after the batch the signal came in."""
+    from types import SimpleNamespace
+
+    from swwae.training import preemption
+
+    asked = []
+
+    def reduce_boolean_decision(decision, all=True):
+        asked.append(batch_idx)
+        return decision
+
+    saved = []
+    trainer = SimpleNamespace(
+        world_size=world_size,
+        log_every_n_steps=3,
+        num_training_batches=7,
+        current_epoch=0,
+        global_step=0,
+        is_global_zero=True,
+        strategy=SimpleNamespace(reduce_boolean_decision=reduce_boolean_decision),
+        save_checkpoint=lambda path: saved.append(batch_idx),
+    )
+    monkeypatch.setattr(preemption, "wait_for_saves", lambda trainer: None)
+    callback = preemption.Preemption(tmp_path)
+    for batch_idx in range(7):
+        if batch_idx == 1:
+            callback._note(signal.SIGTERM, None)
+        try:
+            callback.on_train_batch_end(trainer, None, None, None, batch_idx)
+        except preemption.PreemptionSaved:
+            break
+    assert saved == stops_after and callback.saved["batches_done"] == stops_after[0] + 1
+    assert asked == ([] if world_size == 1 else [2])  # not after batches 0 and 1

@@ -34,6 +34,15 @@ def loggers_write_this_step(trainer: L.Trainer | None) -> bool:
     return bool(trainer.fast_dev_run) or bool(rule)
 
 
+def processes_meet_after(trainer: L.Trainer, batch_idx: int) -> bool:
+    """Whether the end of training batch ``batch_idx`` is one where the host reads the device back
+    anyway: every ``log_every_n_steps`` batches and an epoch's last. The loss checks run there, and
+    under DDP the processes' other agreements (``swwae.training.preemption``): each is a read
+    back, which between those steps would make the host wait for the GPU every step."""
+    done = batch_idx + 1
+    return done % max(1, trainer.log_every_n_steps) == 0 or done == trainer.num_training_batches
+
+
 def clips_scaled_gradients(trainer: L.Trainer | None) -> bool:
     """Whether ``trainer`` clips gradients (``gradient_clip_val``) under a grad scaler
     (``16-mixed``): Lightning then refuses, at the first step, an optimiser that unscales the
@@ -140,11 +149,11 @@ class SWWAEModule(L.LightningModule):
         self.loss_watch.check(any_process)
 
     def on_train_batch_end(self, outputs, batch, batch_idx: int) -> None:
-        done = batch_idx + 1
-        last = done == self.trainer.num_training_batches
-        if done % max(1, self.trainer.log_every_n_steps) == 0 or last:
+        if processes_meet_after(self.trainer, batch_idx):
             self.check_losses()
-        if last:  # before the callbacks' on_train_epoch_end, which run before this module's: the epoch lines show them
+        # an epoch's last batch: before the callbacks' on_train_epoch_end, which run before this
+        # module's (the epoch lines show the means)
+        if batch_idx + 1 == self.trainer.num_training_batches:
             self.log_epoch_means()
 
     def on_train_end(self) -> None:

@@ -28,6 +28,7 @@ from lightning.fabric.plugins.environments import SLURMEnvironment
 
 from swwae.checkpoint_file import POSITION_KEY
 from swwae.training.checkpoints import wait_for_saves
+from swwae.training.module import processes_meet_after
 
 log = logging.getLogger(__name__)
 
@@ -94,13 +95,17 @@ class Preemption(L.Callback):
         (after ``on_fit_start``), which under DDP (from Lightning 2.5.2 on) waits inside itself for
         the other processes (a broadcast), while they wait for this one in the training step's
         collectives (pytorch-lightning issue 20806). Ours only notes the signal; every process
-        stops at the same batch end (below). Lightning's teardown puts ours back, ``restore`` the
+        stops at the same batch end (below): under DDP the first where they meet anyway
+        (``processes_meet_after``, every ``log_every_n_steps`` batches), since agreeing is a read
+        back from the GPU that would otherwise stall every step. Lightning's teardown puts ours back, ``restore`` the
         one before it."""
         signal.signal(signal.SIGTERM, self._note)
 
     def on_train_batch_end(self, trainer: L.Trainer, module, outputs, batch, batch_idx: int) -> None:
         stop = self.received is not None
-        if trainer.world_size > 1:  # every rank stops at the same batch, or the collectives hang
+        if trainer.world_size > 1:  # every rank stops at the same batch, or the collectives hang:
+            if not processes_meet_after(trainer, batch_idx):  # they agree where they read back anyway
+                return
             stop = trainer.strategy.reduce_boolean_decision(stop, all=False)
         if not stop:
             return
