@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import pytest
+import torch
 from hydra.core.global_hydra import GlobalHydra
 
 from helpers.cli import kept_logging
@@ -28,3 +29,17 @@ def restore_logging():
     """The logging a command run in the test's process set up goes with the test (``kept_logging``)."""
     with kept_logging():
         yield
+
+
+@pytest.fixture(autouse=True)
+def restore_torch_switches():
+    """torch's process-wide switches that a run made in the test's process turned (Lightning's
+    Trainer sets deterministic algorithms and cuDNN's autotuning for its run, and leaves them) go
+    with the test: a later test in the worker would otherwise meet ``trainer.deterministic=true``'s
+    refusal of max unpooling, or pass or fail by the order xdist hands tests out."""
+    deterministic = torch.are_deterministic_algorithms_enabled()
+    warn_only = torch.is_deterministic_algorithms_warn_only_enabled()
+    cudnn = torch.backends.cudnn.benchmark, torch.backends.cudnn.deterministic
+    yield
+    torch.use_deterministic_algorithms(deterministic, warn_only=warn_only)
+    torch.backends.cudnn.benchmark, torch.backends.cudnn.deterministic = cudnn
