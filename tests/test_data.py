@@ -6,6 +6,7 @@ formats (IDX for MNIST, pickled batches for CIFAR-10); nothing touches the netwo
 
 import math
 import urllib.error
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -464,6 +465,41 @@ def test_download_patched_at_class(tmp_path, monkeypatch):
     monkeypatch.setattr(torchvision.datasets.MNIST, "download", no_network)
     with pytest.raises(DataError, match="could not download mnist"):
         MNISTDataModule(root=str(tmp_path), download=True).setup()
+
+
+def test_processes_started_at_once_download_once(tmp_path, monkeypatch):
+    """A DDP run that torchrun or SLURM starts: every process prepares the data at once. They take
+    turns (a lock in the data root): the first downloads, the others find its files complete."""
+    import shutil
+    import threading
+    import time
+
+    source = write_cifar(tmp_path / "source", monkeypatch)  # what the download brings
+    downloads = []
+
+    def download(url, root, **kwargs):
+        downloads.append(url)
+        time.sleep(0.3)  # long enough for a second process to find the folder empty
+        shutil.copytree(source, Path(root) / source.name)
+
+    monkeypatch.setattr(torchvision.datasets.cifar, "download_and_extract_archive", download)
+    root, failed = tmp_path / "data", []
+
+    def prepare():
+        try:
+            CIFAR10DataModule(root=str(root), download=True).prepare_data()
+        except Exception as err:  # a thread's exception, for the test to see
+            failed.append(err)
+
+    processes = [threading.Thread(target=prepare) for _ in range(2)]
+    for process in processes:
+        process.start()
+    for process in processes:
+        process.join()
+    assert not failed and len(downloads) == 1, (failed, downloads)
+    dm = CIFAR10DataModule(root=str(root), val_size=10)
+    dm.setup()
+    assert len(dm.train_x) + len(dm.val_x) == 100
 
 
 def test_offline_hint_is_a_real_config():

@@ -17,6 +17,7 @@ from contextlib import contextmanager
 
 import numpy as np
 import torch
+from filelock import FileLock
 from torch import Tensor
 
 from swwae.errors import DataError, one_line
@@ -27,6 +28,9 @@ READ_ERRORS = (
     OSError, RuntimeError, EOFError, ValueError, TypeError, KeyError, IndexError,
     AssertionError, pickle.UnpicklingError, tarfile.TarError, zlib.error,
 )  # fmt: skip
+
+
+DOWNLOAD_LOCK = ".swwae-download.lock"  # in data.root: one process downloads at a time
 
 
 class TorchvisionDataModule(InMemoryDataModule):
@@ -57,10 +61,14 @@ class TorchvisionDataModule(InMemoryDataModule):
     # reading
 
     def prepare_data(self) -> None:
-        """Download once per node (Lightning runs this on one process before ``setup``)."""
+        """Download what is missing. The job calls this in every process (a DDP run that torchrun
+        or SLURM starts, all processes at once, too), so they take turns under a lock in
+        ``root``: the first downloads, the others find the files, none reads a half-written one."""
         if self.download:
-            for part in self.parts:
-                self._read(part)
+            os.makedirs(self.root, exist_ok=True)
+            with FileLock(os.path.join(self.root, DOWNLOAD_LOCK)):
+                for part in self.parts:
+                    self._read(part)
 
     def load(self) -> Splits:
         train_x, train_y = self._read("train")
