@@ -255,25 +255,33 @@ def test_a_nan_loss_between_checks_is_raised_at_the_next_one_naming_its_step(mak
     assert not any(Path(tmp_path / "checkpoints").rglob("*.ckpt"))
 
 
-@pytest.mark.slow
-def test_ddp_processes_stop_together_on_a_nan_loss_in_one_of_them(tmp_path):
-    """Process 1 alone gets NaN weights after its first step: at the end of the epoch (the
-    next check) both stop with one error line, process 0 included, which saw finite losses
-    only (it would otherwise wait for process 1 at the next all-reduce)."""
-    result = run_cli(
+def ddp_quick_run(tmp_path, *overrides: str):
+    """``train.py`` under DDP on two CPU processes, a tiny network, everything under ``tmp_path``."""
+    return run_cli(
         ROOT / "train.py",
         *DDP_QUICK,
         "model.widths=[4]",
         "data.batch_size=16",
-        "+callbacks.poison._target_=helpers.faults.PoisonAt",
-        "+callbacks.poison.epoch=0",
-        "+callbacks.poison.batch=0",
-        "+callbacks.poison.rank=1",
+        *overrides,
         f"hydra.run.dir={tmp_path / 'run'}",
         f"paths.log_dir={tmp_path / 'logs'}",
         f"paths.checkpoint_dir={tmp_path / 'checkpoints'}",
         cwd=tmp_path,
         timeout=300,
+    )
+
+
+@pytest.mark.slow
+def test_ddp_processes_stop_together_on_a_nan_loss_in_one_of_them(tmp_path):
+    """Process 1 alone gets NaN weights after its first step: at the end of the epoch (the
+    next check) both stop with one error line, process 0 included, which saw finite losses
+    only (it would otherwise wait for process 1 at the next all-reduce)."""
+    result = ddp_quick_run(
+        tmp_path,
+        "+callbacks.poison._target_=helpers.faults.PoisonAt",
+        "+callbacks.poison.epoch=0",
+        "+callbacks.poison.batch=0",
+        "+callbacks.poison.rank=1",
     )
     assert result.returncode == 2, result.stderr[-3000:]
     assert last_error_line(result).startswith("error: non-finite loss")
@@ -289,11 +297,8 @@ def test_ddp_processes_stop_together_when_one_saw_a_non_finite_loss_before_a_sav
     that batch. Every process checks the loss at the save together: both stop with one error
     line and nothing is saved. A check of each process's own losses there stopped process 1 in
     the save, while process 0 wrote last.ckpt and waited for it at the save's barrier."""
-    result = run_cli(
-        ROOT / "train.py",
-        *DDP_QUICK,
-        "model.widths=[4]",
-        "data.batch_size=16",
+    result = ddp_quick_run(
+        tmp_path,
         "+callbacks.overflow._target_=helpers.faults.NonFiniteLossAt",
         "+callbacks.overflow.epoch=0",
         "+callbacks.overflow.batch=0",
@@ -302,11 +307,6 @@ def test_ddp_processes_stop_together_when_one_saw_a_non_finite_loss_before_a_sav
         "+callbacks.stop.epoch=0",
         "+callbacks.stop.batch=0",
         "+callbacks.stop.signum=SIGTERM",
-        f"hydra.run.dir={tmp_path / 'run'}",
-        f"paths.log_dir={tmp_path / 'logs'}",
-        f"paths.checkpoint_dir={tmp_path / 'checkpoints'}",
-        cwd=tmp_path,
-        timeout=300,
     )
     assert result.returncode == 2, result.stderr[-3000:]
     assert "error: non-finite loss in another process" in result.stderr  # process 0
