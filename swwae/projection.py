@@ -100,14 +100,14 @@ def strongest(
             peaks.append(peak)
             places.append(place)
     peak, place = torch.cat(peaks), torch.cat(places)  # (N, C)
-    width = what.shape[-1]
+    width, device = what.shape[-1], peak.device  # the picks on the network's device: indexed by each other
     if distinct_channels:
         value, image = peak.max(0)  # per channel: its best image
-        channel = torch.arange(peak.shape[1])
+        channel = torch.arange(peak.shape[1], device=device)
     else:
         value = peak.flatten()
-        image = torch.arange(peak.shape[0]).repeat_interleave(peak.shape[1])
-        channel = torch.arange(peak.shape[1]).repeat(peak.shape[0])
+        image = torch.arange(peak.shape[0], device=device).repeat_interleave(peak.shape[1])
+        channel = torch.arange(peak.shape[1], device=device).repeat(peak.shape[0])
     order = value.argsort(descending=True, stable=True)[:top]
     image, channel, value = image[order], channel[order], value[order]
     flat = place[image, channel]
@@ -121,6 +121,6 @@ def project(net: SWWAE, images: Tensor, picks: Picks, stage: int) -> Tensor:
     with eval_mode(net):
         whats, wheres, sizes = encode_to(net, images, stage)
         v = torch.zeros_like(whats[-1])
-        j = torch.arange(len(picks))
+        j = torch.arange(len(picks), device=v.device)
         v[j, picks.channel, picks.row, picks.col] = whats[-1][j, picks.channel, picks.row, picks.col]
         return deconvolve(net, v, wheres, sizes, stage)

@@ -151,6 +151,25 @@ def test_a_network_in_channels_last_on_cuda_trains_like_a_contiguous_one():
     )
 
 
+def test_projections_of_a_network_on_cuda_are_those_of_the_cpu():
+    """docs/analysis.md's notebook on a GPU: ``strongest`` and ``project`` of a network and images
+    on CUDA (their picks index each other there) give the CPU's picks and projections."""
+    from swwae.projection import project, strongest
+
+    torch.manual_seed(0)
+    net = SWWAE(widths=[4, 8], num_classes=None).eval()
+    x = torch.rand(6, 1, 28, 28, generator=generator(14))
+    results = []
+    for device in ("cpu", CUDA):
+        model, images = net.to(device), x.to(device)
+        for distinct in (True, False):
+            picks = strongest(model, images, 2, top=4, distinct_channels=distinct)
+            results.append((picks.channel.cpu(), project(model, images[picks.image], picks, 2).cpu()))
+    for (cpu_channels, cpu_proj), (cuda_channels, cuda_proj) in zip(results[:2], results[2:]):
+        assert torch.equal(cpu_channels, cuda_channels)
+        torch.testing.assert_close(cuda_proj, cpu_proj, rtol=1e-4, atol=1e-5)
+
+
 def test_the_jobs_fused_adam_updates_channels_last_parameters_as_torchs_plain_adam_does():
     """swwae.optim.adam is fused on CUDA: from the same gradients, it must update parameters laid
     out channels_last (the job's channels_last=true) as the plain per-tensor Adam does."""

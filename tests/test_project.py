@@ -59,6 +59,18 @@ def test_picks_are_the_strongest_activations():
     assert top[picks.image, picks.channel, picks.row, picks.col].tolist() == picks.value.tolist()
 
 
+@pytest.mark.parametrize("distinct", [True, False])
+def test_the_picks_live_on_the_networks_device(distinct):
+    """``swwae.load(path, device="cuda")`` then ``strongest`` (docs/analysis.md): the picks index
+    each other, and a CPU tensor indexed by a CUDA one is an error on a GPU ("indices should be
+    either on cpu or on the same device"). The meta device stands in for the GPU here: every pick
+    is on the images' device, and the projections come back there."""
+    model, x = net("hard").to("meta"), torch.empty(6, 1, 28, 28, device="meta")
+    picks = strongest(model, x, 2, top=3, distinct_channels=distinct)
+    assert {t.device.type for t in vars(picks).values()} == {"meta"}
+    assert project(model, x[picks.image], picks, 2).device.type == "meta"
+
+
 def test_a_hard_projection_lives_only_where_the_switches_allow():
     model, x = net("hard"), images(1)
     whats, wheres, sizes = encode_to(model, x, 1)
