@@ -199,6 +199,35 @@ def test_16_mixed_clips_the_gradients_of_the_jobs_adam(monkeypatch, clip):
     plugin.scaler.update()
 
 
+def test_a_resumed_run_steps_with_the_adam_it_built_not_the_one_its_checkpoint_saved(tmp_path, monkeypatch):
+    """A GPU run's checkpoint holds a fused Adam's param groups (``fused: True``); torch's
+    ``load_state_dict`` restores every setting of a group, so resumed on the CPU it stepped with a
+    fused CPU Adam, not torch's default the job builds there (and a CPU run's checkpoint resumed
+    on a GPU lost the fused kernel). Here the GPU run is the CUDA path on the CPU (torch fuses Adam
+    there too, ``FUSED_DEVICES``); the resume is a plain CPU run's."""
+    from helpers.faults import crash_at
+    from swwae import optim
+
+    small = ["model.widths=[4]", "trainer.max_epochs=2", "trainer.limit_train_batches=2"]
+    monkeypatch.setattr(optim, "FUSED_DEVICES", ("cuda", "cpu"))
+    first = train_here(tmp_path, *small, *crash_at(epoch=1), name="first")
+    last = tmp_path / "checkpoints" / "swwae_hard_mnist_sample_seed0" / "last.ckpt"
+    assert (
+        first.returncode == 1 and torch.load(last, weights_only=True)["optimizer_states"][0]["param_groups"][0]["fused"]
+    )
+    monkeypatch.setattr(optim, "FUSED_DEVICES", ("cuda",))
+    stepped = []
+    step = torch.optim.Adam.step
+    monkeypatch.setattr(
+        torch.optim.Adam,
+        "step",
+        lambda self, *a, **k: stepped.append(self.param_groups[0]["fused"]) or step(self, *a, **k),
+    )
+    more = train_here(tmp_path, *small, "resume=true", name="more")
+    assert more.returncode == 0, more.stderr[-3000:]
+    assert stepped and not any(stepped)  # torch's default Adam on the CPU, as the job built it
+
+
 @pytest.mark.parametrize("mode", WHERELESS_MODES)
 def test_where_free_pools_return_float32_inside_autocast_when_they_compute_in_it(mode):
     pool = make_pool(mode, channels=3)

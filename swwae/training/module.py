@@ -159,6 +159,18 @@ class SWWAEModule(L.LightningModule):
     def on_train_end(self) -> None:
         self.check_losses()
 
+    def on_train_start(self) -> None:
+        """The optimiser's form as this run built it (``swwae.optim.adam``: fused on CUDA, torch's
+        default elsewhere), after a resume too: torch's ``load_state_dict`` takes every setting of
+        a saved param group, ``fused`` and ``foreach`` with the rest, so a GPU run's checkpoint
+        resumed on the CPU went on with a fused Adam there (other rounding than the CPU's
+        documented runs), and a CPU run's resumed on a GPU without the fused kernel."""
+        for optimizer in self.trainer.optimizers:
+            for group in optimizer.param_groups:
+                group.update(
+                    {key: optimizer.defaults[key] for key in ("fused", "foreach") if key in optimizer.defaults}
+                )
+
     def _evaluate(self, batch, stage: str):
         x, y = batch
         x = self._laid_out(x)
