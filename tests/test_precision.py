@@ -199,33 +199,36 @@ def test_16_mixed_clips_the_gradients_of_the_jobs_adam(monkeypatch, clip):
     plugin.scaler.update()
 
 
-def test_a_resumed_run_steps_with_the_adam_it_built_not_the_one_its_checkpoint_saved(tmp_path, monkeypatch):
+@pytest.mark.parametrize("saved, built", [(True, False), (False, True)])
+def test_a_resumed_run_steps_with_the_adam_it_built_not_the_one_its_checkpoint_saved(
+    tmp_path, monkeypatch, saved, built
+):
     """A GPU run's checkpoint holds a fused Adam's param groups (``fused: True``); torch's
     ``load_state_dict`` restores every setting of a group, so resumed on the CPU it stepped with a
-    fused CPU Adam, not torch's default the job builds there (and a CPU run's checkpoint resumed
-    on a GPU lost the fused kernel). Here the GPU run is the CUDA path on the CPU (torch fuses Adam
-    there too, ``FUSED_DEVICES``); the resume is a plain CPU run's."""
+    fused CPU Adam, not torch's default the job builds there; and a CPU run's checkpoint resumed
+    on a GPU stepped without the fused kernel. The GPU's side is the CUDA path on the CPU here
+    (torch fuses Adam there too, ``FUSED_DEVICES``)."""
     from helpers.faults import crash_at
     from swwae import optim
 
+    fused_on = lambda fused: ("cuda", "cpu") if fused else ("cuda",)  # noqa: E731
     small = ["model.widths=[4]", "trainer.max_epochs=2", "trainer.limit_train_batches=2"]
-    monkeypatch.setattr(optim, "FUSED_DEVICES", ("cuda", "cpu"))
+    monkeypatch.setattr(optim, "FUSED_DEVICES", fused_on(saved))
     first = train_here(tmp_path, *small, *crash_at(epoch=1), name="first")
     last = tmp_path / "checkpoints" / "swwae_hard_mnist_sample_seed0" / "last.ckpt"
-    assert (
-        first.returncode == 1 and torch.load(last, weights_only=True)["optimizer_states"][0]["param_groups"][0]["fused"]
-    )
-    monkeypatch.setattr(optim, "FUSED_DEVICES", ("cuda",))
+    assert first.returncode == 1
+    assert bool(torch.load(last, weights_only=True)["optimizer_states"][0]["param_groups"][0]["fused"]) == saved
+    monkeypatch.setattr(optim, "FUSED_DEVICES", fused_on(built))
     stepped = []
     step = torch.optim.Adam.step
     monkeypatch.setattr(
         torch.optim.Adam,
         "step",
-        lambda self, *a, **k: stepped.append(self.param_groups[0]["fused"]) or step(self, *a, **k),
+        lambda self, *a, **k: stepped.append(bool(self.param_groups[0]["fused"])) or step(self, *a, **k),
     )
     more = train_here(tmp_path, *small, "resume=true", name="more")
     assert more.returncode == 0, more.stderr[-3000:]
-    assert stepped and not any(stepped)  # torch's default Adam on the CPU, as the job built it
+    assert stepped and set(stepped) == {built}  # the Adam the job built for where it resumed
 
 
 @pytest.mark.parametrize("mode", WHERELESS_MODES)

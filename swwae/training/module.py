@@ -164,12 +164,20 @@ class SWWAEModule(L.LightningModule):
         default elsewhere), after a resume too: torch's ``load_state_dict`` takes every setting of
         a saved param group, ``fused`` and ``foreach`` with the rest, so a GPU run's checkpoint
         resumed on the CPU went on with a fused Adam there (other rounding than the CPU's
-        documented runs), and a CPU run's resumed on a GPU without the fused kernel."""
+        documented runs), and a CPU run's resumed on a GPU without the fused kernel. A fused Adam
+        counts its steps on its parameters' device, in float32 (torch's rule when it loads a fused
+        state; Lightning leaves an unfused one's on the CPU): a state that was not fused is moved so."""
         for optimizer in self.trainer.optimizers:
             for group in optimizer.param_groups:
                 group.update(
                     {key: optimizer.defaults[key] for key in ("fused", "foreach") if key in optimizer.defaults}
                 )
+                if not (group.get("fused") or group.get("capturable")):
+                    continue
+                for param in group["params"]:
+                    state = optimizer.state.get(param, {})
+                    if isinstance(state.get("step"), torch.Tensor):
+                        state["step"] = state["step"].to(param.device, torch.float32)
 
     def _evaluate(self, batch, stage: str):
         x, y = batch
