@@ -41,9 +41,10 @@ def output_names(net: SWWAE) -> list[str]:
 
 
 def example_images(net: SWWAE, batch: int, seed: int = 0) -> Tensor:
-    """Random images in [0, 1], shaped as the network takes them."""
+    """Random images in [0, 1], shaped as the network takes them, on its device (the same values
+    on any: a network on a GPU is traced and checked there)."""
     generator = torch.Generator().manual_seed(seed)
-    return torch.rand(batch, *net.image_shape, generator=generator)
+    return torch.rand(batch, *net.image_shape, generator=generator).to(next(net.parameters()).device)
 
 
 def onnx_runtime():
@@ -130,10 +131,10 @@ def check_onnx(path: str | Path, net: SWWAE, images: Tensor | None = None) -> di
     if runtime is None:
         return None
     session = runtime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
-    images = example_images(net, 3, seed=1) if images is None else images.cpu()
-    with eval_mode(net), torch.no_grad():
-        expected = InferenceGraph(net.cpu())(images)
-    got = session.run(None, {INPUT: images.numpy()})
+    images = example_images(net, 3, seed=1) if images is None else images
+    with eval_mode(net), torch.no_grad():  # where the network is: the caller's network stays there
+        expected = [t.cpu() for t in InferenceGraph(net)(images.to(next(net.parameters()).device))]
+    got = session.run(None, {INPUT: images.cpu().numpy()})
     names = [o.name for o in session.get_outputs()]
     return {
         name: float(((torch.from_numpy(g) - e).abs() / e.abs().clamp(min=1)).max())

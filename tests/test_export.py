@@ -16,7 +16,7 @@ from helpers.cli import last_error_line, run_cli
 from helpers.config import ROOT, compose_config
 from helpers.disks import read_only_folder
 from swwae.checkpoint_file import CHECKPOINT_CHECKSUM_KEY, content_checksum
-from swwae.export import check_onnx, export_onnx, onnx_signature, output_names
+from swwae.export import check_onnx, example_images, export_onnx, onnx_signature, output_names
 from swwae.model import SWWAE
 from swwae.training.run import train
 
@@ -83,6 +83,15 @@ def test_the_onnx_graph_gives_pytorchs_outputs_at_any_batch_size(name, tmp_path)
         differences = check_onnx(path, net, images)
         assert set(differences) == set(output_names(net))
         assert max(differences.values()) <= TOLERANCE, differences
+
+
+def test_a_network_is_traced_and_checked_on_its_own_device():
+    """``export_onnx`` and ``check_onnx`` of a network on a GPU (a notebook's, after training):
+    the example images are made where the network is (the meta device stands in for the GPU),
+    with the values they have on the CPU."""
+    net = SWWAE(widths=[4], num_classes=10)
+    assert example_images(SWWAE(widths=[4], num_classes=10).to("meta"), 2).device.type == "meta"
+    assert torch.equal(example_images(net, 2), example_images(net, 2)) and example_images(net, 2).device.type == "cpu"
 
 
 # scripts/export.py
