@@ -76,17 +76,14 @@ class GuardedTorch:
     def __getattr__(self, name):
         return getattr(torch, name)
 
-    def _guarded(self, t: torch.Tensor) -> torch.Tensor:
-        return in_room(t, self.made)
-
     def empty(self, *args, **kwargs):
-        return self._guarded(torch.empty(*args, **kwargs))
+        return in_room(torch.empty(*args, **kwargs), self.made)
 
     def empty_like(self, *args, **kwargs):
-        return self._guarded(torch.empty_like(*args, **kwargs))
+        return in_room(torch.empty_like(*args, **kwargs), self.made)
 
     def zeros_like(self, *args, **kwargs):
-        return self._guarded(torch.zeros_like(*args, **kwargs))
+        return in_room(torch.zeros_like(*args, **kwargs), self.made)
 
     def written_outside(self) -> int:
         """How many elements beside the tensors the kernels changed."""
