@@ -121,7 +121,11 @@ optional() {
     "$PYTHON" -c 'import torch; print(f"torch {torch.__version__}, CUDA {torch.version.cuda}, cuDNN {torch.backends.cudnn.version()}, {torch.cuda.get_device_name()}")'
 } >"$out/env.txt" 2>&1
 
-tests=(-n 0 -v -p no:cacheprovider --durations=5)  # -v: a line a test as it ends, kept if the step runs out of time
+# -n 4: four pytest workers share the GPU. Serially the CUDA tests' six train.py runs (about 15 s each: imports,
+# CUDA's start, cuDNN's autotuning), inductor's compile and the fused kernels' Triton compiles could outlast their
+# steps' limits; each worker has its own process and CUDA context, and counts its own syncs and peak memory.
+# -v: a line a test as it ends ("[gw0] [ 5%] PASSED tests/..."), kept if the step runs out of time
+tests=(-n 4 -v -p no:cacheprovider --durations=5)
 step "CUDA tests (pytest -m cuda)" 160 cuda_tests.txt "$PYTHON" -m pytest -m cuda "${tests[@]}"
 # not its slow test, which compiles every kernel for four GPU generations (about 20 s on a fresh machine):
 # CI runs it on the CPU, and here the GPU compiles and runs the kernels for itself

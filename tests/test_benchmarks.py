@@ -603,6 +603,14 @@ def test_the_device_checks_tally_of_a_test_step_finished_or_cut_short():
         "cut short: 2 passed, 1 failed, 0 errors before its time ran out",
         "tests/test_cuda.py::b FAILED  [ 2%]",
     ]
+    # under -n 4 -v: a line as a test starts, one as it ends
+    workers = lines("tests/test_cuda.py::a ", "[gw1] [ 1%] PASSED tests/test_cuda.py::a ")
+    workers += lines("[gw0] [ 2%] FAILED tests/test_cuda.py::b ", "[gw2] [ 3%] ERROR tests/test_cuda.py::c ")
+    assert device_summary.tally(workers) == [
+        "cut short: 1 passed, 1 failed, 1 errors before its time ran out",
+        "[gw0] [ 2%] FAILED tests/test_cuda.py::b ",
+        "[gw2] [ 3%] ERROR tests/test_cuda.py::c ",
+    ]
 
 
 def test_the_device_checks_summary_quotes_the_precision_sweep_and_its_paired_report(tmp_path):

@@ -107,7 +107,9 @@ def tally(text: str, failures: bool = True) -> list[str]:
             f"cut short: {counts['PASSED']} passed, {counts['FAILED']} failed, {counts['ERROR']} errors before its"
             " time ran out"
         ]
-        failed = [line for line in text.splitlines() if re.search(r" (FAILED|ERROR) +\[", line)]
+        # a -v line: "tests/x.py::t FAILED  [ 2%]" in one process, "[gw1] [ 2%] FAILED tests/x.py::t" in workers
+        verdict = r" (FAILED|ERROR) +\[|^\[gw\d+\] \[ *\d+%\] (FAILED|ERROR) "
+        failed = [line for line in text.splitlines() if re.search(verdict, line)]
     return lines + (failed[:20] if failures else [])
 
 
