@@ -26,7 +26,8 @@ Target (docs/architecture.md 5): Lightning + data pipeline <= 1.10x the hand-wri
 ``--device cuda`` runs the job with ``trainer=gpu`` and then, one after the other rather than
 interleaved (``swwae.bench.epoch_clock``), the hand-written loop with its images on the GPU;
 the table adds how busy the GPU was in each (``swwae.bench.harness.BusySampler``: NVML's
-utilisation, sampled every 0.1 s). Target there: <= 1.2x the hand loop. ``--synthetic N``
+utilisation, through torch or nvidia-smi, sampled every 0.1 s; "not sampled" where neither
+answers, "no GPU" in ``--in-turn``'s table on the CPU). Target there: <= 1.2x the hand loop. ``--synthetic N``
 gives the data set random uint8 images of its shape instead of its files (N training images, a
 tenth of that each for validation and test): a CIFAR-shaped epoch where CIFAR-10 cannot be
 downloaded.
@@ -42,6 +43,7 @@ choose_threads()  # first, before torch loads: OpenMP's threads and wait, from t
 
 import argparse
 import contextlib
+import math
 import tempfile
 import types
 from pathlib import Path
@@ -186,6 +188,14 @@ def interleaved(args) -> int:
     return 0
 
 
+def busy_cell(used: float | None) -> str:
+    """The table's "GPU busy" cell: a percentage; none on the CPU; and on a GPU whose
+    utilisation could not be read (no NVML, no nvidia-smi line for its bus), no figure either."""
+    if used is None:
+        return "no GPU"
+    return f"{used:.0f}%" if math.isfinite(used) else "not sampled"
+
+
 def in_turn(args) -> int:
     """The job, then the hand-written loop alone on the same device, each epoch clocked and, on a
     GPU, its utilisation sampled: the table of ``--device cuda`` (``--in-turn`` on the CPU)."""
@@ -213,11 +223,11 @@ def in_turn(args) -> int:
     for name, records in epochs.items():
         # over all the measured epochs, not a median of each: NVML's counter averages over 1/6 s or
         # more, about as long as a short epoch
-        used = busy.between(records[0]["start"], records[-1]["end"]) if gpu else float("nan")
+        used = busy.between(records[0]["start"], records[-1]["end"]) if gpu else None
         ratio = medians[name] / medians["hand loop"]
         target = f"<= {TARGET[args.device]}x" if name == "train.py" else ""
         print(
-            f"| {name} | {medians[name]:.3f} | {clock.train_size / medians[name]:.0f} | {used:.0f}% "
+            f"| {name} | {medians[name]:.3f} | {clock.train_size / medians[name]:.0f} | {busy_cell(used)} "
             f"| {ratio:.3f}x | {target} |"
         )
     print(

@@ -171,6 +171,7 @@ def test_bench_epoch_in_turn_the_way_a_gpu_runs_it(capsys):
     out = capsys.readouterr().out
     assert "one after the other; 32 training images" in out
     assert "\n| train.py | " in out and "\n| hand loop | " in out and "| 1.000x |" in out
+    assert "nan" not in out and out.count(" | no GPU | ") == 2  # no utilisation to show, said so
     assert "\n| images | " in out and "\n| checkpoints (inside after validation) | " in out  # where the time goes
     lines = quoted("bench_epoch.md", out)
     assert lines[0].startswith("one epoch on the CPU through train.py") and lines[-2].startswith("beyond the hand loop")
