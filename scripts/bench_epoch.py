@@ -27,10 +27,10 @@ Target (docs/architecture.md 5): Lightning + data pipeline <= 1.10x the hand-wri
 interleaved (``swwae.bench.epoch_clock``), the hand-written loop with its images on the GPU;
 the table adds how busy the GPU was in each (``swwae.bench.harness.BusySampler``: NVML's
 utilisation, through torch or nvidia-smi, sampled every 0.1 s; "not sampled" where neither
-answers, "no GPU" in ``--in-turn``'s table on the CPU). Target there: <= 1.2x the hand loop. ``--synthetic N``
-gives the data set random uint8 images of its shape instead of its files (N training images, a
-tenth of that each for validation and test): a CIFAR-shaped epoch where CIFAR-10 cannot be
-downloaded.
+answers, "no GPU" in ``--in-turn``'s table on the CPU). Target there: <= 1.2x the hand loop.
+``--synthetic N`` gives the data set random uint8 images of its shape instead of its files (N
+training images, a tenth of that each for validation and test): a CIFAR-shaped epoch where
+CIFAR-10 cannot be downloaded.
 """
 
 from __future__ import annotations
