@@ -29,6 +29,7 @@
 # there too, by swwae.bench.device_summary: its tables go into docs/performance.md as they are); it
 # exits 1 if a step failed or ran out of time. Without a CUDA device it prints one line and exits 0.
 # (``swwae device-check``, from any install, runs the job's 2-epoch GPU runs in both precisions.)
+# On a GPU machine without internet, install from carried wheels first: docs/development.md says how.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python}
@@ -50,7 +51,7 @@ from importlib.metadata import PackageNotFoundError, requires, version
 try:
     wanted = [r for r in requires("swwae") or [] if "extra ==" not in r]
 except PackageNotFoundError:
-    sys.exit("device check: swwae is not installed here: pip install -e '.[dev]' in this folder first")
+    sys.exit("device check: swwae is not installed here: pip install -e '.[dev]' in this folder first (offline: docs/development.md)")
 missing = []
 for requirement in wanted:
     name = re.match(r"[A-Za-z0-9_.-]+", requirement).group()
@@ -59,7 +60,7 @@ for requirement in wanted:
     except PackageNotFoundError:
         missing.append(name)
 if missing:
-    sys.exit(f"device check: swwae needs {', '.join(missing)}, not installed here: pip install -e '.[dev]'")
+    sys.exit(f"device check: swwae needs {', '.join(missing)}, not installed here: pip install -e '.[dev]' (offline: docs/development.md)")
 EOF
 
 out=${OUT:-outputs/device_check/$(date +%Y%m%d-%H%M%S)}
