@@ -579,6 +579,22 @@ def test_the_device_check_with_a_python_without_torch_is_one_error_line(tmp_path
     )
 
 
+@pytest.mark.slow
+def test_the_device_check_on_a_gpu_machine_without_swwae_installed_is_one_line_naming_the_offline_way(tmp_path):
+    """The lent GPU machine has no internet: an install that failed there is one line pointing to
+    the offline recipe, before any step runs. (A python without site-packages: no swwae in it.)"""
+    python = tmp_path / "python"
+    python.write_text(f'#!/usr/bin/env bash\ncase "$1" in -c) echo 1 ;; -) exec "{sys.executable}" -I -S - ;; esac\n')
+    python.chmod(0o755)
+    result = run_cli(ROOT / "scripts" / "device_check.sh", cwd=tmp_path, program="bash", env={"PYTHON": str(python)})
+    assert result.returncode == 1 and result.stdout == "", result.stdout + result.stderr
+    assert result.stderr == (
+        "device check: swwae is not installed here: pip install -e '.[dev]' in this folder first"
+        " (offline: docs/development.md)\n"
+    )
+    assert "**A GPU machine without internet**" in (ROOT / "docs" / "development.md").read_text()
+
+
 def test_the_device_checks_steps_fit_its_budget_and_the_budget_its_8_minutes():
     """Each step that must run gets its whole time limit within the check's budget (the budget cuts
     the last ones short otherwise), and the budget fits the 8 minutes the check promises."""
