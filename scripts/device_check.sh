@@ -48,10 +48,12 @@ import re
 import sys
 from importlib.metadata import PackageNotFoundError, requires, version
 
+install = "pip install -e '.[dev]'"
+offline = "(offline: docs/development.md)"
 try:
     wanted = [r for r in requires("swwae") or [] if "extra ==" not in r]
 except PackageNotFoundError:
-    sys.exit("device check: swwae is not installed here: pip install -e '.[dev]' in this folder first (offline: docs/development.md)")
+    sys.exit(f"device check: swwae is not installed here: {install} in this folder first {offline}")
 missing = []
 for requirement in wanted:
     name = re.match(r"[A-Za-z0-9_.-]+", requirement).group()
@@ -60,7 +62,7 @@ for requirement in wanted:
     except PackageNotFoundError:
         missing.append(name)
 if missing:
-    sys.exit(f"device check: swwae needs {', '.join(missing)}, not installed here: pip install -e '.[dev]' (offline: docs/development.md)")
+    sys.exit(f"device check: swwae needs {', '.join(missing)}, not installed here: {install} {offline}")
 EOF
 
 out=${OUT:-outputs/device_check/$(date +%Y%m%d-%H%M%S)}
@@ -122,8 +124,8 @@ optional() {
     "$PYTHON" -c 'import torch; print(f"torch {torch.__version__}, CUDA {torch.version.cuda}, cuDNN {torch.backends.cudnn.version()}, {torch.cuda.get_device_name()}")'
 } >"$out/env.txt" 2>&1
 
-# -n 4: four pytest workers share the GPU. Serially the CUDA tests' six train.py runs (about 15 s each: imports,
-# CUDA's start, cuDNN's autotuning), inductor's compile and the fused kernels' Triton compiles could outlast their
+# -n 4: four pytest workers share the GPU. Serially the CUDA tests' six train.py runs (each imports, starts CUDA
+# and autotunes cuDNN: perhaps 15 s, not yet timed), inductor's compile and the fused kernels' Triton compiles could outlast their
 # steps' limits; each worker has its own process and CUDA context, and counts its own syncs and peak memory.
 # -v: a line a test as it ends ("[gw0] [ 5%] PASSED tests/..."), kept if the step runs out of time
 tests=(-n 4 -v -p no:cacheprovider --durations=5)
