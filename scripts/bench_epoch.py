@@ -11,8 +11,9 @@ folder: the Trainer of configs/trainer/default.yaml, the swwae datamodule, loggi
 default cadence, and the default callbacks (checkpoints, reconstruction images, learning
 rate monitor, progress bar; its output goes to /dev/null). The hand-written side is the
 plainest loop a user would write on *the same tensors* (the datamodule's) and the same
-network (a twin of the LightningModule with the same weights): shuffle, gather batches,
-forward, the module's loss, backward, Adam step; then validation under inference mode.
+network (a twin of the LightningModule with the same weights, compiled alike where the run
+has ``compile`` set): shuffle, gather batches, forward, the module's loss, backward, Adam step;
+then validation under inference mode.
 
 The two are interleaved step by step in one process: a callback runs one hand-written
 training step before each of Lightning's, and one validation batch before each of its

@@ -23,8 +23,8 @@
 #      decides trainer=gpu's defaults: the default MNIST run's epoch in bf16-mixed with
 #      channels_last, and with its image panels painted in a thread of their own, its metrics in
 #      bf16-mixed against 32-true (a sweep of 3 seeds each, and
-#      swwae where-report's paired tests of it, as docs/precision.md has them on the CPU), and the
-#      CIFAR-10 preset with --compile
+#      swwae where-report's paired tests of it, as docs/precision.md has them on the CPU), the
+#      CIFAR-10 preset with --compile, and the default MNIST run's epoch with compile=true
 # writes every output to one folder, prints a line as each step ends, then a summary (summary.md
 # there too, by swwae.bench.device_summary: its tables go into docs/performance.md as they are); it
 # exits 1 if a step failed or ran out of time. Without a CUDA device it prints one line and exits 0.
@@ -169,6 +169,11 @@ else
 fi
 optional "bench_presets.py cifar10, bf16-mixed --channels-last --compile" 60 bench_presets.md \
     "$PYTHON" "${preset[@]}" --precision bf16-mixed --channels-last --compile
+# a small network's step is its kernel launches: whether inductor's fewer, fused kernels pay for their
+# compiles in the default run (the hand-written loop's network compiled alike). Batch 125 divides the
+# 4,000 training and 500 validation digits: no smaller last batch, so no graphs compiled for one
+optional "bench_epoch.py --device cuda --batch 125 compile=true (default MNIST run)" 90 bench_epoch.md \
+    "$PYTHON" scripts/bench_epoch.py --device cuda --epochs 6 --batch 125 compile=true
 
 # the summary: the steps, the tests' tallies and the benchmarks' table rows (swwae.bench.device_summary)
 if ! "$PYTHON" -m swwae.bench.device_summary "$out" "$((SECONDS - started))"; then

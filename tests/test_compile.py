@@ -15,6 +15,7 @@ import json
 import warnings
 from pathlib import Path
 
+import lightning as L
 import pytest
 import torch
 import torch.nn.functional as F
@@ -23,6 +24,8 @@ from torch.utils._pytree import tree_leaves
 
 import swwae
 from helpers.cli import last_error_line, train_cli, train_here
+from helpers.faults import with_callback
+from swwae.bench.epoch_clock import HandLoop
 from swwae.errors import ConfigError
 from swwae.loss import flat_pair, mse, swwae_loss
 from swwae.model import SWWAE
@@ -30,6 +33,7 @@ from swwae.pooling import MODES, Unpool, make_pool
 from swwae.pooling.layout import memory_format_of
 from swwae.pooling.modes import POOL_MODES
 from swwae.training.process import compile_backend
+from swwae.training.run import train
 
 BACKEND = "aot_eager"
 # torch 2.4's compiler breaks the network's graph at its output (a dataclass holding the wheres), and
@@ -167,6 +171,41 @@ def test_a_compiled_quick_run_trains_and_resumes_with_plain_checkpoints(tmp_path
 
     bad = train_here(tmp_path, "compile=fast", name="bad")
     assert bad.returncode == 2 and last_error_line(bad).startswith("error: compile='fast': write true, false")
+
+
+COMPILED_CALLS = collections.Counter()
+
+
+@torch._dynamo.register_backend(name="swwae_test_counting")
+def counting_backend(graph, example_inputs):
+    """A torch.compile backend that runs dynamo's graph as it is and counts its calls."""
+
+    def run(*args):
+        COMPILED_CALLS["graphs"] += 1
+        return graph.forward(*args)
+
+    return run
+
+
+class KeepJob(L.Callback):
+    def on_fit_end(self, trainer, module):
+        self.module, self.data = module, trainer.datamodule
+
+
+@pytest.mark.slow
+def test_the_benchmarks_hand_written_twin_of_a_compiled_run_runs_compiled_alike(make_config, monkeypatch):
+    """bench_epoch times the job against a hand-written loop on the same network
+    (``swwae.bench.epoch_clock.HandLoop``): with ``compile`` set, the twin's network goes through
+    the same backend, or a compiled job would be timed against an eager loop."""
+    kept = KeepJob()
+    with_callback(monkeypatch, kept)
+    limits = ["trainer.limit_train_batches=2", "trainer.limit_val_batches=1", "trainer.max_epochs=1"]
+    train(make_config("model.widths=[4]", "compile=swwae_test_counting", *limits, "test=false"))
+    hand = HandLoop(kept.module, kept.data)
+    hand.start_epoch()
+    before = COMPILED_CALLS["graphs"]
+    hand.train_step()
+    assert COMPILED_CALLS["graphs"] > before
 
 
 # channels_last (a memory layout, beside compile among the job's speed settings)

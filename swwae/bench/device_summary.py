@@ -57,7 +57,8 @@ QUOTES = (
     ),
     Quote(
         "an epoch through train.py against the hand-written loop on the GPU (bench_epoch.md; MNIST, CIFAR-shaped,"
-        " then MNIST in bf16-mixed + channels_last and with its panels painted in the background, where run):",
+        " then MNIST in bf16-mixed + channels_last, with its panels painted in the background, and compiled, where"
+        " run):",
         "bench_epoch.md",
         r"(one epoch on|\| (loop|train.py|hand loop|part of an epoch|train|val[ |]|images|checkpoints|after validation)"
         r"|beyond the hand loop|target)",

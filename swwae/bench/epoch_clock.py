@@ -10,8 +10,9 @@ measurements are in ``swwae.bench.harness``.
 
 The hand-written side (``HandLoop``) is the plainest loop a user would write on *the same
 tensors* (the datamodule's) and the same network (a plain-torch ``SWWAE`` with the module's
-weights): shuffle, gather batches, forward, ``swwae.loss.swwae_loss``, backward, Adam step;
-then validation under inference mode. ``EpochClock`` interleaves the two step by step: one
+weights, compiled with the job's backend where the run compiles its own): shuffle, gather
+batches, forward, ``swwae.loss.swwae_loss``, backward, Adam step; then validation under
+inference mode. ``EpochClock`` interleaves the two step by step: one
 hand-written training step before each of Lightning's, and one validation batch before each
 of its validation batches, off Lightning's clock. A Lightning epoch's clock runs from its
 ``on_train_epoch_start`` to the next one (or to the end of training), less the hand-written
@@ -52,6 +53,7 @@ from swwae.training.callbacks import ReconstructionImages
 from swwae.training.checkpoints import wait_for_saves
 from swwae.training.composing import compose_run
 from swwae.training.data.batching import to_float
+from swwae.training.process import compile_in_place
 from swwae.training.run import train
 
 # helpers
@@ -131,6 +133,8 @@ class HandLoop:
         self.net.load_state_dict(module.net.state_dict())
         self.layout = torch.channels_last if module.channels_last else torch.contiguous_format
         self.net.to(self.device, memory_format=self.layout)
+        if module.compile_backend:  # the job's network compiled (compile=true): the twin's alike
+            compile_in_place(self.net, module.compile_backend)
         self.autocast = AUTOCAST.get(str(precision))  # None: no autocast (32-true, or a true precision)
         self.weights = loss_weights(hp)  # every weight of swwae.loss_terms
         self.data = datamodule

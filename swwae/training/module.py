@@ -81,6 +81,7 @@ class SWWAEModule(L.LightningModule):
         return nn.ModuleDict(metrics)
 
     channels_last = False  # the images in (N, H, W, C) memory: the job's channels_last (use_channels_last)
+    compile_backend: str | None = None  # the network compiled with this torch.compile backend (compile_network)
 
     def forward(self, x: torch.Tensor) -> SWWAEOutput:
         return self.net(x)
