@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import inspect
 import itertools
 import math
 import re
@@ -325,6 +326,42 @@ def test_an_ops_kind_is_the_first_its_names_give_innermost_first():
     assert breakdown.kind_of([f"{evaluate}NativeBatchNormBackward0"]) == ("normalisation", "NativeBatchNormBackward0")
     assert breakdown.kind_of(["aten::convolution_backward", "Optimizer.step#Adam.step"])[0] == "convolution"
     assert breakdown.kind_of(["aten::add", "aten::mean"]) == (breakdown.OTHER, "aten::add")
+
+
+def test_a_gpu_steps_kernel_time_leaves_out_the_gpu_timelines_copies_of_its_ranges(monkeypatch):
+    """On a GPU the profiler copies each ``record_function`` range (Adam's ``Optimizer.step``) onto
+    the GPU's timeline, a ``gpu_user_annotation`` spanning kernels counted already: no kernel of its
+    own (pytorch issue 130730). Made-up events of a 4 ms step: a 2 ms convolution kernel, a 1 ms Adam
+    kernel and Adam's range on the GPU; the GPU waited 1 ms for the host."""
+    from torch.autograd import DeviceType
+    from torch.autograd.profiler_util import EventList, FunctionEvent
+
+    if "is_user_annotation" not in inspect.signature(FunctionEvent).parameters:
+        pytest.skip(f"torch {torch.__version__}'s profiler marks no range as a user annotation")
+    cuda = dict(use_device="cuda", device_type=DeviceType.CUDA)
+    conv = FunctionEvent(id=1, name="aten::convolution", thread=1, start_us=0, end_us=100, use_device="cuda")
+    conv.append_kernel("sm90_xmma_fprop_implicit_gemm", 0, 2000)
+    adam = FunctionEvent(id=2, name="aten::_fused_adam_", thread=1, start_us=200, end_us=300, use_device="cuda")
+    adam.append_kernel("multi_tensor_apply_kernel", 0, 1000)
+    events = EventList(
+        [
+            conv,
+            adam,
+            FunctionEvent(id=3, name="sm90_xmma_fprop_implicit_gemm", thread=7, start_us=0, end_us=2000, **cuda),
+            FunctionEvent(id=4, name="multi_tensor_apply_kernel", thread=7, start_us=2000, end_us=3000, **cuda),
+            FunctionEvent(
+                id=5, name="Optimizer.step#Adam.step", thread=8, start_us=2000, end_us=3000, is_user_annotation=True,
+                **cuda,
+            ),
+        ],
+        use_device="cuda",
+    )  # fmt: skip
+    monkeypatch.setattr(breakdown, "_profiled", lambda step, device, calls: (events, 0.004, True))
+    step = breakdown.step_breakdown(lambda: None, "cuda", calls=1)
+    assert step.total == pytest.approx(0.003) and step.idle(0.004) == pytest.approx(0.001)
+    assert breakdown.kernel_times(lambda: None, "cuda", calls=1) == pytest.approx(
+        {"sm90_xmma_fprop_implicit_gemm": 0.002, "multi_tensor_apply_kernel": 0.001}
+    )
 
 
 def test_a_cuda_kernels_short_name_is_its_own_and_its_functors():

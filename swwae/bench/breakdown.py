@@ -129,6 +129,13 @@ def _names(event) -> list[str]:
     return names
 
 
+def _kernel_seconds(event) -> float:
+    """The seconds of a GPU event: a kernel's or a copy's; none for a ``record_function`` range's
+    copy on the GPU's timeline (a ``gpu_user_annotation``, such as Adam's ``Optimizer.step``),
+    which spans kernels counted already (torch's own tables leave them out: pytorch issue 130730)."""
+    return 0.0 if getattr(event, "is_user_annotation", False) else event.device_time_total / 1e6
+
+
 def _profiled(step: Callable[[], object], device, calls: int):
     """(the profiler's events, the seconds of a profiled call, whether on CUDA) of ``calls`` calls
     of ``step``, the profiler's own logging silenced."""
@@ -158,8 +165,8 @@ def step_breakdown(step: Callable[[], object], device, calls: int = 3, top: int 
     by_op: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
     total = 0.0
     for event in events:
-        if event.device_type != DeviceType.CPU:  # a kernel or a copy on the GPU
-            total += event.device_time_total / 1e6 / calls
+        if event.device_type != DeviceType.CPU:  # a kernel or a copy on the GPU, or a range's copy
+            total += _kernel_seconds(event) / calls
             continue
         own = (event.self_device_time_total if cuda else event.self_cpu_time_total) / 1e6 / calls
         if own <= 0:
@@ -203,7 +210,8 @@ def kernel_times(step: Callable[[], object], device, calls: int = 3) -> dict[str
     seconds: collections.Counter = collections.Counter()
     for event in events:
         if cuda and event.device_type != DeviceType.CPU:
-            seconds[short_kernel_name(event.name)] += event.device_time_total / 1e6 / calls
+            if _kernel_seconds(event):
+                seconds[short_kernel_name(event.name)] += _kernel_seconds(event) / calls
         elif not cuda and event.self_cpu_time_total > 0:
             seconds[event.name.removeprefix(EVALUATE)] += event.self_cpu_time_total / 1e6 / calls
     return dict(seconds.most_common())
