@@ -210,8 +210,8 @@ def kernel_times(step: Callable[[], object], device, calls: int = 3) -> dict[str
     seconds: collections.Counter = collections.Counter()
     for event in events:
         if cuda and event.device_type != DeviceType.CPU:
-            if _kernel_seconds(event):
-                seconds[short_kernel_name(event.name)] += _kernel_seconds(event) / calls
+            if kernel := _kernel_seconds(event):
+                seconds[short_kernel_name(event.name)] += kernel / calls
         elif not cuda and event.self_cpu_time_total > 0:
             seconds[event.name.removeprefix(EVALUATE)] += event.self_cpu_time_total / 1e6 / calls
     return dict(seconds.most_common())
