@@ -1,6 +1,8 @@
 """Scale-out (docs/architecture.md 4.7): ``trainer=ddp`` really trains with two CPU processes (gloo), and
 each rank trains its own whole batches (``DealtBatches``, in the ``sampler=`` slot); a finished
-DDP run is evaluated again on its devices."""
+DDP run is evaluated again on its devices. The runs here start as ``python -m swwae train``: Lightning
+starts the other process by running the command again (``python train.py``: tests/test_preemption.py;
+the installed ``swwae`` script: tests/test_host_sync.py)."""
 
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ import pytest
 import torch
 
 from helpers.cli import run_cli
-from helpers.config import DDP_QUICK, ROOT
+from helpers.config import DDP_QUICK
 
 # log_every_n_steps=1: the processes meet after every batch, so a signal stops the run at the batch
 # it came in (under DDP a stop waits for the next such batch: tests/test_preemption.py)
@@ -23,7 +25,9 @@ TWO_EPOCHS = ["trainer.max_epochs=2", "trainer.deterministic=true", "trainer.log
 @pytest.mark.slow
 def ddp_run(tmp_path, folder: str, *overrides: str, checkpoints: str = "checkpoints", timeout: float = 600):
     return run_cli(
-        ROOT / "train.py",
+        "-m",
+        "swwae",
+        "train",
         *DDP_QUICK,
         "model.widths=[8]",
         "data.batch_size=32",

@@ -11,6 +11,7 @@ with a ``TorchDispatchMode``, as they would run on a GPU."""
 from __future__ import annotations
 
 import collections
+import sys
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -18,7 +19,7 @@ import pytest
 import torch
 
 from helpers.cli import last_error_line, run_cli
-from helpers.config import DDP_QUICK, MODEL_CONFIGS, ROOT
+from helpers.config import DDP_QUICK, MODEL_CONFIGS
 from helpers.faults import with_callback
 from helpers.syncs import CountLaunches, CountSyncs, LaunchesPerBatch, SyncsPerBatch, SyncsPerValidationBatch
 from swwae.bench.epoch_clock import HandLoop
@@ -256,9 +257,10 @@ def test_a_nan_loss_between_checks_is_raised_at_the_next_one_naming_its_step(mak
 
 
 def ddp_quick_run(tmp_path, *overrides: str):
-    """``train.py`` under DDP on two CPU processes, a tiny network, everything under ``tmp_path``."""
+    """``swwae train`` (the installed script, which Lightning runs again for the second process) under
+    DDP on two CPU processes, a tiny network, everything under ``tmp_path``."""
     return run_cli(
-        ROOT / "train.py",
+        "train",
         *DDP_QUICK,
         "model.widths=[4]",
         "data.batch_size=16",
@@ -268,6 +270,7 @@ def ddp_quick_run(tmp_path, *overrides: str):
         f"paths.checkpoint_dir={tmp_path / 'checkpoints'}",
         cwd=tmp_path,
         timeout=300,
+        program=str(Path(sys.executable).with_name("swwae")),
     )
 
 

@@ -25,12 +25,16 @@ PROG = "swwae"
 class Subcommand:
     module: str  # swwae.commands.<module>, whose main(argv) runs it
     summary: str  # one line in ``swwae --help``
+    # main finds sys.argv as the process was started (``swwae <name> ...``): the command line that
+    # Lightning's DDP runs again for its other processes (train)
+    keeps_command_line: bool = False
 
     def run(self, name: str, args: list[str]) -> int:
         """``main(args)`` of its module; usage lines say ``swwae <name>`` (argparse's prog is
         ``sys.argv[0]``, put back afterwards: the tests run subcommands in their own process)."""
         saved = sys.argv
-        sys.argv = [f"{PROG} {name}", *args]
+        if not self.keeps_command_line:
+            sys.argv = [f"{PROG} {name}", *args]
         try:
             return importlib.import_module(f"swwae.commands.{self.module}").main(args)
         finally:
@@ -38,7 +42,9 @@ class Subcommand:
 
 
 SUBCOMMANDS = {
-    "train": Subcommand("train", "train a model: Hydra overrides such as model=swwae_hard (-m sweeps; --help)"),
+    "train": Subcommand(
+        "train", "train a model: Hydra overrides such as model=swwae_hard (-m sweeps; --help)", keeps_command_line=True
+    ),
     "evaluate": Subcommand("evaluate", "test metrics and a reconstruction PNG of a checkpoint"),
     "export": Subcommand("export", "a model folder (safetensors) and/or an ONNX file of a network"),
     "probe": Subcommand("probe", "linear and k-NN probes of frozen features, with controls"),

@@ -34,6 +34,7 @@ from swwae.threads import choose_threads
 choose_threads()  # first, before torch loads: OpenMP's threads and wait, from the machine (swwae.threads)
 
 import contextlib
+import functools
 import logging
 import shutil
 import sys
@@ -113,6 +114,23 @@ def tidy_output_folder(output_dir: str, rejected: bool) -> None:
             if launch_folder not in parent.parents or any(parent.iterdir()):
                 break
             parent.rmdir()
+
+
+def run_as_started(command_line: list[str]):
+    """``run`` as Hydra's task function, with ``sys.argv`` back to ``command_line`` (the process's
+    own) once Hydra has read its overrides: Lightning's DDP starts the run's other processes by
+    running it again (``python <sys.argv>``, or ``python -m <module> <sys.argv[1:]>`` under ``python
+    -m``), so they must find the command that started this one, ``swwae train ...`` included."""
+
+    @functools.wraps(run)
+    def job(cfg: DictConfig) -> float | str:
+        parsed, sys.argv = sys.argv, list(command_line)
+        try:
+            return run(cfg)
+        finally:
+            sys.argv = parsed
+
+    return job
 
 
 def run(cfg: DictConfig) -> float | str:
@@ -219,10 +237,10 @@ def main(argv: list[str] | None = None, configs: Path | None = None) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
     args = sys.argv[1:] if argv is None else list(argv)
-    saved = sys.argv
+    saved = sys.argv  # as the process was started: python train.py ..., swwae train ... (dispatch keeps it)
     sys.argv = [saved[0] if argv is None else "train", *flags_last(quote_layer_strings(args))]
     try:
-        app = hydra.main(config_path=path, config_name=CONFIG_NAME, version_base="1.3")(run)
+        app = hydra.main(config_path=path, config_name=CONFIG_NAME, version_base="1.3")(run_as_started(saved))
         run_with_one_line_errors(app)  # the override grammar's errors for common mistakes
     except Exception:
         after_the_sweeper_stopped()
