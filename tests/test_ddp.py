@@ -100,3 +100,34 @@ def test_ddp_with_two_cpu_processes_trains_on_distinct_batches_resumes_exactly_a
     evaluated = json.loads((tmp_path / "again" / "metrics.json").read_text())["metrics"]
     for name in ("val/recon_mse", "test/recon_mse", "test/acc"):
         assert evaluated[name] == pytest.approx(metrics["metrics"][name], rel=1e-5), name
+
+
+@pytest.mark.slow
+def test_a_sweep_of_ddp_runs_starts_each_jobs_other_process_for_that_job_alone(tmp_path):
+    """``-m`` with DDP: Lightning starts each job's second process by running the command again;
+    given the sweep's command line, each of them ran a sweep of its own (jobs in folders of their
+    own, into a process group that was not theirs), and the second job joined the first one's
+    group, whose other process had ended. Each job's other process runs that job, in its folder."""
+    for seed in (0, 1):
+        (tmp_path / "seen" / f"seed{seed}").mkdir(parents=True)
+    result = run_cli(
+        *("-m", "swwae", "train", "-m", *DDP_QUICK, "model.widths=[4]", "data.batch_size=16", "seed=0,1"),
+        "+callbacks.record_batches._target_=helpers.faults.RecordBatches",
+        f"+callbacks.record_batches.out={tmp_path / 'seen'}/seed${{seed}}",
+        f"paths.log_dir={tmp_path / 'logs'}",
+        f"paths.checkpoint_dir={tmp_path / 'checkpoints'}",
+        cwd=tmp_path,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    (sweep,) = (tmp_path / "multirun" / "quick").iterdir()  # one sweep: the other processes started none
+    assert "2 jobs, 1 config, 0 failed" in (sweep / "summary.md").read_text()
+    for seed in (0, 1):
+        seen = [json.loads((tmp_path / "seen" / f"seed{seed}" / f"rank{k}.json").read_text()) for k in (0, 1)]
+        assert [s["world_size"] for s in seen] == [2, 2]
+        assert not {x for b in seen[0]["batches"] for x in b} & {x for b in seen[1]["batches"] for x in b}
+    jobs = sorted(p.name for p in sweep.iterdir() if p.is_dir())
+    assert jobs == ["0_swwae_hard_mnist_sample_seed0", "1_swwae_hard_mnist_sample_seed1"]
+    for job in jobs:  # the other process's Hydra folder is its job's, and its empty log is gone
+        assert sorted(p.name for p in (sweep / job).iterdir()) == [".hydra", "metrics.json"]
+    assert not (tmp_path / "outputs").exists()

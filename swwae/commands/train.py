@@ -36,6 +36,7 @@ choose_threads()  # first, before torch loads: OpenMP's threads and wait, from t
 import contextlib
 import functools
 import logging
+import os
 import shutil
 import sys
 from pathlib import Path
@@ -97,12 +98,12 @@ def after_the_sweeper_stopped() -> None:
         summarise(folder)
 
 
-def tidy_output_folder(output_dir: str, rejected: bool) -> None:
+def tidy_output_folder(output_dir: str, rejected: bool, log_name: str = "train.log") -> None:
     """No litter: a rejected single run leaves no output folder (it holds only Hydra's copy of
-    the config and an empty log), and a run or sweep job whose log stayed empty leaves no empty
-    train.log."""
+    the config and an empty log), and a run or sweep job whose log (``log_name``: the other
+    processes of a DDP run have their own) stayed empty leaves no empty log."""
     folder = Path(output_dir).absolute()
-    log_file = folder / "train.log"
+    log_file = folder / log_name
     with contextlib.suppress(OSError):
         if log_file.is_file() and log_file.stat().st_size == 0:
             log_file.unlink()
@@ -116,26 +117,54 @@ def tidy_output_folder(output_dir: str, rejected: bool) -> None:
             parent.rmdir()
 
 
-def run_as_started(command_line: list[str]):
-    """``run`` as Hydra's task function, with ``sys.argv`` back to ``command_line`` (the process's
-    own) once Hydra has read its overrides: Lightning's DDP starts the run's other processes by
-    running it again (``python <sys.argv>``, or ``python -m <module> <sys.argv[1:]>`` under ``python
-    -m``), so they must find the command that started this one, ``swwae train ...`` included."""
+def run_as_started(program: list[str], args: list[str]):
+    """``run``, as Hydra's task function, with ``sys.argv`` set, once Hydra has read its overrides,
+    to the command that runs this job again: ``program`` (``swwae train``, ``python train.py``: how
+    the process was started) and ``args``, or in a multirun, this job's own overrides and ``args``'
+    flags but ``-m``. Lightning's DDP starts a run's other processes so (``python <sys.argv>``, or
+    ``python -m <module> <sys.argv[1:]>`` under ``python -m``, into Hydra's ``run.dir``: a multirun
+    job's own folder while it runs), and a multirun job's DDP run ends with the job."""
 
     @functools.wraps(run)
     def job(cfg: DictConfig) -> float | str:
-        parsed, sys.argv = sys.argv, list(command_line)
+        this = launch()  # Hydra's own state, read here once and passed down as values
+        swept = this.sweep is not None
+        again = [*this.overrides, *hydra_flags(args, but=MULTIRUN_FLAGS)] if swept else args
+        environment = {name: os.environ.get(name) for name in DDP_LAUNCH_VARIABLES}
+        parsed, sys.argv = sys.argv, [*program, *again]
         try:
-            return run(cfg)
+            with run_dir(this.output_dir) if swept else contextlib.nullcontext():
+                return run(cfg, this)
         finally:
             sys.argv = parsed
+            if swept and "torch" in sys.modules:  # a job that got as far as torch: its DDP run ends here
+                from swwae.training.process import end_distributed_job
+
+                end_distributed_job(environment)
 
     return job
 
 
-def run(cfg: DictConfig) -> float | str:
-    """The job (Hydra's task function: ``main`` hands it to ``hydra.main``)."""
-    job = launch()  # Hydra's own state, read here once and passed down as values
+@contextlib.contextmanager
+def run_dir(folder: str):
+    """Hydra's ``run.dir`` is ``folder`` while the block runs: where Lightning's DDP points the other
+    processes of a multirun job (the job's own folder, not a new one)."""
+    from hydra.core.hydra_config import HydraConfig
+    from omegaconf import read_write
+
+    hydra_cfg = HydraConfig.get()
+    before = hydra_cfg.run.dir
+    with read_write(hydra_cfg):
+        hydra_cfg.run.dir = folder
+    try:
+        yield
+    finally:
+        with read_write(hydra_cfg):
+            hydra_cfg.run.dir = before
+
+
+def run(cfg: DictConfig, job: Launch) -> float | str:
+    """The job, of ``cfg`` as Hydra launched it (``job``)."""
     multirun = job.sweep is not None
     rejected = False
     try:
@@ -169,7 +198,8 @@ def run(cfg: DictConfig) -> float | str:
             sys.exit(2)
         raise
     finally:
-        tidy_output_folder(job.output_dir, rejected and not multirun)  # a failed sweep job keeps its record
+        # a failed sweep job keeps its record
+        tidy_output_folder(job.output_dir, rejected and not multirun, job.log_file)
 
 
 def quote_layer_strings(argv: list[str]) -> list[str]:
@@ -195,13 +225,31 @@ def flags_last(argv: list[str]) -> list[str]:
     """Hydra's flags (``-m``, ``--config-dir DIR``, ...) moved after the overrides: its parser
     takes the overrides as one list, so a flag between two of them (``model=x -m seed=0,1``) left
     the rest "unrecognized arguments" (and before them, ``--info`` would take an override for its
-    value). The flags and how many values each takes are its parser's."""
+    value)."""
+    split = overrides_and_flags(argv)
+    return argv if split is None else [*split[0], *(word for flag in split[1] for word in flag)]
+
+
+def hydra_flags(argv: list[str], but: tuple[str, ...] = ()) -> list[str]:
+    """The words of ``argv`` that are Hydra's flags and their values, less the flags ``but`` names."""
+    split = overrides_and_flags(argv)
+    return [] if split is None else [word for flag in split[1] if flag[0].partition("=")[0] not in but for word in flag]
+
+
+MULTIRUN_FLAGS = ("-m", "--multirun")
+# what Lightning's DDP launcher sets in its own process before it starts the others, and leaves set
+DDP_LAUNCH_VARIABLES = ("MASTER_ADDR", "MASTER_PORT", "NODE_RANK", "LOCAL_RANK", "WORLD_SIZE")
+
+
+def overrides_and_flags(argv: list[str]) -> tuple[list[str], list[list[str]]] | None:
+    """``argv`` as its overrides and Hydra's flags, each flag with its values; None where Hydra's
+    parser cannot be read (another Hydra). The flags and how many values each takes are its parser's."""
     try:
         from hydra._internal.utils import get_args_parser
 
         takes = {option: a.nargs for a in get_args_parser()._actions for option in a.option_strings}
     except (ImportError, AttributeError):  # another Hydra: its parser as it is
-        return argv
+        return None
     flags, overrides, i = [], [], 0
     while i < len(argv):
         arg = argv[i]
@@ -217,9 +265,9 @@ def flags_last(argv: list[str]) -> list[str]:
             values = int("=" not in following and not following.startswith("-"))
         else:
             values = 1
-        flags += argv[i : i + 1 + values]
+        flags.append(argv[i : i + 1 + values])
         i += 1 + values
-    return overrides + flags
+    return overrides, flags
 
 
 def main(argv: list[str] | None = None, configs: Path | None = None) -> int:
@@ -238,9 +286,11 @@ def main(argv: list[str] | None = None, configs: Path | None = None) -> int:
         return 2
     args = sys.argv[1:] if argv is None else list(argv)
     saved = sys.argv  # as the process was started: python train.py ..., swwae train ... (dispatch keeps it)
+    program = saved[: len(saved) - len(args)] if saved[len(saved) - len(args) :] == args else saved[:1]
     sys.argv = [saved[0] if argv is None else "train", *flags_last(quote_layer_strings(args))]
     try:
-        app = hydra.main(config_path=path, config_name=CONFIG_NAME, version_base="1.3")(run_as_started(saved))
+        task = run_as_started(program, args)
+        app = hydra.main(config_path=path, config_name=CONFIG_NAME, version_base="1.3")(task)
         run_with_one_line_errors(app)  # the override grammar's errors for common mistakes
     except Exception:
         after_the_sweeper_stopped()

@@ -144,6 +144,7 @@ class Launch:
     overrides: tuple[str, ...] = ()
     output_dir: str | None = None
     sweep: tuple[Path, int] | None = None  # (sweep folder, job number) of a multirun job
+    log_file: str = "train.log"  # the job's log in output_dir (a DDP process of Lightning's: its own)
 
 
 def launch() -> Launch:
@@ -155,7 +156,8 @@ def launch() -> Launch:
         return Launch()
     hydra = HydraConfig.get()
     sweep = (Path(hydra.sweep.dir), int(hydra.job.num)) if hydra.mode == RunMode.MULTIRUN else None
-    return Launch(dict(hydra.runtime.choices), tuple(hydra.overrides.task), hydra.runtime.get("output_dir"), sweep)
+    output_dir, log_file = hydra.runtime.get("output_dir"), f"{hydra.job.name}.log"
+    return Launch(dict(hydra.runtime.choices), tuple(hydra.overrides.task), output_dir, sweep, log_file)
 
 
 def presets(group: str) -> list[str]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import logging
+import os
 import sys
 import warnings
 
@@ -59,6 +60,22 @@ def keep_freed_memory() -> bool:
         return False
     mallopt.argtypes, mallopt.restype = (ctypes.c_int, ctypes.c_int), ctypes.c_int
     return bool(mallopt(_M_TRIM_THRESHOLD, TRIM_THRESHOLD) and mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD))
+
+
+def end_distributed_job(environment_before: dict[str, str | None]) -> None:
+    """After a job of a multirun: the DDP run it trained leaves the process as the job found it, its
+    process group destroyed and the launcher's variables as they were (``environment_before``, the
+    values of ``swwae.commands.train.DDP_LAUNCH_VARIABLES`` before the job).
+    Lightning keeps both until the process exits, so the next job took LOCAL_RANK for a sign that
+    its processes were started for it, started none, and joined the last job's group, whose other
+    processes had ended."""
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        torch.distributed.destroy_process_group()
+    for name, value in environment_before.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
 
 
 # compile=true: the network trains through torch.compile. nn.Module.compile compiles the network
