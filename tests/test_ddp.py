@@ -107,13 +107,16 @@ def test_a_sweep_of_ddp_runs_starts_each_jobs_other_process_for_that_job_alone(t
     """``-m`` with DDP: Lightning starts each job's second process by running the command again;
     given the sweep's command line, each of them ran a sweep of its own (jobs in folders of their
     own, into a process group that was not theirs), and the second job joined the first one's
-    group, whose other process had ended. Each job's other process runs that job, in its folder."""
-    for seed in (0, 1):
-        (tmp_path / "seen" / f"seed{seed}").mkdir(parents=True)
+    group, whose other process had ended. Each job's other process runs that job, in its folder and
+    its run (whose name the sweep tags: ``..._lr0.001_seed0``)."""
+    rates = ("0.001", "0.002")
+    for lr in rates:
+        (tmp_path / "seen" / lr).mkdir(parents=True)
     result = run_cli(
-        *("-m", "swwae", "train", "-m", *DDP_QUICK, "model.widths=[4]", "data.batch_size=16", "seed=0,1"),
+        *("-m", "swwae", "train", "-m", *DDP_QUICK, "model.widths=[4]", "data.batch_size=16"),
+        f"model.lr={','.join(rates)}",
         "+callbacks.record_batches._target_=helpers.faults.RecordBatches",
-        f"+callbacks.record_batches.out={tmp_path / 'seen'}/seed${{seed}}",
+        f"+callbacks.record_batches.out={tmp_path / 'seen'}/${{model.lr}}",
         f"paths.log_dir={tmp_path / 'logs'}",
         f"paths.checkpoint_dir={tmp_path / 'checkpoints'}",
         cwd=tmp_path,
@@ -121,13 +124,15 @@ def test_a_sweep_of_ddp_runs_starts_each_jobs_other_process_for_that_job_alone(t
     )
     assert result.returncode == 0, result.stderr[-3000:]
     (sweep,) = (tmp_path / "multirun" / "quick").iterdir()  # one sweep: the other processes started none
-    assert "2 jobs, 1 config, 0 failed" in (sweep / "summary.md").read_text()
-    for seed in (0, 1):
-        seen = [json.loads((tmp_path / "seen" / f"seed{seed}" / f"rank{k}.json").read_text()) for k in (0, 1)]
+    assert "2 jobs, 2 configs, 0 failed" in (sweep / "summary.md").read_text()
+    for lr in rates:
+        seen = [json.loads((tmp_path / "seen" / lr / f"rank{k}.json").read_text()) for k in (0, 1)]
         assert [s["world_size"] for s in seen] == [2, 2]
         assert not {x for b in seen[0]["batches"] for x in b} & {x for b in seen[1]["batches"] for x in b}
+    runs = [f"swwae_hard_mnist_sample_lr{lr}_seed0" for lr in rates]
+    assert sorted(p.name for p in (tmp_path / "checkpoints").iterdir() if not p.name.startswith(".")) == runs
     jobs = sorted(p.name for p in sweep.iterdir() if p.is_dir())
-    assert jobs == ["0_swwae_hard_mnist_sample_seed0", "1_swwae_hard_mnist_sample_seed1"]
+    assert jobs == [f"{i}_{run}" for i, run in enumerate(runs)]
     for job in jobs:  # the other process's Hydra folder is its job's, and its empty log is gone
         assert sorted(p.name for p in (sweep / job).iterdir()) == [".hydra", "metrics.json"]
     assert not (tmp_path / "outputs").exists()

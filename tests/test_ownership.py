@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import socket
 import subprocess
 import sys
@@ -67,6 +68,7 @@ def test_a_second_run_of_the_same_name_is_refused_in_one_line_and_the_first_keep
             f"error: checkpoints/{RUN} is in use by another run of {RUN} (pid {first.pid} on host "
             f"{socket.gethostname()}, started "
         )
+        assert f": {shlex.join(first.args)}): " in line  # the command that started it, as it was typed
         assert line.endswith("wait for it to finish, or give this run its own folder with run_name=...")
         assert len(second.stderr.strip().splitlines()) == 1 and "Traceback" not in second.stderr
         assert {p.name: p.stat().st_mtime_ns for p in folder.iterdir()} == before  # touched nothing

@@ -129,7 +129,7 @@ def run_as_started(program: list[str], args: list[str]):
     def job(cfg: DictConfig) -> float | str:
         this = launch()  # Hydra's own state, read here once and passed down as values
         swept = this.sweep is not None
-        again = [*this.overrides, *hydra_flags(args, but=MULTIRUN_FLAGS)] if swept else args
+        again = [*this.overrides, *run_name_of(cfg), *hydra_flags(args, but=MULTIRUN_FLAGS)] if swept else args
         environment = {name: os.environ.get(name) for name in DDP_LAUNCH_VARIABLES}
         parsed, sys.argv = sys.argv, [*program, *again]
         try:
@@ -143,6 +143,16 @@ def run_as_started(program: list[str], args: list[str]):
                 end_distributed_job(environment)
 
     return job
+
+
+def run_name_of(cfg: DictConfig) -> list[str]:
+    """``run_name=<this job's>`` as an override (none where it does not resolve: the job says why):
+    run again alone, a multirun job's overrides would name it without its sweep tag
+    (``identity.sweep_tag``: ``..._lr0.001_seed0`` in the sweep, ``..._seed0`` alone)."""
+    try:
+        return [f"run_name='{cfg.run_name}'"]
+    except Exception:
+        return []
 
 
 @contextlib.contextmanager

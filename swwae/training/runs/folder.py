@@ -312,7 +312,7 @@ def write_owner(folder: Path) -> None:
         "pid": os.getpid(),
         "host": socket.gethostname(),
         "started": time.strftime("%Y-%m-%d %H:%M:%S"),
-        "command": " ".join(["python", *map(shlex.quote, sys.argv)]),
+        "command": shlex.join(sys.orig_argv),  # as the process was started: swwae train ..., python train.py ...
     }
     temp = owner_path(folder).with_name(f"{owner_path(folder).name}.{os.getpid()}.tmp")
     temp.write_text(json.dumps(owner))
