@@ -65,6 +65,9 @@ log = logging.getLogger("train")
 # what a failed multirun job returns: no number (NaN would be one, which Optuna's sweeper refuses,
 # and then stops the search), so that a search records a failed trial and goes on
 FAILED = "failed"
+MULTIRUN_FLAGS = ("-m", "--multirun")  # Hydra's flags that make a command a sweep
+# what Lightning's DDP launcher sets in its own process before it starts the others, and leaves set
+DDP_LAUNCH_VARIABLES = ("MASTER_ADDR", "MASTER_PORT", "NODE_RANK", "LOCAL_RANK", "WORLD_SIZE")
 
 
 def sweep_job_failed(job: Launch, info: dict, err: Exception) -> str:
@@ -150,9 +153,10 @@ def run_name_of(cfg: DictConfig) -> list[str]:
     run again alone, a multirun job's overrides would name it without its sweep tag
     (``identity.sweep_tag``: ``..._lr0.001_seed0`` in the sweep, ``..._seed0`` alone)."""
     try:
-        return [f"run_name='{cfg.run_name}'"]
+        name = str(cfg.run_name)
     except Exception:
         return []
+    return ["run_name='{}'".format(name.replace("'", "\\'"))]  # a quoted string of Hydra's grammar
 
 
 @contextlib.contextmanager
@@ -246,11 +250,6 @@ def hydra_flags(argv: list[str], but: tuple[str, ...] = ()) -> list[str]:
     return [] if split is None else [word for flag in split[1] if flag[0].partition("=")[0] not in but for word in flag]
 
 
-MULTIRUN_FLAGS = ("-m", "--multirun")
-# what Lightning's DDP launcher sets in its own process before it starts the others, and leaves set
-DDP_LAUNCH_VARIABLES = ("MASTER_ADDR", "MASTER_PORT", "NODE_RANK", "LOCAL_RANK", "WORLD_SIZE")
-
-
 def overrides_and_flags(argv: list[str]) -> tuple[list[str], list[list[str]]] | None:
     """``argv`` as its overrides and Hydra's flags, each flag with its values; None where Hydra's
     parser cannot be read (another Hydra). The flags and how many values each takes are its parser's."""
@@ -296,7 +295,8 @@ def main(argv: list[str] | None = None, configs: Path | None = None) -> int:
         return 2
     args = sys.argv[1:] if argv is None else list(argv)
     saved = sys.argv  # as the process was started: python train.py ..., swwae train ... (dispatch keeps it)
-    program = saved[: len(saved) - len(args)] if saved[len(saved) - len(args) :] == args else saved[:1]
+    before_args = len(saved) - len(args)
+    program = saved[:before_args] if saved[before_args:] == args else saved[:1]  # its words before args
     sys.argv = [saved[0] if argv is None else "train", *flags_last(quote_layer_strings(args))]
     try:
         task = run_as_started(program, args)
