@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import functools
 import re
+import shlex
+import shutil
 import sys
 from importlib.util import find_spec
 from pathlib import Path
@@ -71,6 +73,27 @@ def command(name: str) -> str:
     if in_a_clone() and name in CLONE_FILES:
         return f"python {CLONE_FILES[name]}"
     return f"{PACKAGE} {name}"
+
+
+def this_command(name: str) -> str:
+    """How the running command ``name`` was typed, for a line that says how to run it again: ``python
+    <its file>`` as it was given (``python train.py``, ``python ../swwae/train.py``), ``swwae
+    <name>`` (the installed script: its path where another ``swwae`` comes first on the PATH), or
+    ``python -m swwae <name>``. From ``sys.argv`` and ``__main__``, which a job leaves as the process
+    was started (``swwae.commands.train``); where neither is this package's command (a library call
+    in a process of another program), ``command(name)``."""
+    spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+    if spec is not None and spec.name.partition(".")[0] == PACKAGE:  # python -m swwae, or one of its modules
+        module = spec.name.removesuffix(".__main__")
+        return f"python -m {module} {name}" if module == PACKAGE else f"python -m {module}"
+    program = sys.argv[0] if sys.argv else ""
+    if program.endswith(".py"):
+        return f"python {shlex.quote(program)}"
+    if Path(program).name == PACKAGE:
+        on_path = shutil.which(PACKAGE)
+        same = on_path is not None and Path(on_path).resolve() == Path(program).resolve()
+        return f"{PACKAGE if same else shlex.quote(program)} {name}"
+    return command(name)
 
 
 def as_installed(text: str) -> str:

@@ -6,6 +6,7 @@ help and hints in the words of the install (a clone's or a wheel's), and the tab
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import json
 import runpy
 import sys
@@ -147,6 +148,32 @@ def test_hints_name_what_this_install_has(monkeypatch, capsys, tmp_path, clone):
     assert missing == f"error: logger=mlflow needs mlflow: {extra}"
     assert untrained.endswith(f"use {evaluate} <checkpoint>)")
     assert continue_command(("debug=quick", "resume=auto")) == f"{train} debug=quick resume=true"
+
+
+@pytest.mark.parametrize(
+    "program, main_module, typed",
+    [
+        ("train.py", None, "python train.py"),
+        ("../my clone/train.py", None, "python '../my clone/train.py'"),
+        ("/venv/lib/swwae/__main__.py", "swwae.__main__", "python -m swwae train"),
+        ("/venv/lib/swwae/commands/train.py", "swwae.commands.train", "python -m swwae.commands.train"),
+        ("{bin}/swwae", None, "swwae train"),  # the installed script, first on the PATH
+        ("{other}/swwae", None, "{other}/swwae train"),  # another one: its path
+    ],
+)
+def test_a_job_says_how_to_run_it_again_as_it_was_started(monkeypatch, tmp_path, program, main_module, typed):
+    """Ctrl-C's "continue with:" repeats the command as the user started it, wherever the package
+    lies (a clone's ``python train.py`` hint was wrong for ``swwae train`` typed in another folder)."""
+    for folder in ("bin", "other"):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "swwae").write_text("#!/bin/sh\n")
+        (tmp_path / folder / "swwae").chmod(0o755)
+    places = {"bin": tmp_path / "bin", "other": tmp_path / "other"}
+    monkeypatch.setenv("PATH", str(tmp_path / "bin"))
+    monkeypatch.setattr(sys, "argv", [program.format(**places), "debug=quick"])
+    spec = None if main_module is None else importlib.util.find_spec(main_module)
+    monkeypatch.setattr(sys.modules["__main__"], "__spec__", spec)
+    assert install.this_command("train") == typed.format(**places)
 
 
 def test_an_install_without_the_shipped_configs_is_one_error_line(monkeypatch, capsys):

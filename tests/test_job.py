@@ -15,7 +15,7 @@ import torch
 from hydra.utils import instantiate
 
 from helpers.cli import last_error_line, train_cli, train_here
-from helpers.config import MODEL_CONFIGS, QUICK
+from helpers.config import MODEL_CONFIGS, QUICK, ROOT
 from swwae.errors import ConfigError, DataError, NonFiniteError
 from swwae.training.checkpoints import load_model
 from swwae.training.run import train
@@ -73,7 +73,7 @@ def test_ctrl_c_says_what_is_kept_and_how_to_continue_and_exits_130(tmp_path):
     assert f"checkpoints/{RUN}/last.ckpt (after epoch 1, step 3) is kept" in line
     assert "Detected KeyboardInterrupt" not in stopped.stderr + stopped.stdout and "Traceback" not in stopped.stderr
     command = line.split("continue with: ", 1)[1]
-    assert command.startswith("python train.py ") and command.endswith(" resume=true")
+    assert command.startswith(f"python {ROOT / 'train.py'} ") and command.endswith(" resume=true")  # as started
     assert "model.widths=[4]" in command and "callbacks.interrupt" in command
 
     # the command it prints continues the run (here without the interrupting callback)
@@ -95,10 +95,10 @@ def test_ctrl_c_before_training_is_one_line_too(tmp_path):
     )
     assert stopped.returncode == 130
     line = stopped.stderr.strip().splitlines()[-1]
-    assert line.startswith("interrupted in epoch 1 (step 0); no checkpoint was saved; continue with: python train.py ")
+    assert line.startswith("interrupted in epoch 1 (step 0); no checkpoint was saved; continue with: python ")
     assert shlex.split(line.split("continue with: ", 1)[1]) == [
         "python",
-        "train.py",
+        str(ROOT / "train.py"),
         *(arg for arg in QUICK if arg != "resume=auto"),  # the command's own resume= gives way to resume=true
         "model.widths=[4]",
         "+callbacks.interrupt._target_=helpers.faults.InterruptAt",

@@ -37,7 +37,7 @@ from lightning.pytorch.trainer.states import TrainerStatus
 from omegaconf import DictConfig, OmegaConf
 
 from swwae.errors import CheckpointError, ConfigError, DiskError, Interrupted, NonFiniteError, Preempted
-from swwae.install import command
+from swwae.install import this_command
 from swwae.training.callbacks import RunClock, for_the_loggers, job_callbacks, log_final, run_params
 from swwae.training.checkpoints import build_trainer, check_fits_model
 from swwae.training.composing import Launch, build, build_all, build_loggers, check_monitor, launch
@@ -287,7 +287,7 @@ def evaluate_best(trainer: L.Trainer, module, datamodule, test: bool, best: str 
 def continue_command(overrides: tuple[str, ...]) -> str:
     """The command line that continues this run: its own overrides, plus resume=true."""
     kept = [o for o in overrides if o.split("=", 1)[0].lstrip("+~") != "resume"]
-    return " ".join([command("train"), *map(shlex.quote, kept), "resume=true"])
+    return " ".join([this_command("train"), *map(shlex.quote, kept), "resume=true"])
 
 
 def preempted_line(folder: RunFolder, preemption: Preemption) -> str:
