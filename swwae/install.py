@@ -10,7 +10,8 @@ neither the files nor a folder to install from, only the ``swwae`` command and
 in a clone it sits beside the clone's ``pyproject.toml`` and ``scripts/``, in a wheel's
 install among other packages, with neither. (Not by how a command was called: a library call
 such as ``swwae.export.export_onnx`` has no command line, and ``python scripts/evaluate.py
---help`` and ``swwae evaluate --help`` are the same help.)
+--help`` and ``swwae evaluate --help`` are the same help. A line that tells how to run the
+running command again repeats it as it was called: :func:`this_command`.)
 
 What this install holds of the optional extras is asked of :func:`importable`, by the package
 and by its tests alike: a module of an extra not installed, or whose parent package is not
