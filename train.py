@@ -1,6 +1,7 @@
 """``python train.py <overrides>`` from a clone: the same command as ``swwae train <overrides>``
 (``swwae.commands.train`` says what it does), over this clone's own ``configs/`` folder, even
-where ``swwae`` was installed from another clone."""
+where ``swwae`` was installed from another clone. (Its @hydra.main is swwae.commands.train's: fish's
+tab completion, Hydra's script, completes ``python <file>`` where the file says so.)"""
 
 from pathlib import Path
 

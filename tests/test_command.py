@@ -128,6 +128,30 @@ def test_from_a_wheel_every_help_shows_the_swwae_command(from_a_wheel, capsys):
     assert 'pip install "swwae[onnx]"' in helps["export"]
 
 
+def test_tab_completion_of_swwae_completes_the_subcommand_then_trains_settings(monkeypatch, capsys):
+    """Hydra's completion script, printed by ``swwae train -sc install=bash`` (its --hydra-help says
+    so), registers ``swwae`` and asks ``swwae -sc query=bash`` for the words of ``COMP_LINE``."""
+    assert main(["train", "-sc", "install=bash"]) == 0
+    assert capsys.readouterr().out.rstrip().endswith("-F hydra_bash_completion swwae")
+    assert main(["train", "--hydra-help"]) == 0
+    assert 'eval "$(swwae train -sc install=bash)"' in capsys.readouterr().out
+    for line, candidates in [
+        ("swwae ", set(SUBCOMMANDS)),
+        ("swwae tr", {"train"}),
+        ("swwae train model=swwae_", {"model=swwae_hard", "model=swwae_soft"}),
+        ("swwae train seed=1 trainer.max_ep", {"trainer.max_epochs="}),
+        ("swwae evaluate ", set()),  # its arguments are files: the shell's own completion
+    ]:
+        monkeypatch.setenv("COMP_LINE", line)
+        assert main(["-sc", "query=bash"]) == 0
+        assert set(capsys.readouterr().out.split()) == candidates, line
+
+
+def test_a_wrong_flag_of_swwae_train_names_swwae_train(capsys):
+    assert main(["train", "--bogus"]) == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1] == "swwae train: error: unrecognized arguments: --bogus"
+
+
 @pytest.mark.parametrize("clone", [True, False])
 def test_hints_name_what_this_install_has(monkeypatch, capsys, tmp_path, clone):
     """A missing extra, and the other commands an error line or Ctrl-C points to: a clone's
@@ -267,7 +291,7 @@ def test_swwae_train_multirun_and_its_errors(tmp_path):
     assert bad.stderr.strip().splitlines()[0].startswith('error: model.arch="(8)3x-2p": `(8)3x` is not a layer')
 
     help_ = run_cli("-m", "swwae", "train", "--help", cwd=tmp_path)
-    assert help_.returncode == 0 and help_.stdout.startswith("train is powered by Hydra")
+    assert help_.returncode == 0 and help_.stdout.startswith("swwae train (python train.py in a clone): train a")
 
 
 @pytest.mark.slow

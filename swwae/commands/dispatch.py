@@ -14,6 +14,7 @@ import importlib
 import sys
 from dataclasses import dataclass
 
+from swwae.commands import completion
 from swwae.errors import UserError
 from swwae.plugins import load_plugins
 from swwae.version import __version__
@@ -81,7 +82,8 @@ def overview() -> str:
     lines += [
         "",
         f"{PROG} <subcommand> --help shows a subcommand's own options; {PROG} --version the version;",
-        "python -m swwae is the same command.",
+        "python -m swwae is the same command; tab completion (bash, zsh):",
+        f'eval "$({PROG} -sc install=bash)" (fish: {PROG} -sc install=fish | source).',
         f"example: {PROG} train model=swwae_hard, then {PROG} runs",
     ]
     return "\n".join(lines)
@@ -102,10 +104,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{PROG} {__version__}")
         return 0
     name, rest = args[0], args[1:]
-    if name not in SUBCOMMANDS:
+    completing = completion.asks_for_completion([name]) or (name == "train" and completion.asks_for_completion(rest))
+    if name not in SUBCOMMANDS and not completing:
         print(f"error: {unknown(name)}", file=sys.stderr)
         return 2
     try:
+        if completing:  # Hydra's tab completion, of the command swwae
+            return completion.main(rest if name == "train" else args, SUBCOMMANDS)
         load_plugins()  # a lab's own parts, in every subcommand (swwae.plugins)
         return SUBCOMMANDS[name].run(name, rest)
     except SystemExit as done:  # sys.exit in the job (argparse's --help, train's errors)

@@ -279,11 +279,12 @@ def overrides_and_flags(argv: list[str]) -> tuple[list[str], list[list[str]]] | 
     return overrides, flags
 
 
-def main(argv: list[str] | None = None, configs: Path | None = None) -> int:
+def main(argv: list[str] | None = None, configs: Path | None = None, prog: str = "swwae train") -> int:
     """``swwae train <argv>``: Hydra's command line (overrides, ``-m`` sweeps, ``--help``,
     ``--config-dir``) over the shipped configs, or a clone's ``configs`` folder (``python
     train.py``: ``composing.config_path``); the exit status as ``run`` leaves it (0, or its
-    ``sys.exit``)."""
+    ``sys.exit``). ``prog``: the command that Hydra's usage lines and tab completion name (from
+    ``sys.argv[0]``, as argparse's ``prog``) where ``argv`` is given; ``python train.py`` is its own."""
     path = config_path(configs)
     try:
         if path == CONFIG_PATH:
@@ -297,7 +298,7 @@ def main(argv: list[str] | None = None, configs: Path | None = None) -> int:
     saved = sys.argv  # as the process was started: python train.py ..., swwae train ... (dispatch keeps it)
     before_args = len(saved) - len(args)
     program = saved[:before_args] if saved[before_args:] == args else saved[:1]  # its words before args
-    sys.argv = [saved[0] if argv is None else "train", *flags_last(quote_layer_strings(args))]
+    sys.argv = [saved[0] if argv is None else prog, *flags_last(quote_layer_strings(args))]
     try:
         task = run_as_started(program, args)
         app = hydra.main(config_path=path, config_name=CONFIG_NAME, version_base="1.3")(task)
