@@ -22,7 +22,7 @@ from swwae.errors import ConfigError, DataError
 from swwae.splits import balanced_subset, stratified_split
 from swwae.training.data import CIFAR10DataModule, MNISTDataModule, MNISTSampleDataModule
 from swwae.training.data.base import OFFLINE_HINT
-from swwae.training.data.batching import BatchTensorDataset, batch_loader
+from swwae.training.data.batching import BatchTensorDataset, EvaluationShare, batch_loader
 
 CONFIGS = CONFIG_DIR / "data"
 
@@ -278,6 +278,34 @@ def test_under_ddp_each_rank_trains_its_own_whole_batches_and_resumes_after_them
         batches = iter(loader.sampler)  # on a restart Lightning makes the iterator, then sets the epoch
         _set_sampler_epoch(loader, 5)
         assert keys(batches) == shares[rank][3:] and len(loader) == len(shares[rank])
+
+
+@pytest.mark.parametrize("size, batch_size, ranks", [(500, 200, 2), (500, 128, 2), (500, 32, 3), (3, 4, 8)])
+def test_under_ddp_each_rank_evaluates_its_share_of_a_split_every_image_once(size, batch_size, ranks):
+    """As many batches a rank, none over the batch size, every image of the split once over the
+    ranks: the metrics reduced across them are the split's (Lightning's sampler repeats images to
+    even the ranks out: 500 in batches of 200 on 2 ranks counted one batch twice). Only a split
+    smaller than the ranks leaves a rank an empty batch."""
+    shares = [list(EvaluationShare(size, batch_size, ranks, rank)) for rank in range(ranks)]
+    assert sorted(i for share in shares for batch in share for i in batch) == list(range(size))
+    assert len({len(share) for share in shares}) == 1
+    assert all(len(batch) <= batch_size for share in shares for batch in share)
+    assert all(len(batch) for share in shares for batch in share) == (size >= ranks)
+
+
+@pytest.mark.parametrize("on_device", [False, True])
+def test_under_ddp_the_validation_and_test_loaders_are_the_ranks_shares(on_device):
+    dm = MNISTSampleDataModule(seed=0, batch_size=200, on_device=on_device)
+    dm.setup()
+    for split in ("val", "test"):
+        shares = []
+        for rank in (0, 1):
+            dm.trainer = under_ddp(rank)
+            loader = dm.evaluation_loader(split)
+            assert isinstance(loader.sampler, torch.utils.data.DistributedSampler)  # Lightning leaves it
+            shares.append([int(i) for batch in loader.sampler for i in batch])
+            assert sum(len(x) for x, _ in loader) == len(shares[-1])
+        assert sorted(shares[0] + shares[1]) == list(range(len(getattr(dm, f"{split}_x"))))
 
 
 def all_batches(loader, epoch: int, resume_after: int | None = None) -> list:

@@ -167,21 +167,25 @@ class SWWAEModule(L.LightningModule):
         resumed on the CPU went on with a fused Adam there (other rounding than the CPU's
         documented runs), and a CPU run's resumed on a GPU without the fused kernel. A fused Adam
         counts its steps on its parameters' device, in float32 (torch's rule when it loads a fused
-        state; Lightning leaves an unfused one's on the CPU): a state that was not fused is moved so."""
+        state; Lightning leaves an unfused one's on the CPU), torch's plain one on the host, where
+        reading the count waits for no GPU (a fused state's count left on a GPU cost a host sync a
+        parameter a step): each state's count is moved where its Adam keeps it."""
         for optimizer in self.trainer.optimizers:
             for group in optimizer.param_groups:
                 group.update(
                     {key: optimizer.defaults[key] for key in ("fused", "foreach") if key in optimizer.defaults}
                 )
-                if not (group.get("fused") or group.get("capturable")):
-                    continue
+                on_device = group.get("fused") or group.get("capturable")
                 for param in group["params"]:
                     state = optimizer.state.get(param, {})
-                    if isinstance(state.get("step"), torch.Tensor):
-                        state["step"] = state["step"].to(param.device, torch.float32)
+                    step = state.get("step")
+                    if isinstance(step, torch.Tensor):
+                        state["step"] = step.to(param.device, torch.float32) if on_device else step.cpu()
 
     def _evaluate(self, batch, stage: str):
         x, y = batch
+        if not len(x):  # a DDP process's empty share of a split smaller than the processes (EvaluationShare)
+            return
         x = self._laid_out(x)
         out = self(x)
         metrics = self.metrics[stage]
@@ -190,18 +194,20 @@ class SWWAEModule(L.LightningModule):
             metrics[f"middle_mse_{i}"].update(*flat_pair(decoded, target))
         if "acc" in metrics:
             metrics["acc"].update(out.logits, y)
-        if stage == "test":  # per image, in the split's order: paired tests between runs (McNemar)
+        if stage == "test":  # per image, in the split's order: paired tests between runs (McNemar); host: at the end
             predicted = out.logits.argmax(1) if out.logits is not None else torch.full_like(y, -1)
             mse = (out.recon - x).pow(2).flatten(1).mean(1)
-            self.test_outcomes.append(torch.stack([y.double(), predicted.double(), mse.double()], 1).cpu())
+            self.test_outcomes.append(torch.stack([y.double(), predicted.double(), mse.double()], 1))
         self.eval_loss[stage].add({"loss": self.losses(out, x, y)["loss"]}, len(x))
 
     def _log_evaluation(self, stage: str) -> None:
         """The stage's metrics over its whole split, logged once at its end: a ``self.log`` per
         batch costs Lightning's host time and reads nothing the epoch's end cannot. Lightning
         computes the torchmetrics objects (their states gathered across processes) and resets them."""
-        for name, value in self.eval_loss[stage].pop().items():
-            self.log(f"{stage}/{name}", value, batch_size=1, sync_dist=True)
+        images = self.eval_loss[stage].samples  # this process's: the processes' means weighted by them
+        losses = self.eval_loss[stage].pop() or {"loss": torch.zeros((), device=self.device)}  # none: 0 of 0 images
+        for name, value in losses.items():
+            self.log(f"{stage}/{name}", value, batch_size=images, sync_dist=True)
         for name, metric in self.metrics[stage].items():
             self.log(f"{stage}/{name}", metric, prog_bar=name in ("recon_mse", "acc"))
 

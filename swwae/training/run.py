@@ -352,7 +352,7 @@ def write_test_outcomes(folder: Path, module) -> Path | None:
     test split again. Written by a run alone in its process (a DDP rank sees a shard)."""
     if not module.test_outcomes or module.trainer.world_size != 1:
         return None
-    rows = torch.cat(module.test_outcomes).tolist()
+    rows = torch.cat(module.test_outcomes).cpu().tolist()  # one copy from a GPU, not one a batch
     path = folder / "test_outcomes.csv"
     try:
         with path.open("w", newline="") as f:

@@ -58,6 +58,11 @@ class TermMeans:
         self.count += sum(self.batch_sizes)
         self.steps, self.batch_sizes = [], []
 
+    @property
+    def samples(self) -> int:
+        """The samples of the steps kept since the last ``pop``."""
+        return self.count + sum(self.batch_sizes)
+
     def pop(self) -> dict[str, Tensor]:
         """The means since the last ``pop`` (none when nothing was added), and a fresh start; no host sync."""
         if self.steps:

@@ -224,8 +224,8 @@ class InMemoryDataModule(lightning.LightningDataModule):
         return loader
 
     def ranks(self) -> tuple[int, int]:
-        """(rank, ranks) that share the training batches: the trainer's, under DDP, unless its
-        ``use_distributed_sampler=false`` gives every process the whole epoch."""
+        """(rank, ranks) that share the training batches and the evaluation splits: the trainer's,
+        under DDP, unless its ``use_distributed_sampler=false`` gives every process the whole of each."""
         trainer = self.trainer
         if trainer is None or trainer.world_size < 2:
             return 0, 1
@@ -239,12 +239,16 @@ class InMemoryDataModule(lightning.LightningDataModule):
         self.resume_position = (epoch, batches_done)
 
     def val_dataloader(self) -> DataLoader:
-        x, y, device = self.split_for_loader("val")
-        return batch_loader(x, y, self.batch_size, False, num_workers=self.num_workers, device=device)
+        return self.evaluation_loader("val")
 
     def test_dataloader(self) -> DataLoader:
-        x, y, device = self.split_for_loader("test")
-        return batch_loader(x, y, self.batch_size, False, num_workers=self.num_workers, device=device)
+        return self.evaluation_loader("test")
+
+    def evaluation_loader(self, split: str) -> DataLoader:
+        """A split's images in order; under DDP, this process's share of them (each image once)."""
+        x, y, device = self.split_for_loader(split)
+        ranks = self.ranks()
+        return batch_loader(x, y, self.batch_size, False, num_workers=self.num_workers, device=device, ranks=ranks)
 
     def on_after_batch_transfer(self, batch, dataloader_idx: int):
         """``data.augment``: random crop (padding 1/8 of the side) and, where a mirror image

@@ -3,7 +3,9 @@
 A sampler hands out one *batch of indices* at a time and the dataset answers it with one
 gather, ``(x[idx], y[idx])``, uint8 images turned to float in [0, 1] batch by batch. The batch
 sampler sits in the DataLoader's ``sampler`` slot (``batch_size=None``). Under DDP the training
-batches are dealt out to the ranks whole by :class:`DealtBatches`, which Lightning leaves in place.
+batches are dealt out to the ranks whole by :class:`DealtBatches`, and each rank evaluates its own
+part of a validation or test split by :class:`EvaluationShare`, every image once; Lightning leaves
+both in place.
 
 Every order is a pure function of (seed, epoch), and each rank's share of it of (seed, epoch,
 rank): Lightning calls ``set_epoch`` before each training epoch, so a resumed run, DDP or not,
@@ -236,6 +238,31 @@ class DealtBatches(ResumesMidEpoch, DistributedSampler):
         yield from self._skipping(epoch, iter(every[self.rank :: self.num_replicas]))
 
 
+class EvaluationShare(DistributedSampler):
+    """One DDP rank's share of an evaluation split, in order, each image evaluated by one rank once:
+    the split cut into ``W * ceil(ceil(n / batch_size) / W)`` batches of near-equal size (``W``
+    ranks), batches ``rank``, ``rank + W``, ... of them. Every rank so evaluates as many batches,
+    none bigger than ``batch_size``, and the metrics reduced across the ranks are the split's own.
+    Lightning's DistributedSampler evens the ranks out with images again instead: a test split
+    of 500 images in batches of 200 under two processes counted one batch twice, and so did the
+    validation metric that picks best.ckpt. (A split smaller than ``W`` leaves some ranks an empty
+    batch, so that they still meet the others where the metrics are reduced.)"""
+
+    def __init__(self, size: int, batch_size: int, num_replicas: int, rank: int, device=None) -> None:
+        super().__init__(range(size), num_replicas=num_replicas, rank=rank, shuffle=False)
+        batches = num_replicas * math.ceil(math.ceil(size / batch_size) / num_replicas)
+        self.share = torch.arange(size).tensor_split(max(batches, num_replicas))[rank::num_replicas]
+        self.device = device
+
+    def __len__(self) -> int:
+        return len(self.share)
+
+    def __iter__(self):
+        if self.device is None:
+            return iter([batch.tolist() for batch in self.share])
+        return iter(to_device(torch.cat(self.share), self.device).split([len(b) for b in self.share]))
+
+
 def batch_loader(
     x: Tensor,
     y: Tensor,
@@ -250,17 +277,21 @@ def batch_loader(
     """A DataLoader of whole batches gathered from in-memory tensors: shuffled (by (seed,
     epoch)) or in order, or as ``sampler`` says. The last batch may be smaller. With a
     ``device`` (the tensors' own: ``data.on_device``), by index tensors there. ``ranks``, (rank,
-    number of ranks): that rank's share of the batches (:class:`DealtBatches`)."""
+    number of ranks): that rank's share of the batches (:class:`DealtBatches`), or in order (not
+    ``shuffle``: an evaluation split), of the images (:class:`EvaluationShare`)."""
     dataset = BatchTensorDataset(x, y)
-    if sampler is None:
-        order = EpochRandomSampler(dataset, seed) if shuffle else SequentialSampler(dataset)
-        sampler = EpochBatchSampler(order, batch_size=batch_size, drop_last=False)
-    if device is not None:
-        if x.device != device:
-            raise ValueError(f"the batches are gathered where the images are ({x.device}), not on {device}")
-        sampler.device = device
-    if ranks[1] > 1:
-        sampler = DealtBatches(sampler, num_replicas=ranks[1], rank=ranks[0])
+    if device is not None and x.device != device:
+        raise ValueError(f"the batches are gathered where the images are ({x.device}), not on {device}")
+    if sampler is None and not shuffle and ranks[1] > 1:  # an evaluation split: each image once
+        sampler = EvaluationShare(len(dataset), batch_size, ranks[1], ranks[0], device)
+    else:
+        if sampler is None:
+            order = EpochRandomSampler(dataset, seed) if shuffle else SequentialSampler(dataset)
+            sampler = EpochBatchSampler(order, batch_size=batch_size, drop_last=False)
+        if device is not None:
+            sampler.device = device
+        if ranks[1] > 1:
+            sampler = DealtBatches(sampler, num_replicas=ranks[1], rank=ranks[0])
     return DataLoader(
         dataset, sampler=sampler, batch_size=None, num_workers=num_workers, persistent_workers=num_workers > 0
     )
