@@ -145,6 +145,10 @@ def test_tab_completion_of_swwae_completes_the_subcommand_then_trains_settings(m
         monkeypatch.setenv("COMP_LINE", line)
         assert main(["-sc", "query=bash"]) == 0
         assert set(capsys.readouterr().out.split()) == candidates, line
+    for wrong in (["-sc"], ["train", "-sc", "install=tcsh"]):  # Hydra's: a traceback, exit status 0
+        assert main(wrong) == 2
+        err = capsys.readouterr().err
+        assert len(err.splitlines()) == 1 and err.startswith("error: -sc") and "install=<bash|zsh|fish>" in err
 
 
 def test_a_wrong_flag_of_swwae_train_names_swwae_train(capsys):

@@ -12,8 +12,11 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 
 FLAGS = ("-sc", "--shell-completion")  # Hydra's flag that installs completion and answers its queries
+ACTIONS = ("install", "uninstall", "query")  # what the flag takes, as <action>=<shell>
+SHELLS = ("bash", "zsh", "fish")  # those Hydra's completion plugins serve
 PROGRAM = "swwae"  # the command Hydra's script registers: Hydra names it from sys.argv[0]
 SEPARATORS = {"bash": " ", "fish": "\n"}  # how Hydra's plugins print their candidates, by shell
 
@@ -39,7 +42,12 @@ def main(args: list[str], subcommands) -> int:
     candidates among ``subcommands`` (names) or train's: see the module's docstring."""
     from swwae.commands import train
 
-    query = next((arg.partition("=")[2] for arg in args if arg.startswith("query=")), None)
+    asked = [arg.partition("=") for arg in args if arg.partition("=")[0] in ACTIONS]
+    if len(asked) != 1 or asked[0][2] not in SHELLS:
+        choices = ", ".join(f"{action}=<{'|'.join(SHELLS)}>" for action in ACTIONS)
+        print(f"error: {' '.join(args)}: give one of {choices} (Hydra's tab completion)", file=sys.stderr)
+        return 2
+    query = asked[0][2] if asked[0][0] == "query" else None
     if query is None:  # install or uninstall: Hydra's script, for swwae
         return train.main(args, prog=PROGRAM)
     line = os.environ.get("COMP_LINE", "")
