@@ -145,10 +145,12 @@ def test_tab_completion_of_swwae_completes_the_subcommand_then_trains_settings(m
         monkeypatch.setenv("COMP_LINE", line)
         assert main(["-sc", "query=bash"]) == 0
         assert set(capsys.readouterr().out.split()) == candidates, line
-    for wrong in (["-sc"], ["train", "-sc", "install=tcsh"]):  # Hydra's: a traceback, exit status 0
-        assert main(wrong) == 2
-        err = capsys.readouterr().err
-        assert len(err.splitlines()) == 1 and err.startswith("error: -sc") and "install=<bash|zsh|fish>" in err
+    from swwae.commands import train
+
+    for ask in (main, lambda args: main(["train", *args]), train.main):  # Hydra's: a traceback, exit status 0
+        assert ask(["-sc"]) == 2 and ask(["-sc", "install=tcsh"]) == 2
+        errors = capsys.readouterr().err.splitlines()
+        assert len(errors) == 2 and all(e.startswith("error: -sc") and "install=<bash|zsh|fish>" in e for e in errors)
 
 
 def test_a_wrong_flag_of_swwae_train_names_swwae_train(capsys):

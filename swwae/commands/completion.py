@@ -14,6 +14,8 @@ import os
 import re
 import sys
 
+from swwae.errors import UserError
+
 FLAGS = ("-sc", "--shell-completion")  # Hydra's flag that installs completion and answers its queries
 ACTIONS = ("install", "uninstall", "query")  # what the flag takes, as <action>=<shell>
 SHELLS = ("bash", "zsh", "fish")  # those Hydra's completion plugins serve
@@ -24,6 +26,17 @@ SEPARATORS = {"bash": " ", "fish": "\n"}  # how Hydra's plugins print their cand
 def asks_for_completion(args: list[str]) -> bool:
     """Whether ``args`` are Hydra's shell-completion flag's (install, uninstall or query)."""
     return any(arg in FLAGS for arg in args)
+
+
+def request(args: list[str]) -> tuple[str, str]:
+    """(action, shell) of the completion flag's ``<action>=<shell>`` in ``args``; UserError (one
+    line, where Hydra raises a traceback and exits 0) unless there is one, of a shell it serves."""
+    asked = [arg.partition("=") for arg in args if arg.partition("=")[0] in ACTIONS]
+    if len(asked) != 1 or asked[0][2] not in SHELLS:
+        choices = ", ".join(f"{action}=<{'|'.join(SHELLS)}>" for action in ACTIONS)
+        given = " ".join(arg for arg in args if arg in FLAGS or "=" in arg)
+        raise UserError(f"{given}: give one of {choices} (Hydra's tab completion)")
+    return asked[0][0], asked[0][2]
 
 
 def completing_subcommand(line: str) -> bool:
@@ -42,12 +55,12 @@ def main(args: list[str], subcommands) -> int:
     candidates among ``subcommands`` (names) or train's: see the module's docstring."""
     from swwae.commands import train
 
-    asked = [arg.partition("=") for arg in args if arg.partition("=")[0] in ACTIONS]
-    if len(asked) != 1 or asked[0][2] not in SHELLS:
-        choices = ", ".join(f"{action}=<{'|'.join(SHELLS)}>" for action in ACTIONS)
-        print(f"error: {' '.join(args)}: give one of {choices} (Hydra's tab completion)", file=sys.stderr)
+    try:
+        action, shell = request(args)
+    except UserError as err:
+        print(f"error: {err}", file=sys.stderr)
         return 2
-    query = asked[0][2] if asked[0][0] == "query" else None
+    query = shell if action == "query" else None
     if query is None:  # install or uninstall: Hydra's script, for swwae
         return train.main(args, prog=PROGRAM)
     line = os.environ.get("COMP_LINE", "")

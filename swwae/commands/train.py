@@ -44,6 +44,7 @@ from pathlib import Path
 import hydra
 from omegaconf import DictConfig
 
+from swwae.commands.completion import asks_for_completion, request
 from swwae.commands.overrides import run_with_one_line_errors
 from swwae.errors import Interrupted, UserError, one_line
 from swwae.plugins import load_plugins
@@ -285,16 +286,17 @@ def main(argv: list[str] | None = None, configs: Path | None = None, prog: str =
     train.py``: ``composing.config_path``); the exit status as ``run`` leaves it (0, or its
     ``sys.exit``). ``prog``: the command that Hydra's usage lines and tab completion name (from
     ``sys.argv[0]``, as argparse's ``prog``) where ``argv`` is given; ``python train.py`` is its own."""
-    path = config_path(configs)
+    path, args = config_path(configs), sys.argv[1:] if argv is None else list(argv)
     try:
         if path == CONFIG_PATH:
             check_installed()
         load_plugins()  # a lab's own parts (swwae.plugins)
         register_resolvers()  # their settings in the schema's nodes before Hydra composes
+        if asks_for_completion(args):
+            request(args)  # Hydra's tab completion: what it takes, or one line
     except UserError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    args = sys.argv[1:] if argv is None else list(argv)
     saved = sys.argv  # as the process was started: python train.py ..., swwae train ... (dispatch keeps it)
     before_args = len(saved) - len(args)
     program = saved[:before_args] if saved[before_args:] == args else saved[:1]  # its words before args
