@@ -17,6 +17,7 @@ import torch
 from helpers.cli import run_cli
 from helpers.config import DDP_QUICK
 from swwae.commands.evaluate import evaluate
+from swwae.training.term_means import ImageMean
 
 # log_every_n_steps=1: the processes meet after every batch, so a signal stops the run at the batch
 # it came in (under DDP a stop waits for the next such batch: tests/test_preemption.py)
@@ -55,6 +56,27 @@ def batches_seen(folder: Path) -> list[list]:
     return [json.loads((folder / f"rank{k}.json").read_text())["batches"] for k in (0, 1)]
 
 
+def test_the_evaluation_loss_over_processes_is_its_mean_over_their_images():
+    """The processes' sums reduced as sums (here a process and a stand-in for another, which
+    evaluated 3 images of loss 2): Lightning's mean of a logged value averages the processes'
+    image counts as integers, and came out 10% off for 11 images on two processes."""
+    other = ImageMean()
+    other.update(torch.tensor(2.0), 3)
+
+    def with_the_other(metric: ImageMean) -> ImageMean:
+        states = lambda m: {"total": m.total, "images": m.images}  # noqa: E731
+        gather = lambda t, group=None: [t, next(states(other)[n] for n, v in states(metric).items() if v is t)]  # noqa: E731
+        metric.dist_sync_fn, metric.distributed_available_fn = gather, lambda: True
+        return metric
+
+    this = with_the_other(ImageMean())
+    this.update(torch.tensor(1.0), 8)
+    assert this.compute().item() == pytest.approx((8 * 1.0 + 3 * 2.0) / 11)
+    with pytest.warns(UserWarning, match="called before the ``update``"):  # torchmetrics' note, and right
+        assert with_the_other(ImageMean()).compute().item() == 2.0  # a process without images: the other's mean
+
+
+@pytest.mark.slow
 def test_ddp_with_two_cpu_processes_trains_on_distinct_batches_resumes_exactly_and_is_evaluated_again(tmp_path):
     result = ddp_run(tmp_path, "run", *TWO_EPOCHS, *recording(tmp_path / "seen"))
     assert result.returncode == 0, result.stderr[-3000:]

@@ -149,7 +149,7 @@ def test_under_ddp_the_processes_agree_to_stop_only_after_batches_where_they_mee
         asked.append(batch_idx)
         return decision
 
-    saved = []
+    saved, order = [], []
     trainer = SimpleNamespace(
         world_size=world_size,
         log_every_n_steps=3,
@@ -157,10 +157,12 @@ def test_under_ddp_the_processes_agree_to_stop_only_after_batches_where_they_mee
         current_epoch=0,
         global_step=0,
         is_global_zero=True,
-        strategy=SimpleNamespace(reduce_boolean_decision=reduce_boolean_decision),
+        strategy=SimpleNamespace(
+            reduce_boolean_decision=reduce_boolean_decision, barrier=lambda name=None: order.append("barrier")
+        ),
         save_checkpoint=lambda path: saved.append(batch_idx),
     )
-    monkeypatch.setattr(preemption, "wait_for_saves", lambda trainer: None)
+    monkeypatch.setattr(preemption, "wait_for_saves", lambda trainer: order.append("saved"))
     callback = preemption.Preemption(tmp_path)
     for batch_idx in range(7):
         if batch_idx == 1:
@@ -171,3 +173,6 @@ def test_under_ddp_the_processes_agree_to_stop_only_after_batches_where_they_mee
             break
     assert saved == stops_after and callback.saved["batches_done"] == stops_after[0] + 1
     assert asked == ([] if world_size == 1 else [2])  # not after batches 0 and 1
+    # every process waits until the checkpoint is on disk: one that ended first had Lightning's DDP
+    # launcher SIGKILL rank 0 while its background writer was saving
+    assert order == ["saved", "barrier"]

@@ -190,6 +190,12 @@ def settings(**values) -> TrainerSpec:
             None,
             marks=pytest.mark.skipif(not lightning_api.takes_time_intervals(), reason="Lightning before 2.6.5"),
         ),
+        pytest.param(  # each process's own clock: they would not validate at the same batch (a hang)
+            {"val_check_interval": "00:00:01:00"},
+            2,
+            "trainer.val_check_interval='00:00:01:00': a time span under DDP",
+            marks=pytest.mark.skipif(not lightning_api.takes_time_intervals(), reason="Lightning before 2.6.5"),
+        ),
     ],
 )
 def test_the_batch_settings_are_checked_against_the_data(values, world_size, message):

@@ -39,7 +39,11 @@ class KNNAccuracy(L.Callback):
         # whose callbacks are built, the many that leave this monitor off
         from swwae.probe import features, knn_probe
 
-        train = features(module.net, data.train_x[labelled])
-        val = features(module.net, data.val_x)
-        acc = knn_probe(train, data.train_y[labelled], val, data.val_y, k=self.settings.k)
-        module.log("val/knn_acc", acc, prog_bar=False)
+        acc = None
+        if trainer.is_global_zero:  # under DDP one process probes (each has the whole split) and tells the others
+            train = features(module.net, data.train_x[labelled])
+            val = features(module.net, data.val_x)
+            acc = float(knn_probe(train, data.train_y[labelled], val, data.val_y, k=self.settings.k))
+        acc = trainer.strategy.broadcast(acc, src=0)
+        # the same value in every process: synced as their max, which is it (unsynced, Lightning warns)
+        module.log("val/knn_acc", acc, prog_bar=False, sync_dist=True, reduce_fx="max")

@@ -19,7 +19,7 @@ from swwae.optim import adam
 from swwae.settings import check_training, model_settings, parse
 from swwae.stored import plain
 from swwae.training.nonfinite import LossWatch
-from swwae.training.term_means import TermMeans
+from swwae.training.term_means import ImageMean, TermMeans
 
 
 def loggers_write_this_step(trainer: L.Trainer | None) -> bool:
@@ -69,12 +69,11 @@ class SWWAEModule(L.LightningModule):
         self.metrics = nn.ModuleDict({stage: self._metrics() for stage in ("val", "test")})
         self.loss_watch = LossWatch()
         self.term_means = TermMeans()  # the training terms' epoch means, summed on their device
-        self.eval_loss = {stage: TermMeans() for stage in ("val", "test")}  # the evaluation loss's, likewise
         self.test_outcomes: list[torch.Tensor] = []  # per test image: label, prediction, recon MSE
 
     def _metrics(self) -> nn.ModuleDict:
         """Exact dataset means (not means of batch means), one set per evaluation stage."""
-        metrics = {"recon_mse": MeanSquaredError()}
+        metrics = {"loss": ImageMean(), "recon_mse": MeanSquaredError()}
         metrics |= {f"middle_mse_{i}": MeanSquaredError() for i in range(1, self.num_stages)}
         if self.net.classifier is not None:
             metrics["acc"] = MulticlassAccuracy(self.hparams.num_classes, average="micro")
@@ -198,16 +197,12 @@ class SWWAEModule(L.LightningModule):
             predicted = out.logits.argmax(1) if out.logits is not None else torch.full_like(y, -1)
             mse = (out.recon - x).pow(2).flatten(1).mean(1)
             self.test_outcomes.append(torch.stack([y.double(), predicted.double(), mse.double()], 1))
-        self.eval_loss[stage].add({"loss": self.losses(out, x, y)["loss"]}, len(x))
+        metrics["loss"].update(self.losses(out, x, y)["loss"], len(x))
 
     def _log_evaluation(self, stage: str) -> None:
         """The stage's metrics over its whole split, logged once at its end: a ``self.log`` per
         batch costs Lightning's host time and reads nothing the epoch's end cannot. Lightning
         computes the torchmetrics objects (their states gathered across processes) and resets them."""
-        images = self.eval_loss[stage].samples  # this process's: the processes' means weighted by them
-        losses = self.eval_loss[stage].pop() or {"loss": torch.zeros((), device=self.device)}  # none: 0 of 0 images
-        for name, value in losses.items():
-            self.log(f"{stage}/{name}", value, batch_size=images, sync_dist=True)
         for name, metric in self.metrics[stage].items():
             self.log(f"{stage}/{name}", metric, prog_bar=name in ("recon_mse", "acc"))
 

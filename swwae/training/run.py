@@ -161,7 +161,7 @@ def build_job(cfg: DictConfig, spec: RunSpec, run_config: dict, folder: RunFolde
 
 
 def logged_val_metrics(module) -> list[str]:
-    return ["val/loss", *(f"val/{name}" for name in module.metrics["val"])]
+    return [f"val/{name}" for name in module.metrics["val"]]
 
 
 # 4. decide

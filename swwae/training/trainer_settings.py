@@ -336,6 +336,12 @@ def check_epoch(settings: CheckedTrainer, datamodule, world_size: int = 1) -> No
     A loader without a length (a data module of your own) is Lightning's to count."""
     if settings.fast_dev_run:  # Lightning's own limits
         return
+    if world_size > 1 and is_duration(settings.val_check_interval):
+        raise ConfigError(
+            f"trainer.val_check_interval={settings.val_check_interval!r}: a time span under DDP lets each process "
+            "validate by its own clock, at a batch the others may not, and the run hangs: give a number of "
+            "batches or a fraction of the epoch"
+        )
     shared = world_size if getattr(settings, "use_distributed_sampler", None) is not False else 1
     each = " per process" if shared > 1 else ""
 
