@@ -50,11 +50,10 @@ def without_subcommand(line: str) -> str:
     return re.sub(r"^(\s*\S+)\s+\S+", r"\1", line, count=1)
 
 
-def main(args: list[str], subcommands) -> int:
-    """``swwae -sc <install|uninstall|query>=<shell>`` (``args``: the flag and its value), the
-    candidates among ``subcommands`` (names) or train's: see the module's docstring."""
-    from swwae.commands import train
-
+def main(args: list[str], subcommands, train_main) -> int:
+    """``swwae -sc <install|uninstall|query>=<shell>`` (``args``: the flag and its value): the
+    candidates among ``subcommands`` (names), or those of ``train_main`` (``swwae.commands.train``'s
+    main, which imports this module): see the module's docstring."""
     try:
         action, shell = request(args)
     except UserError as err:
@@ -62,7 +61,7 @@ def main(args: list[str], subcommands) -> int:
         return 2
     query = shell if action == "query" else None
     if query is None:  # install or uninstall: Hydra's script, for swwae
-        return train.main(args, prog=PROGRAM)
+        return train_main(args, prog=PROGRAM)
     line = os.environ.get("COMP_LINE", "")
     words = line.split()
     if completing_subcommand(line):
@@ -73,6 +72,6 @@ def main(args: list[str], subcommands) -> int:
         return 0  # the shell completes file names (Hydra's script: complete -o default)
     os.environ["COMP_LINE"] = without_subcommand(line)
     try:
-        return train.main(args, prog=PROGRAM)
+        return train_main(args, prog=PROGRAM)
     finally:
         os.environ["COMP_LINE"] = line
