@@ -19,7 +19,6 @@ from swwae.errors import UserError
 FLAGS = ("-sc", "--shell-completion")  # Hydra's flag that installs completion and answers its queries
 ACTIONS = ("install", "uninstall", "query")  # what the flag takes, as <action>=<shell>
 SHELLS = ("bash", "zsh", "fish")  # those Hydra's completion plugins serve
-PROGRAM = "swwae"  # the command Hydra's script registers: Hydra names it from sys.argv[0]
 SEPARATORS = {"bash": " ", "fish": "\n"}  # how Hydra's plugins print their candidates, by shell
 
 
@@ -50,10 +49,11 @@ def without_subcommand(line: str) -> str:
     return re.sub(r"^(\s*\S+)\s+\S+", r"\1", line, count=1)
 
 
-def main(args: list[str], subcommands, train_main) -> int:
-    """``swwae -sc <install|uninstall|query>=<shell>`` (``args``: the flag and its value): the
+def main(args: list[str], prog: str, subcommands, train_main) -> int:
+    """``<prog> -sc <install|uninstall|query>=<shell>`` (``args``: the flag and its value): the
     candidates among ``subcommands`` (names), or those of ``train_main`` (``swwae.commands.train``'s
-    main, which imports this module): see the module's docstring."""
+    main, which imports this module; ``prog`` is the command Hydra's script registers, which Hydra
+    reads from ``sys.argv[0]``): see the module's docstring."""
     try:
         action, shell = request(args)
     except UserError as err:
@@ -61,7 +61,7 @@ def main(args: list[str], subcommands, train_main) -> int:
         return 2
     query = shell if action == "query" else None
     if query is None:  # install or uninstall: Hydra's script, for swwae
-        return train_main(args, prog=PROGRAM)
+        return train_main(args, prog=prog)
     line = os.environ.get("COMP_LINE", "")
     words = line.split()
     if completing_subcommand(line):
@@ -72,6 +72,6 @@ def main(args: list[str], subcommands, train_main) -> int:
         return 0  # the shell completes file names (Hydra's script: complete -o default)
     os.environ["COMP_LINE"] = without_subcommand(line)
     try:
-        return train_main(args, prog=PROGRAM)
+        return train_main(args, prog=prog)
     finally:
         os.environ["COMP_LINE"] = line

@@ -111,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if completing:  # Hydra's tab completion, of the command swwae
             train = importlib.import_module(f"swwae.commands.{SUBCOMMANDS['train'].module}")
-            return completion.main(rest if name == "train" else args, SUBCOMMANDS, train.main)
+            return completion.main(rest if name == "train" else args, PROG, SUBCOMMANDS, train.main)
         load_plugins()  # a lab's own parts, in every subcommand (swwae.plugins)
         return SUBCOMMANDS[name].run(name, rest)
     except SystemExit as done:  # sys.exit in the job (argparse's --help, train's errors)

@@ -45,6 +45,7 @@ import hydra
 from omegaconf import DictConfig
 
 from swwae.commands.completion import asks_for_completion, request
+from swwae.commands.dispatch import PROG
 from swwae.commands.overrides import run_with_one_line_errors
 from swwae.errors import Interrupted, UserError, one_line
 from swwae.plugins import load_plugins
@@ -280,7 +281,7 @@ def overrides_and_flags(argv: list[str]) -> tuple[list[str], list[list[str]]] | 
     return overrides, flags
 
 
-def main(argv: list[str] | None = None, configs: Path | None = None, prog: str = "swwae train") -> int:
+def main(argv: list[str] | None = None, configs: Path | None = None, prog: str = f"{PROG} train") -> int:
     """``swwae train <argv>``: Hydra's command line (overrides, ``-m`` sweeps, ``--help``,
     ``--config-dir``) over the shipped configs, or a clone's ``configs`` folder (``python
     train.py``: ``composing.config_path``); the exit status as ``run`` leaves it (0, or its
