@@ -6,6 +6,7 @@ the installed ``swwae`` script: tests/test_host_sync.py)."""
 
 from __future__ import annotations
 
+import csv
 import json
 import math
 import signal
@@ -17,6 +18,7 @@ import torch
 from helpers.cli import run_cli
 from helpers.config import DDP_QUICK
 from swwae.commands.evaluate import evaluate
+from swwae.training.data import MNISTSampleDataModule
 from swwae.training.term_means import ImageMean
 
 # log_every_n_steps=1: the processes meet after every batch, so a signal stops the run at the batch
@@ -90,6 +92,16 @@ def test_ddp_with_two_cpu_processes_trains_on_distinct_batches_resumes_exactly_a
     alone = evaluate(best, "test", out=tmp_path / "alone.png")
     for name in ("test/recon_mse", "test/acc"):
         assert metrics["metrics"][name] == pytest.approx(alone[name], rel=1e-5), name
+    # and every test image's outcome, gathered from both, in the split's order (the paired tests')
+    with (tmp_path / "run" / "test_outcomes.csv").open() as f:
+        rows = list(csv.DictReader(f))
+    split = MNISTSampleDataModule(seed=0)
+    split.setup()
+    assert [int(r["index"]) for r in rows] == list(range(len(split.test_y)))
+    assert [int(r["label"]) for r in rows] == split.test_y.tolist()
+    right = sum(r["label"] == r["prediction"] for r in rows) / len(rows)
+    assert right == pytest.approx(alone["test/acc"], abs=1e-6)
+    assert sum(float(r["recon_mse"]) for r in rows) / len(rows) == pytest.approx(alone["test/recon_mse"], rel=1e-4)
 
     assert [json.loads((tmp_path / "seen" / f"rank{k}.json").read_text())["world_size"] for k in (0, 1)] == [2, 2]
     batches = batches_seen(tmp_path / "seen")

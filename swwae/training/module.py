@@ -220,6 +220,23 @@ class SWWAEModule(L.LightningModule):
 
     def on_test_epoch_end(self) -> None:
         self._log_evaluation("test")
+        if self.trainer.world_size > 1:
+            self.test_outcomes = self.every_process_outcomes()
+
+    def every_process_outcomes(self) -> list[torch.Tensor]:
+        """Under DDP, every process's test outcomes in the split's order, gathered into each: the
+        processes tested their shares of it (``EvaluationShare``, whose batches say which images);
+        none (no test_outcomes.csv) where the test loader shares the split out otherwise."""
+        share = getattr(getattr(self.trainer.test_dataloaders, "sampler", None), "share", None)
+        mine = torch.cat(self.test_outcomes) if self.test_outcomes else torch.zeros(0, 3, dtype=torch.float64)
+        if share is None:
+            return []
+        images = torch.cat(list(share))[: len(mine)]  # limit_test_batches may have cut the share short
+        rows = torch.cat([images.to(mine.device, mine.dtype)[:, None], mine], 1).to(self.device)
+        sizes = self.all_gather(torch.tensor(len(rows), device=self.device)).tolist()
+        every = self.all_gather(torch.nn.functional.pad(rows, (0, 0, 0, max(sizes) - len(rows))))
+        every = torch.cat([part[:size] for part, size in zip(every, sizes)])
+        return [every[every[:, 0].argsort(), 1:]]
 
     def on_save_checkpoint(self, checkpoint: dict) -> None:
         """Refuse to save non-finite weights: weights that blow up in the last step of an

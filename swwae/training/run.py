@@ -349,8 +349,8 @@ def write_test_outcomes(folder: Path, module) -> Path | None:
     """``<output dir>/test_outcomes.csv``: one row per test image, in the split's order (label,
     predicted class or -1 without a classifier, reconstruction MSE), so that two runs tested
     on the same images can be compared image by image (McNemar's test) without reading the
-    test split again. Written by a run alone in its process (a DDP rank sees a shard)."""
-    if not module.test_outcomes or module.trainer.world_size != 1:
+    test split again; under DDP, those of every process (``SWWAEModule.every_process_outcomes``)."""
+    if not module.test_outcomes:
         return None
     rows = torch.cat(module.test_outcomes).cpu().tolist()  # one copy from a GPU, not one a batch
     path = folder / "test_outcomes.csv"
