@@ -174,5 +174,5 @@ def test_a_sweep_of_ddp_runs_starts_each_jobs_other_process_for_that_job_alone(t
     jobs = sorted(p.name for p in sweep.iterdir() if p.is_dir())
     assert jobs == [f"{i}_{run}" for i, run in enumerate(runs)]
     for job in jobs:  # the other process's Hydra folder is its job's, and its empty log is gone
-        assert sorted(p.name for p in (sweep / job).iterdir()) == [".hydra", "metrics.json"]
+        assert sorted(p.name for p in (sweep / job).iterdir()) == [".hydra", "metrics.json", "test_outcomes.csv"]
     assert not (tmp_path / "outputs").exists()
