@@ -78,6 +78,25 @@ def test_the_evaluation_loss_over_processes_is_its_mean_over_their_images():
         assert with_the_other(ImageMean()).compute().item() == 2.0  # a process without images: the other's mean
 
 
+def test_test_outcomes_are_kept_whole_where_each_process_tested_the_whole_split_and_dropped_where_unknown():
+    """``use_distributed_sampler=false``: every process tested the whole split, its rows are all of
+    them; another sampler's share (a data module of one's own): which images are whose is unknown,
+    so no test_outcomes.csv rather than a wrong one."""
+    from types import SimpleNamespace
+
+    from torch.utils.data import DataLoader, DistributedSampler
+
+    from swwae.training.module import SWWAEModule
+
+    module = SWWAEModule(widths=[4])
+    module.test_outcomes = rows = [torch.zeros(5, 3, dtype=torch.float64)]
+    module.trainer = SimpleNamespace(test_dataloaders=DataLoader(range(5)))
+    assert module.every_process_outcomes() is rows
+    shared = DataLoader(range(5), sampler=DistributedSampler(range(5), num_replicas=2, rank=0))
+    module.trainer = SimpleNamespace(test_dataloaders=shared)
+    assert module.every_process_outcomes() == []
+
+
 @pytest.mark.slow
 def test_ddp_with_two_cpu_processes_trains_on_distinct_batches_resumes_exactly_and_is_evaluated_again(tmp_path):
     result = ddp_run(tmp_path, "run", *TWO_EPOCHS, *recording(tmp_path / "seen"))

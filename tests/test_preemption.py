@@ -176,3 +176,29 @@ def test_under_ddp_the_processes_agree_to_stop_only_after_batches_where_they_mee
     # every process waits until the checkpoint is on disk: one that ended first had Lightning's DDP
     # launcher SIGKILL rank 0 while its background writer was saving
     assert order == ["saved", "barrier"]
+
+
+def test_a_failed_pre_emption_save_still_meets_the_other_processes(tmp_path, monkeypatch):
+    """Rank 0's save failing (a full disk) must not leave the others waiting for it under DDP."""
+    from types import SimpleNamespace
+
+    from swwae.errors import DiskError
+    from swwae.training import preemption
+
+    met = []
+    trainer = SimpleNamespace(
+        world_size=1,
+        current_epoch=0,
+        strategy=SimpleNamespace(barrier=lambda name=None: met.append(name)),
+        save_checkpoint=lambda path: None,
+    )
+
+    def full_disk(trainer):
+        raise DiskError("no space left")
+
+    monkeypatch.setattr(preemption, "wait_for_saves", full_disk)
+    callback = preemption.Preemption(tmp_path)
+    callback._note(signal.SIGTERM, None)
+    with pytest.raises(DiskError):
+        callback.on_train_batch_end(trainer, None, None, None, 0)
+    assert len(met) == 1

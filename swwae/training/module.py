@@ -9,6 +9,7 @@ import functools
 import lightning as L
 import torch
 from torch import nn
+from torch.utils.data import DistributedSampler
 from torchmetrics import MeanSquaredError
 from torchmetrics.classification import MulticlassAccuracy
 
@@ -18,8 +19,9 @@ from swwae.model import SWWAE, SWWAEOutput, without_dropout
 from swwae.optim import adam
 from swwae.settings import check_training, model_settings, parse
 from swwae.stored import plain
+from swwae.training.data.batching import EvaluationShare
 from swwae.training.nonfinite import LossWatch
-from swwae.training.term_means import ImageMean, TermMeans
+from swwae.training.term_means import ImageMean, TermMeans, float32_states
 
 
 def loggers_write_this_step(trainer: L.Trainer | None) -> bool:
@@ -41,6 +43,14 @@ def processes_meet_after(trainer: L.Trainer, batch_idx: int) -> bool:
     back, which between those steps would make the host wait for the GPU every step."""
     done = batch_idx + 1
     return done % max(1, trainer.log_every_n_steps) == 0 or done == trainer.num_training_batches
+
+
+def every_process(t: torch.Tensor) -> list[torch.Tensor]:
+    """``t`` of every DDP process (the same shape in each), in rank order: torch.distributed's
+    all_gather (Lightning's goes through torch.distributed.nn's, deprecated: a warning a process)."""
+    parts = [torch.empty_like(t) for _ in range(torch.distributed.get_world_size())]
+    torch.distributed.all_gather(parts, t.contiguous())
+    return parts
 
 
 def clips_scaled_gradients(trainer: L.Trainer | None) -> bool:
@@ -78,6 +88,14 @@ class SWWAEModule(L.LightningModule):
         if self.net.classifier is not None:
             metrics["acc"] = MulticlassAccuracy(self.hparams.num_classes, average="micro")
         return nn.ModuleDict(metrics)
+
+    def _apply(self, fn, *args, **kwargs):
+        """As nn.Module's (``.to``, ``.cuda``, ...), the evaluation metrics' sums kept in float32
+        whatever dtype the network is converted to (``float32_states``)."""
+        module = super()._apply(fn, *args, **kwargs)
+        for metric in (m for stage in self.metrics.values() for m in stage.values()):
+            float32_states(metric)
+        return module
 
     channels_last = False  # the images in (N, H, W, C) memory: the job's channels_last (use_channels_last)
     compile_backend: str | None = None  # the network compiled with this torch.compile backend (compile_network)
@@ -227,15 +245,17 @@ class SWWAEModule(L.LightningModule):
         """Under DDP, every process's test outcomes in the split's order, gathered into each: the
         processes tested their shares of it (``EvaluationShare``, whose batches say which images);
         none (no test_outcomes.csv) where the test loader shares the split out otherwise."""
-        share = getattr(getattr(self.trainer.test_dataloaders, "sampler", None), "share", None)
-        mine = torch.cat(self.test_outcomes) if self.test_outcomes else torch.zeros(0, 3, dtype=torch.float64)
-        if share is None:
+        sampler = getattr(self.trainer.test_dataloaders, "sampler", None)
+        if not isinstance(sampler, DistributedSampler):  # use_distributed_sampler=false: each tested it all
+            return self.test_outcomes
+        if not isinstance(sampler, EvaluationShare):
             return []
-        images = torch.cat(list(share))[: len(mine)]  # limit_test_batches may have cut the share short
+        mine = torch.cat(self.test_outcomes) if self.test_outcomes else torch.zeros(0, 3, dtype=torch.float64)
+        images = torch.cat(list(sampler.share))[: len(mine)]  # limit_test_batches may have cut the share short
         rows = torch.cat([images.to(mine.device, mine.dtype)[:, None], mine], 1).to(self.device)
-        sizes = self.all_gather(torch.tensor(len(rows), device=self.device)).tolist()
-        every = self.all_gather(torch.nn.functional.pad(rows, (0, 0, 0, max(sizes) - len(rows))))
-        every = torch.cat([part[:size] for part, size in zip(every, sizes)])
+        sizes = [int(n) for n in every_process(torch.tensor([len(rows)], device=self.device))]
+        padded = torch.nn.functional.pad(rows, (0, 0, 0, max(sizes) - len(rows)))
+        every = torch.cat([part[:size] for part, size in zip(every_process(padded), sizes)])
         return [every[every[:, 0].argsort(), 1:]]
 
     def on_save_checkpoint(self, checkpoint: dict) -> None:

@@ -113,10 +113,11 @@ class Preemption(L.Callback):
         self._position = {"epoch": trainer.current_epoch, "batches_done": batch_idx + 1}
         path = self.folder / "last.ckpt"
         trainer.save_checkpoint(path)
-        wait_for_saves(trainer)  # on disk before the job is requeued or the process ends
-        # under DDP the others wait for it too: a process that ended first would have Lightning's
-        # launcher SIGKILL rank 0, whose background writer may still be saving
-        trainer.strategy.barrier("pre-emption checkpoint saved")
+        try:
+            wait_for_saves(trainer)  # on disk before the job is requeued or the process ends
+        finally:  # under DDP the others wait for it too (a failed save included): a process that
+            # ended first would have Lightning's launcher SIGKILL rank 0, whose writer may still be saving
+            trainer.strategy.barrier("pre-emption checkpoint saved")
         requeue = (
             requeue_slurm_job()
             if signum == REQUEUE_SIGNAL and SLURMEnvironment.detect() and trainer.is_global_zero

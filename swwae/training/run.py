@@ -207,7 +207,8 @@ def report_finished_run(folder: RunFolder, job: Job, decision: Decision, spec: R
         metrics = evaluate_best(trainer, job.module, job.datamodule, spec.test, str(best))
         summary = run_summary(job, epochs, str(best.absolute()), metrics)
         source = f"evaluated again from {best.name}"
-        write_test_outcomes(folder.output_dir, job.module)
+        if job.owns_run:  # under DDP each process holds every row: one writes them
+            write_test_outcomes(folder.output_dir, job.module)
     elif job.owns_run:  # the outcomes the run wrote beside its metrics.json, if any (a sweep reads them per job)
         copy_test_outcomes(checkpoint, folder.output_dir)
     value = monitored_value(spec.optimized_metric, summary["metrics"])

@@ -82,7 +82,7 @@ class ImageMean(Metric):
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
         self.add_state("total", torch.zeros(()), dist_reduce_fx="sum")
-        self.add_state("images", torch.zeros(()), dist_reduce_fx="sum")
+        self.add_state("images", torch.zeros((), dtype=torch.long), dist_reduce_fx="sum")
 
     def update(self, value: Tensor, images: int) -> None:
         self.total += value.detach().float() * images
@@ -90,3 +90,14 @@ class ImageMean(Metric):
 
     def compute(self) -> Tensor:
         return self.total / self.images
+
+
+def float32_states(metric: Metric) -> None:
+    """``metric``'s floating-point states, and the values it resets them to, back in float32. Lightning's
+    ``bf16-true`` and ``16-true`` convert the whole LightningModule with ``.to(dtype)``, torchmetrics'
+    states included (it guards ``.half()``, not ``.to``): a bfloat16 sum of squared errors or of losses
+    keeps 8 bits, and an evaluation loss over 10,000 images of 0.1 each came out 0.125."""
+    for name, default in metric._defaults.items():
+        if isinstance(default, Tensor) and default.is_floating_point():
+            metric._defaults[name] = default.float()
+            setattr(metric, name, getattr(metric, name).float())
