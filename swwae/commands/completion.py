@@ -59,14 +59,13 @@ def main(args: list[str], prog: str, subcommands, train_main) -> int:
     except UserError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    query = shell if action == "query" else None
-    if query is None:  # install or uninstall: Hydra's script, for swwae
+    if action != "query":  # install or uninstall: Hydra's script, for swwae
         return train_main(args, prog=prog)
     line = os.environ.get("COMP_LINE", "")
     words = line.split()
     if completing_subcommand(line):
         typed = words[1] if len(words) == 2 else ""
-        print(SEPARATORS.get(query, " ").join(name for name in subcommands if name.startswith(typed)))
+        print(SEPARATORS.get(shell, " ").join(name for name in subcommands if name.startswith(typed)))
         return 0
     if words[1] != "train":
         return 0  # the shell completes file names (Hydra's script: complete -o default)
