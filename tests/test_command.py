@@ -165,6 +165,7 @@ def test_hints_name_what_this_install_has(monkeypatch, capsys, tmp_path, clone):
     from swwae.training.run import continue_command
 
     monkeypatch.setattr(install, "in_a_clone", lambda: clone)
+    monkeypatch.setattr(sys, "argv", ["-c"])  # a library call (not pytest's own file, with -n 0)
     monkeypatch.setitem(sys.modules, "mlflow", None)  # as if not installed
     monkeypatch.chdir(tmp_path)
     assert main(["train", "debug=quick", "logger=mlflow"]) == 2
