@@ -147,9 +147,14 @@ class SWWAEModule(L.LightningModule):
 
     def log_epoch_means(self) -> None:
         """The training terms' means over the epoch's steps so far, one ``self.log`` each: the loss
-        as ``train/loss_epoch`` (its steps are ``train/loss_step``), the others by their names."""
-        for name, value in self.term_means.pop().items():
+        as ``train/loss_epoch`` (its steps are ``train/loss_step``), the others by their names. Under
+        DDP, means over every process's samples (``TermMeans.pop``), the same in each process."""
+        every_process = None
+        if self._trainer is not None and self.trainer.world_size > 1:
+            every_process = functools.partial(self.trainer.strategy.reduce, reduce_op="sum")
+        for name, value in self.term_means.pop(every_process).items():
             key = "train/loss_epoch" if name == "loss" else f"train/{name}"
+            # sync_dist: a mean of equal values (Lightning warns at an epoch-level value without it)
             self.log(key, value, on_step=False, on_epoch=True, batch_size=1, sync_dist=True)
 
     def on_train_epoch_end(self) -> None:

@@ -11,7 +11,7 @@ sums them on their device in one go, every few hundred steps and at the epoch's 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import torch
 from torch import Tensor
@@ -59,13 +59,19 @@ class TermMeans:
         self.count += sum(self.batch_sizes)
         self.steps, self.batch_sizes = [], []
 
-    def pop(self) -> dict[str, Tensor]:
-        """The means since the last ``pop`` (none when nothing was added), and a fresh start; no host sync."""
+    def pop(self, every_process: Callable[[Tensor], Tensor] | None = None) -> dict[str, Tensor]:
+        """The means since the last ``pop`` (none when nothing was added), and a fresh start; no host
+        sync. ``every_process(t)``: ``t`` summed over the DDP processes (each calls it at the same
+        step): the means are then the means over every process's samples, as one process would
+        have them, not a mean of the processes' means (whose last batches differ in size)."""
         if self.steps:
             self._fold()
         if self.sums is None:
             return {}
-        means = self.sums / self.count
+        totals = torch.cat([self.sums, self.sums.new_tensor([self.count])])
+        if every_process is not None:
+            totals = every_process(totals)
+        means = totals[:-1] / totals[-1]
         self.sums, self.count = None, 0
         return dict(zip(self.names, means.unbind()))
 
