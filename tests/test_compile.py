@@ -212,6 +212,7 @@ def test_the_benchmarks_hand_written_twin_of_a_compiled_run_runs_compiled_alike(
 
 
 @pytest.mark.parametrize("mode", ["hard", "soft", "wavelet"])
+@pytest.mark.filterwarnings("ignore:You are trying to `self.log\\(\\)`")  # a step without a Trainer, as meant
 def test_channels_last_is_a_layout_the_same_losses_grads_and_plain_checkpoints(mode):
     from swwae.training.module import SWWAEModule
     from swwae.training.process import use_channels_last
