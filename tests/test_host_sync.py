@@ -102,7 +102,10 @@ def test_term_means_are_the_epochs_batch_weighted_means_summed_without_a_read_ba
     # under DDP, the means of every process's samples: another process with 32 samples of its own
     means.add(terms(recon_mse=0.5, nll=1.0), 128)
     other = torch.tensor([32 * 0.1, 32 * 3.0, 32.0])  # its sums, then its samples
-    got = {name: value.item() for name, value in means.pop(lambda t: t + other).items()}
+    with CountSyncs() as counted:
+        means_now = means.pop(lambda t: t + other)
+    assert not counted.by_origin
+    got = {name: value.item() for name, value in means_now.items()}
     assert got == pytest.approx({"recon_mse": (64 + 3.2) / 160, "nll": (128 + 96) / 160})
     means.add({}, 128)  # a network whose only term is the loss: nothing to log
     assert means.pop() == {}

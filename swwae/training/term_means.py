@@ -68,10 +68,12 @@ class TermMeans:
             self._fold()
         if self.sums is None:
             return {}
-        totals = torch.cat([self.sums, self.sums.new_tensor([self.count])])
-        if every_process is not None:
-            totals = every_process(totals)
-        means = totals[:-1] / totals[-1]
+        sums, count = self.sums, self.count
+        if every_process is not None:  # the samples beside the sums, copied as _fold's weights are
+            counted = torch.tensor([count], dtype=sums.dtype).to(sums.device, non_blocking=True)
+            totals = every_process(torch.cat([sums, counted]))
+            sums, count = totals[:-1], totals[-1]
+        means = sums / count
         self.sums, self.count = None, 0
         return dict(zip(self.names, means.unbind()))
 
