@@ -25,6 +25,7 @@ from torch.utils._pytree import tree_leaves
 import swwae
 from helpers.cli import last_error_line, train_cli, train_here
 from helpers.faults import with_callback
+from helpers.steps import WITHOUT_A_TRAINER
 from swwae.bench.epoch_clock import HandLoop
 from swwae.errors import ConfigError
 from swwae.loss import flat_pair, mse, swwae_loss
@@ -212,7 +213,7 @@ def test_the_benchmarks_hand_written_twin_of_a_compiled_run_runs_compiled_alike(
 
 
 @pytest.mark.parametrize("mode", ["hard", "soft", "wavelet"])
-@pytest.mark.filterwarnings("ignore:You are trying to `self.log\\(\\)`")  # a step without a Trainer, as meant
+@WITHOUT_A_TRAINER
 def test_channels_last_is_a_layout_the_same_losses_grads_and_plain_checkpoints(mode):
     from swwae.training.module import SWWAEModule
     from swwae.training.process import use_channels_last

@@ -13,6 +13,7 @@ import torch
 
 from helpers.config import MODEL_CONFIGS
 from helpers.faults import Crash, crash_at
+from helpers.steps import WITHOUT_A_TRAINER
 from swwae.errors import ConfigError
 from swwae.training.data import MNISTSampleDataModule
 from swwae.training.data.batching import UNLABELLED, LabelledBatchSampler, SemiSupervisedBatch, batch_loader
@@ -243,6 +244,7 @@ def test_a_resumed_semi_supervised_run_matches_an_uninterrupted_one(make_config,
 # denoising
 
 
+@WITHOUT_A_TRAINER
 def test_noisy_inputs_are_reconstructed_into_the_clean_images_and_clean_features():
     from swwae.training.module import SWWAEModule
 
