@@ -145,12 +145,17 @@ class SWWAEModule(L.LightningModule):
             self.log("train/loss_step", terms["loss"], on_step=True, on_epoch=False, sync_dist=True)
         return terms["loss"]
 
+    @property
+    def several_processes(self) -> bool:
+        """Whether this module trains in one of several processes (DDP); not without a Trainer."""
+        return self._trainer is not None and self.trainer.world_size > 1
+
     def log_epoch_means(self) -> None:
         """The training terms' means over the epoch's steps so far, one ``self.log`` each: the loss
         as ``train/loss_epoch`` (its steps are ``train/loss_step``), the others by their names. Under
         DDP, means over every process's samples (``TermMeans.pop``), the same in each process."""
         every_process = None
-        if self._trainer is not None and self.trainer.world_size > 1:
+        if self.several_processes:
             every_process = functools.partial(self.trainer.strategy.reduce, reduce_op="sum")
         for name, value in self.term_means.pop(every_process).items():
             key = "train/loss_epoch" if name == "loss" else f"train/{name}"
@@ -167,7 +172,7 @@ class SWWAEModule(L.LightningModule):
         """Raise ``NonFiniteError`` if a training step since the start had a non-finite loss;
         every process stops at the same check."""
         any_process = None
-        if self._trainer is not None and self.trainer.world_size > 1:
+        if self.several_processes:
             any_process = functools.partial(self.trainer.strategy.reduce_boolean_decision, all=False)
         self.loss_watch.check(any_process)
 
@@ -243,7 +248,7 @@ class SWWAEModule(L.LightningModule):
 
     def on_test_epoch_end(self) -> None:
         self._log_evaluation("test")
-        if self.trainer.world_size > 1:
+        if self.several_processes:
             self.test_outcomes = self.every_process_outcomes()
 
     def every_process_outcomes(self) -> list[torch.Tensor]:
