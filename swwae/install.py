@@ -1,17 +1,19 @@
 """What a user of this install types: the lines of help and hints that differ between a clone
 and a wheel, decided in one place.
 
-A clone (``pip install -e .``) runs its jobs as ``python train.py`` and ``python
-scripts/<job>.py``, and installs an extra with ``pip install -e ".[onnx]"``; a wheel has
-neither the files nor a folder to install from, only the ``swwae`` command and
-``pip install "swwae[onnx]"``. The help texts are written in a clone's words, and
-:func:`as_installed` turns them into a wheel's where there is no clone; messages ask
-:func:`command` and :func:`install_extra`. The install is told by the package's own folder:
-in a clone it sits beside the clone's ``pyproject.toml`` and ``scripts/``, in a wheel's
-install among other packages, with neither. (Not by how a command was called: a library call
-such as ``swwae.export.export_onnx`` has no command line, and ``python scripts/evaluate.py
---help`` and ``swwae evaluate --help`` are the same help. A line that tells how to run the
-running command again repeats it as it was called: :func:`this_command`.)
+In its own folder a clone (``pip install -e .``) runs its jobs as ``python train.py`` and
+``python scripts/<job>.py``, and installs an extra with ``pip install -e ".[onnx]"``. Elsewhere
+those files and that ``.`` are not there (or are another project's, which ``pip install -e .``
+would install instead): its jobs are the ``swwae`` command, and an extra is ``pip install -e
+"<the clone>[onnx]"``. A wheel has neither the files nor a folder to install from, only the
+``swwae`` command and ``pip install "swwae[onnx]"``. The help texts are written in a clone's
+words, and :func:`as_installed` turns them into the words that work where the user is; messages
+ask :func:`command` and :func:`install_extra`. The install is told by the package's own folder:
+in a clone it sits beside the clone's ``pyproject.toml`` and ``scripts/`` (:func:`clone_root`),
+in a wheel's install among other packages, with neither. (Not by how a command was called: a
+library call such as ``swwae.export.export_onnx`` has no command line, and ``python
+scripts/evaluate.py --help`` and ``swwae evaluate --help`` are the same help. A line that tells
+how to run the running command again repeats it as it was called: :func:`this_command`.)
 
 What this install holds of the optional extras is asked of :func:`importable`, by the package
 and by its tests alike: a module of an extra not installed, or whose parent package is not
@@ -41,13 +43,24 @@ CLONE_FILES = {
     "semi-map": "scripts/semi_map.py",
 }
 CLONE_EXTRA = re.compile(r'pip install -e "\.\[([\w,-]+)\]"')  # a clone's extra, in a help text
+DOUBLE_QUOTED_SPECIALS = set('"$`\\!')  # what a shell still reads inside double quotes
 
 
 @functools.cache
-def in_a_clone() -> bool:
-    """Whether this package is a clone's (its folder beside pyproject.toml and scripts/)."""
+def clone_root() -> Path | None:
+    """The clone this package is part of (its folder beside pyproject.toml and scripts/), or None."""
     root = Path(__file__).resolve().parent.parent
-    return (root / "pyproject.toml").is_file() and (root / "scripts").is_dir()
+    return root if (root / "pyproject.toml").is_file() and (root / "scripts").is_dir() else None
+
+
+def in_the_clone() -> bool:
+    """Whether the current folder is the clone's own: where its files and ``.`` are what a clone's
+    words name."""
+    root = clone_root()
+    try:
+        return root is not None and Path.cwd().resolve() == root
+    except OSError:  # the current folder was removed
+        return False
 
 
 def importable(name: str) -> bool:
@@ -64,14 +77,22 @@ def importable(name: str) -> bool:
 
 
 def install_extra(extra: str) -> str:
-    """The command that adds an optional extra (pyproject.toml's optional-dependencies)."""
-    return f'pip install -e ".[{extra}]"' if in_a_clone() else f'pip install "{PACKAGE}[{extra}]"'
+    """The command that adds an optional extra (pyproject.toml's optional-dependencies), typed
+    in the current folder."""
+    root = clone_root()
+    if root is None:
+        return f'pip install "{PACKAGE}[{extra}]"'
+    if in_the_clone():
+        return f'pip install -e ".[{extra}]"'
+    target = f"{root}[{extra}]"
+    quoted = f'"{target}"' if DOUBLE_QUOTED_SPECIALS.isdisjoint(target) else shlex.quote(target)
+    return f"pip install -e {quoted}"
 
 
 def command(name: str) -> str:
-    """How a subcommand is typed here: ``python scripts/evaluate.py`` in a clone, ``swwae
-    evaluate`` otherwise (and for a subcommand that has no file of its own)."""
-    if in_a_clone() and name in CLONE_FILES:
+    """How a subcommand is typed here: ``python scripts/evaluate.py`` in a clone's own folder,
+    ``swwae evaluate`` elsewhere (and for a subcommand that has no file of its own)."""
+    if name in CLONE_FILES and in_the_clone():
         return f"python {CLONE_FILES[name]}"
     return f"{PACKAGE} {name}"
 
@@ -98,10 +119,10 @@ def this_command(name: str) -> str:
 
 
 def as_installed(text: str) -> str:
-    """A help text written in a clone's words, in this install's: without a clone, every
-    ``python <clone file>`` becomes its ``swwae`` subcommand and every ``pip install -e
-    ".[extra]"`` the wheel's ``pip install "swwae[extra]"``."""
-    if in_a_clone():
+    """A help text written in a clone's words, in the words that work here: outside a clone's own
+    folder, every ``python <clone file>`` becomes its ``swwae`` subcommand and every ``pip install
+    -e ".[extra]"`` :func:`install_extra`'s command."""
+    if in_the_clone():
         return text
     for name, file in CLONE_FILES.items():
         text = re.sub(rf"\bpython {re.escape(file)}(?!\w)", f"{PACKAGE} {name}", text)

@@ -111,7 +111,7 @@ def test_every_script_of_a_clone_is_a_subcommand(monkeypatch, capsys):
 @pytest.fixture
 def from_a_wheel(monkeypatch):
     """As if installed from a wheel: no clone around the package (swwae.install)."""
-    monkeypatch.setattr(install, "in_a_clone", lambda: False)
+    monkeypatch.setattr(install, "clone_root", lambda: None)
 
 
 def test_from_a_wheel_every_help_shows_the_swwae_command(from_a_wheel, capsys):
@@ -158,27 +158,35 @@ def test_a_wrong_flag_of_swwae_train_names_swwae_train(capsys):
     assert capsys.readouterr().err.strip().splitlines()[-1] == "swwae train: error: unrecognized arguments: --bogus"
 
 
-@pytest.mark.parametrize("clone", [True, False])
-def test_hints_name_what_this_install_has(monkeypatch, capsys, tmp_path, clone):
-    """A missing extra, and the other commands an error line or Ctrl-C points to: a clone's
-    files and ``pip install -e``, or a wheel's ``swwae`` command and ``pip install "swwae[...]"``."""
+@pytest.mark.parametrize("where", ["the clone", "another folder", "a wheel's install"])
+def test_hints_name_what_works_where_the_user_is(monkeypatch, capsys, tmp_path, where):
+    """A missing extra, and the other commands an error line or Ctrl-C points to: in a clone's own
+    folder its files and ``pip install -e .``; in another folder (where ``.`` may be another
+    project, which pip would install instead) the ``swwae`` command and the clone's path; from a
+    wheel the ``swwae`` command and ``pip install "swwae[...]"``."""
     from swwae.training.run import continue_command
 
-    monkeypatch.setattr(install, "in_a_clone", lambda: clone)
+    clone = tmp_path / "clone"
+    clone.mkdir()
+    (tmp_path / "work").mkdir()
+    monkeypatch.setattr(install, "clone_root", lambda: None if where == "a wheel's install" else clone)
     monkeypatch.setattr(sys, "argv", ["-c"])  # a library call (not pytest's own file, with -n 0)
     monkeypatch.setitem(sys.modules, "mlflow", None)  # as if not installed
-    monkeypatch.chdir(tmp_path)
+    monkeypatch.chdir(clone if where == "the clone" else tmp_path / "work")
     assert main(["train", "debug=quick", "logger=mlflow"]) == 2
     assert main(["train", "debug=quick", "trainer.max_epochs=0"]) == 2
-    extra, train, evaluate = (
-        ('pip install -e ".[mlflow]"', "python train.py", "python scripts/evaluate.py")
-        if clone
-        else ('pip install "swwae[mlflow]"', "swwae train", "swwae evaluate")
-    )
+    extra, train, evaluate = {
+        "the clone": ('pip install -e ".[mlflow]"', "python train.py", "python scripts/evaluate.py"),
+        "another folder": (f'pip install -e "{clone}[mlflow]"', "swwae train", "swwae evaluate"),
+        "a wheel's install": ('pip install "swwae[mlflow]"', "swwae train", "swwae evaluate"),
+    }[where]
     missing, untrained = capsys.readouterr().err.splitlines()
     assert missing == f"error: logger=mlflow needs mlflow: {extra}"
     assert untrained.endswith(f"use {evaluate} <checkpoint>)")
     assert continue_command(("debug=quick", "resume=auto")) == f"{train} debug=quick resume=true"
+    if where == "another folder":  # a path the shell would read inside double quotes: single quotes
+        monkeypatch.setattr(install, "clone_root", lambda: tmp_path / "a $b")
+        assert install.install_extra("onnx") == f"pip install -e '{tmp_path}/a $b[onnx]'"
 
 
 @pytest.mark.parametrize(

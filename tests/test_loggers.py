@@ -19,6 +19,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 
 import swwae.training.callbacks
 from helpers.cli import command_here
+from helpers.config import ROOT
 from helpers.faults import with_callback
 from swwae.errors import ConfigError
 from swwae.install import importable
@@ -239,7 +240,8 @@ def test_cli_missing_wandb_is_one_error_line_and_exit_2(tmp_path):
         cwd=tmp_path,
     )
     assert result.returncode == 2
-    assert result.stderr.strip().splitlines()[-1] == 'error: logger=wandb needs wandb: pip install -e ".[wandb]"'
+    # run outside the clone's folder: the clone's path, not "." (another folder's project, if any)
+    assert result.stderr.strip().splitlines()[-1] == f'error: logger=wandb needs wandb: pip install -e "{ROOT}[wandb]"'
     assert "Traceback" not in result.stderr and not (tmp_path / "ck").exists()
 
 
