@@ -99,14 +99,21 @@ def with_checksum(checkpoint: dict) -> dict:
 # reading
 
 
+ZIP_HEAD, PICKLE_HEAD = b"PK\x03\x04", b"\x80"  # torch.save's zip archive; a pickle, its format before torch 1.6
+
+
+def _head(path: Path) -> bytes:
+    with open(path, "rb") as f:
+        return f.read(4)
+
+
 def why_unreadable(path: Path) -> str:
     """Why ``torch.load`` could not read the file at ``path``, from what the file is (its
     unpickler's own error says ``KeyError: 101`` or ``IndexError: pop from empty list``)."""
-    with open(path, "rb") as f:
-        head = f.read(4)
+    head = _head(path)
     if not head:
         return "the file is empty"
-    if head == b"PK\x03\x04":  # a zip archive: torch.save's format
+    if head == ZIP_HEAD:
         try:
             with zipfile.ZipFile(path) as archive:
                 names = archive.namelist()
@@ -115,7 +122,7 @@ def why_unreadable(path: Path) -> str:
         if not any(name.endswith("/data.pkl") for name in names):
             return "a zip archive, but not one torch.save wrote (it holds no data.pkl)"
         return "torch.save's zip archive, but what it holds does not unpickle (corrupt?)"
-    if head[:1] == b"\x80":  # a pickle: torch.save's format before torch 1.6
+    if head.startswith(PICKLE_HEAD):
         return "a pickle cut short or damaged (truncated or corrupt?)"
     return "not a file that torch.save writes (neither a zip archive nor a pickle)"
 
@@ -131,7 +138,9 @@ def load_weights_only(path) -> object:
     try:
         return torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as err:
-        if "weights only" in str(err).lower():  # a pickle of arbitrary objects: not ours
+        # a pickle of arbitrary objects: not ours (torch's weights-only unpickler refuses any other
+        # file, an image given for a checkpoint, in the same words: it read its first byte as an opcode)
+        if "weights only" in str(err).lower() and _head(path).startswith((ZIP_HEAD, PICKLE_HEAD)):
             raise CheckpointError(
                 f"checkpoint {path} holds pickled objects, not tensors and plain values: it was not written by "
                 f"swwae's train.py, and is not loaded (a pickle can run code)"

@@ -379,6 +379,8 @@ def saved_bytes(value) -> bytes:
     [
         (b"", "the file is empty"),
         (b"hello world\n", "not a file that torch.save writes (neither a zip archive nor a pickle)"),
+        # an image given for a checkpoint: torch's weights-only unpickler refuses its first byte as an opcode
+        (b"\x89PNG\r\n\x1a\n" + bytes(24), "not a file that torch.save writes (neither a zip archive nor a pickle)"),
         (zip_of({"notes.txt": b"hello"}), "a zip archive, but not one torch.save wrote (it holds no data.pkl)"),
         (
             zip_of({"archive/data.pkl": b"hello", "archive/version": b"3\n"}),  # torch's unpickler: KeyError: 101
@@ -388,7 +390,7 @@ def saved_bytes(value) -> bytes:
         (saved_bytes(7), "it holds a pickled int, not the entries of a checkpoint (a dict)"),
         (saved_bytes([1, 2]), "it holds a pickled list, not the entries of a checkpoint (a dict)"),
     ],
-    ids=["empty", "text", "a zip", "a zip with a bad pickle", "cut short", "an int", "a list"],
+    ids=["empty", "text", "a PNG", "a zip", "a zip with a bad pickle", "cut short", "an int", "a list"],
 )
 def test_a_file_that_is_no_checkpoint_is_unreadable_saying_what_it_is(tmp_path, content, why):
     path = tmp_path / "x.ckpt"

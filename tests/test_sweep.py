@@ -296,6 +296,30 @@ def test_a_reference_with_no_numeric_axis_to_draw_on_is_one_line(tmp_path, capsy
     assert sorted(p.name for p in tmp_path.iterdir()) == ["sweep"]
 
 
+def test_compare_on_a_folder_that_holds_no_sweep_is_one_line_and_writes_nothing(tmp_path, capsys, monkeypatch):
+    """A folder of images, or a sweep's parent (multirun/): no job in it, one line, no empty summary."""
+    from swwae.commands.compare import main
+
+    (tmp_path / "images" / "cats").mkdir(parents=True)
+    monkeypatch.chdir(tmp_path)
+    named = []
+    assert main(["images"]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        "error: no sweep job in images: a sweep's folder holds one folder per job, as swwae train -m writes it "
+        "(multirun/<date>_<time>/)"  # here, outside the clone's folder, the installed command
+    ]
+    for sweep in ("2026-12-01_10-00-00", "2026-12-02_09-00-00"):  # a sweep's parent: the sweeps in it named
+        fake_job(tmp_path / "multirun" / sweep, 0, ["seed=0"], {"test/acc": 0.9})
+        (tmp_path / "multirun" / sweep / "multirun.yaml").write_text("hydra: {}\n")  # Hydra's mark of a sweep
+        assert main(["multirun"]) == 2
+        named.append(capsys.readouterr().err.splitlines()[-1].split("(multirun/<date>_<time>/); ")[1])
+    assert named == [
+        "it holds one sweep, multirun/2026-12-01_10-00-00",
+        "it holds 2 sweeps, the newest multirun/2026-12-02_09-00-00",
+    ]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["images", "multirun"]
+
+
 # presets
 
 register_resolvers()  # composed here as the job composes them

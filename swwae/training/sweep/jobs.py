@@ -242,15 +242,25 @@ def group_order(varying: list[str], groups: dict[tuple, Group]):
     return lambda values: tuple(ranks[i][v] for i, (_, v) in enumerate(values))
 
 
+def is_job_folder(folder: Path) -> bool:
+    """Whether ``folder`` is a sweep job's: Hydra's ``.hydra/`` or the job's ``metrics.json`` in it."""
+    return folder.is_dir() and ((folder / ".hydra").is_dir() or (folder / "metrics.json").is_file())
+
+
+def sweeps_in(folder: Path) -> list[Path]:
+    """The sweep folders directly inside ``folder`` (``multirun/`` holds one a day and time), in
+    name order, which Hydra's names make the order of time: those holding Hydra's
+    ``multirun.yaml`` (one look a folder, whatever else they hold)."""
+    return sorted(p for p in folder.iterdir() if (p / "multirun.yaml").is_file())
+
+
 def collect(sweep_dir) -> Summary:
     """Every job folder under ``sweep_dir`` (one level down: it has ``.hydra/`` or a
     ``metrics.json``), grouped by the overrides that vary, seed excepted."""
     sweep_dir = Path(sweep_dir)
     if not sweep_dir.is_dir():
         raise ConfigError(f"sweep folder {sweep_dir} does not exist")
-    folders = [
-        p for p in sweep_dir.iterdir() if p.is_dir() and ((p / ".hydra").is_dir() or (p / "metrics.json").is_file())
-    ]
+    folders = [p for p in sweep_dir.iterdir() if is_job_folder(p)]
     jobs = [read_job(p) for p in sorted(folders, key=job_order)]
     keys = list(dict.fromkeys(k for j in jobs for k in j.overrides))
     varying = [k for k in keys if k not in SEED_KEYS and len({j.overrides.get(k) for j in jobs}) > 1]
