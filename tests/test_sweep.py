@@ -299,6 +299,7 @@ def test_a_reference_with_no_numeric_axis_to_draw_on_is_one_line(tmp_path, capsy
 def test_compare_on_a_folder_that_holds_no_sweep_is_one_line_and_writes_nothing(tmp_path, capsys, monkeypatch):
     """A folder of images, or a sweep's parent (multirun/): no job in it, one line, no empty summary."""
     from swwae.commands.compare import main
+    from swwae.commands.where_report import main as where_report
 
     (tmp_path / "images" / "cats").mkdir(parents=True)
     monkeypatch.chdir(tmp_path)
@@ -317,6 +318,10 @@ def test_compare_on_a_folder_that_holds_no_sweep_is_one_line_and_writes_nothing(
         "it holds one sweep, multirun/2026-12-01_10-00-00",
         "it holds 2 sweeps, the newest multirun/2026-12-02_09-00-00",
     ]
+    assert where_report(["multirun"]) == 2  # the reports alike
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        "error: no finished job in multirun; it holds 2 sweeps, the newest multirun/2026-12-02_09-00-00"
+    )
     assert sorted(p.name for p in tmp_path.iterdir()) == ["images", "multirun"]
 
 

@@ -35,14 +35,14 @@ from pathlib import Path
 
 from swwae.cli import add_checkpoint_folders, one_line_errors, script_parser
 from swwae.commands.outputs import picture_path, report_prefix
-from swwae.errors import ConfigError, plural
+from swwae.errors import ConfigError
 from swwae.install import command
 from swwae.training.sweep import (
     collect,
     markdown,
     numeric_axis,
     reconstruction_figure,
-    sweeps_in,
+    sweeps_inside,
     write_summary_files,
 )
 
@@ -109,12 +109,9 @@ def main(argv=None) -> int:
         recon = picture_path(Path(args.recon) if args.recon else prefix.parent, "reconstructions.png", "--recon")
     summary = collect(args.sweep_dir)
     if not summary.jobs:  # a folder of something else, or a sweep's parent: no empty summary written
-        inside = sweeps_in(args.sweep_dir)
-        hint = f"; it holds {plural(len(inside), 'sweep')}, the newest {inside[-1]}" if len(inside) > 1 else ""
-        hint = f"; it holds one sweep, {inside[0]}" if len(inside) == 1 else hint
         raise ConfigError(
             f"no sweep job in {args.sweep_dir}: a sweep's folder holds one folder per job, as {command('train')} -m "
-            f"writes it (multirun/<date>_<time>/){hint}"
+            f"writes it (multirun/<date>_<time>/){sweeps_inside(args.sweep_dir)}"
         )
     check_references(summary, args.reference)
     write_summary_files(summary, prefix, references=dict(args.reference))

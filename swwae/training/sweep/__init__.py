@@ -38,7 +38,7 @@ HOMES = {
     "numeric_axis": "figures",
     "plot": "figures",
     "reconstruction_figure": "figures",
-    **dict.fromkeys(("Group", "Job", "Summary", "collect", "read_job", "sweeps_in", "write_failed_job"), "jobs"),
+    **dict.fromkeys(("Group", "Job", "Summary", "collect", "read_job", "sweeps_inside", "write_failed_job"), "jobs"),
     "write_summary": "figures",
     "write_summary_files": "figures",
     "header": "tables",

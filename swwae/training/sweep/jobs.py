@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from swwae.errors import ConfigError, Unreadable
+from swwae.errors import ConfigError, Unreadable, plural
 from swwae.files import is_inside, read_json, read_yaml, sha256_of
 from swwae.stats import mean_std
 from swwae.stored import parse_metrics, parse_overrides
@@ -247,11 +247,14 @@ def is_job_folder(folder: Path) -> bool:
     return folder.is_dir() and ((folder / ".hydra").is_dir() or (folder / "metrics.json").is_file())
 
 
-def sweeps_in(folder: Path) -> list[Path]:
-    """The sweep folders directly inside ``folder`` (``multirun/`` holds one a day and time), in
-    name order, which Hydra's names make the order of time: those holding Hydra's
-    ``multirun.yaml`` (one look a folder, whatever else they hold)."""
-    return sorted(p for p in folder.iterdir() if (p / "multirun.yaml").is_file())
+def sweeps_inside(folder: Path) -> str:
+    """The end of an error line about ``folder``, which holds no sweep's jobs: the sweep folders
+    directly inside it (``multirun/`` holds one a day and time), if any, the newest last (Hydra's
+    names sort by time). A sweep folder is told by Hydra's ``multirun.yaml``: one look a folder."""
+    inside = sorted(p for p in Path(folder).iterdir() if (p / "multirun.yaml").is_file())
+    if len(inside) > 1:
+        return f"; it holds {plural(len(inside), 'sweep')}, the newest {inside[-1]}"
+    return f"; it holds one sweep, {inside[0]}" if inside else ""
 
 
 def collect(sweep_dir) -> Summary:

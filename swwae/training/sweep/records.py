@@ -19,7 +19,7 @@ import re
 from swwae.errors import ConfigError, Unreadable, plural, shortened
 from swwae.files import read_yaml
 from swwae.stored import is_int, kind
-from swwae.training.sweep.jobs import Job, reason
+from swwae.training.sweep.jobs import Job, reason, sweeps_inside
 
 SEED_INTERPOLATION = "${seed}"  # data.seed, as every shipped config writes it
 INTEGER = re.compile(r"[+-]?[0-9]{1,18}")  # an override's seed, as typed
@@ -45,8 +45,10 @@ def not_ok(jobs: list[Job]) -> tuple[list[Job], list[str]]:
 
 def none_left(what: str, folders, bad: list[str]) -> ConfigError:
     """The one ``error:`` line of a report with no job left to report: the first bad job's
-    line says why, and how many more there were."""
-    return ConfigError(f"no {what} in {', '.join(map(str, folders))}{left_out(bad)}")
+    line says why, and how many more there were; or, given one folder without any job
+    (``multirun/``), the sweeps inside it."""
+    inside = sweeps_inside(folders[0]) if len(folders) == 1 and not bad else ""
+    return ConfigError(f"no {what} in {', '.join(map(str, folders))}{left_out(bad)}{inside}")
 
 
 def left_out(lines: list[str]) -> str:
