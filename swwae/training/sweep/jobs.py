@@ -12,8 +12,10 @@ callback here.
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
+import os
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -242,6 +244,9 @@ def group_order(varying: list[str], groups: dict[tuple, Group]):
     return lambda values: tuple(ranks[i][v] for i, (_, v) in enumerate(values))
 
 
+SWEEPS_LOOKED_AT = 10_000
+
+
 def is_job_folder(folder: Path) -> bool:
     """Whether ``folder`` is a sweep job's: Hydra's ``.hydra/`` or the job's ``metrics.json`` in it."""
     return folder.is_dir() and ((folder / ".hydra").is_dir() or (folder / "metrics.json").is_file())
@@ -250,8 +255,10 @@ def is_job_folder(folder: Path) -> bool:
 def sweeps_inside(folder: Path) -> str:
     """The end of an error line about ``folder``, which holds no sweep's jobs: the sweep folders
     directly inside it (``multirun/`` holds one a day and time), if any, the newest last (Hydra's
-    names sort by time). A sweep folder is told by Hydra's ``multirun.yaml``: one look a folder."""
-    inside = sorted(p for p in Path(folder).iterdir() if (p / "multirun.yaml").is_file())
+    names sort by time). A sweep folder is told by Hydra's ``multirun.yaml``: one look a folder,
+    at the first ``SWEEPS_LOOKED_AT`` entries (a folder of images given by mistake may hold millions)."""
+    entries = itertools.islice(Path(folder).iterdir(), SWEEPS_LOOKED_AT)
+    inside = sorted(p for p in entries if os.path.isfile(p / "multirun.yaml"))  # False where unreadable
     if len(inside) > 1:
         return f"; it holds {plural(len(inside), 'sweep')}, the newest {inside[-1]}"
     return f"; it holds one sweep, {inside[0]}" if inside else ""
