@@ -247,11 +247,6 @@ def group_order(varying: list[str], groups: dict[tuple, Group]):
 SWEEPS_LOOKED_AT = 10_000
 
 
-def is_job_folder(folder: Path) -> bool:
-    """Whether ``folder`` is a sweep job's: Hydra's ``.hydra/`` or the job's ``metrics.json`` in it."""
-    return folder.is_dir() and ((folder / ".hydra").is_dir() or (folder / "metrics.json").is_file())
-
-
 def sweeps_inside(folder: Path) -> str:
     """The end of an error line about ``folder``, which holds no sweep's jobs: the sweep folders
     directly inside it (``multirun/`` holds one a day and time), if any, the newest last (Hydra's
@@ -270,7 +265,9 @@ def collect(sweep_dir) -> Summary:
     sweep_dir = Path(sweep_dir)
     if not sweep_dir.is_dir():
         raise ConfigError(f"sweep folder {sweep_dir} does not exist")
-    folders = [p for p in sweep_dir.iterdir() if is_job_folder(p)]
+    folders = [
+        p for p in sweep_dir.iterdir() if p.is_dir() and ((p / ".hydra").is_dir() or (p / "metrics.json").is_file())
+    ]
     jobs = [read_job(p) for p in sorted(folders, key=job_order)]
     keys = list(dict.fromkeys(k for j in jobs for k in j.overrides))
     varying = [k for k in keys if k not in SEED_KEYS and len({j.overrides.get(k) for j in jobs}) > 1]
