@@ -31,10 +31,12 @@ def progress(
     name: Callable[[T], str] = str,
     total: int | None = None,
     stream: TextIO | None = None,
+    summary: str | None = None,
 ) -> Iterator[T]:
     """The items of ``items``, reported as they are reached: ``what`` names the job, ``name``
     each step; ``total`` defaults to ``len(items)`` where it has one. ``stream`` defaults to
-    the stderr of the moment (pytest's capture, a redirect)."""
+    the stderr of the moment (pytest's capture, a redirect). ``summary``: what the closing line
+    says was done (default: the number of steps), where a step is a batch of the work."""
     stream = sys.stderr if stream is None else stream
     if total is None and hasattr(items, "__len__"):
         total = len(items)
@@ -46,7 +48,7 @@ def progress(
         count = f"{done}/{total}" if total is not None else str(done)
         print(f"{what} {count} ({time.perf_counter() - started:.0f} s): {name(item)}", file=stream, flush=True)
         yield item
-    print(f"{what}: {done} done ({time.perf_counter() - started:.0f} s)", file=stream, flush=True)
+    print(f"{what}: {summary or f'{done} done'} ({time.perf_counter() - started:.0f} s)", file=stream, flush=True)
 
 
 def bar(items: Iterable[T], what: str, name: Callable[[T], str], total: int | None, stream: TextIO) -> Iterator[T]:

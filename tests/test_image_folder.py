@@ -50,8 +50,10 @@ def test_labelled_folder_of_mixed_formats_modes_and_sizes(tmp_path, caplog):
         ".bmp",
     }
     assert len(torch.unique(contents.images.flatten(1), dim=0)) == 30  # every image its own
-    (line,) = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]  # said once
+    line, enlarged = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]  # each said once
     assert "converted 15 of 30 images to RGB" in line
+    assert "enlarged 3 of 30 images whose shorter side is under data.image_size=9" in enlarged  # the 7x7 TIFFs
+    assert enlarged.endswith("(the smallest: cat/img007.tif, 7 px)")
     sixteen_bit = Image.open(save(picture(0, (4, 4), "I;16"), tmp_path / "probe.png")).mode  # "I" in Pillow 10.1
     assert "6 P" in line and f"3 {sixteen_bit}," in line and "3 L" in line and "3 RGBA" in line
 
@@ -72,7 +74,8 @@ def test_progress_is_shown_on_stderr(tmp_path, capsys):
     root = write_image_folder(tmp_path / "pets", per_class=2)
     read_image_folder(root, 4, 3, progress=True)
     captured = capsys.readouterr()
-    assert captured.out == "" and f"reading {root}" in captured.err
+    assert captured.out == "" and f"reading {root} 1/1 (0 s): images 1-4 of 4" in captured.err
+    assert f"reading {root}: 4 images read (" in captured.err  # images, not steps of them
 
 
 # what each image becomes

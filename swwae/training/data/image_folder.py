@@ -161,23 +161,26 @@ def read_image_folder(
     check_memory(listing.root, count, size, channels, max_bytes)
     images = torch.empty((count, channels, size, size), dtype=torch.uint8)
     pixels = images.numpy()  # the same memory: each image is written into its place
-    hasher, sources = fingerprinter(), Counter()
+    hasher, sources, enlarged = fingerprinter(), Counter(), []
     threads = threads or min(8, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1)
 
-    def read(i: int) -> tuple[str, str]:
+    def read(i: int) -> tuple[str, str, int]:
         path = listing.paths[i]
         with image_file_errors():
             data = read_bytes(path, "image file", IMAGE_FILE_LIMIT)
-        array, source = decode(data, shown(listing, path), size, CHANNEL_MODES[channels])
+        array, source, shorter = decode(data, shown(listing, path), size, CHANNEL_MODES[channels])
         pixels[i] = array[None] if channels == 1 else array.transpose(2, 0, 1)
-        return hashlib.sha256(data).hexdigest(), source
+        return hashlib.sha256(data).hexdigest(), source, shorter
 
     with ThreadPoolExecutor(threads) as pool:
         for chunk in chunks(count, listing.root, progress):
-            for i, (digest, source) in zip(chunk, pool.map(read, chunk)):
+            for i, (digest, source, shorter) in zip(chunk, pool.map(read, chunk)):
                 add_file(hasher, listing.relative(listing.paths[i]), digest)
                 sources[source] += 1
+                if shorter < size:
+                    enlarged.append((shorter, listing.relative(listing.paths[i])))
     say_conversions(listing.root, sources, CHANNEL_MODES[channels], count)
+    say_enlarged(listing.root, enlarged, count, size)
     labels = None if listing.labels is None else torch.tensor(listing.labels, dtype=torch.int64)
     files = tuple(listing.relative(p) for p in listing.paths)
     return ImageFolderContents(str(listing.root), images, labels, listing.classes, files, hasher.hexdigest())
@@ -208,7 +211,12 @@ def chunks(count: int, folder: Path, progress: bool) -> Iterator[range]:
     parts = [range(start, min(start + step, count)) for start in range(0, count, step)]
     if not progress:
         return iter(parts)
-    return progress_steps(parts, f"reading {folder}", name=lambda r: f"images {r.start + 1:,}-{r.stop:,} of {count:,}")
+    return progress_steps(
+        parts,
+        f"reading {folder}",
+        name=lambda r: f"images {r.start + 1:,}-{r.stop:,} of {count:,}",
+        summary=f"{count:,} images read",
+    )
 
 
 @contextmanager
@@ -225,16 +233,17 @@ def shown(listing: Listing, path: str) -> str:
     return f"{listing.relative(path)} in {listing.root}"
 
 
-def decode(data: bytes, name: str, size: int, mode: str) -> tuple[np.ndarray, str]:
-    """One image file's bytes as uint8 (S, S) or (S, S, 3), and the mode it was stored in; a
-    file that does not decode is one DataError line naming it (``name``) and why (``why_not``)."""
+def decode(data: bytes, name: str, size: int, mode: str) -> tuple[np.ndarray, str, int]:
+    """One image file's bytes as uint8 (S, S) or (S, S, 3), the mode it was stored in and its
+    shorter side; a file that does not decode is one DataError line naming it (``name``) and why
+    (``why_not``)."""
     try:
         with Image.open(io.BytesIO(data), formats=PIL_FORMATS) as img:
-            source = img.mode
+            source, shorter = img.mode, min(img.size)
             img.draft(source, (size, size))  # JPEG: decode at a reduced scale, still >= S on both sides
             img = converted(ImageOps.exif_transpose(img), mode, name)
             img = TF.resize(img, size, interpolation=InterpolationMode.BILINEAR)
-            return np.asarray(TF.center_crop(img, size)), source
+            return np.asarray(TF.center_crop(img, size)), source, shorter
     except DataError:
         raise
     except DECODE_ERRORS as err:
@@ -316,6 +325,22 @@ def say_conversions(folder: Path, sources: Counter, mode: str, count: int) -> No
     if others:
         modes = ", ".join(f"{n} {m}" for m, n in sorted(others.items(), key=lambda mn: (-mn[1], mn[0])))
         log.warning("%s: converted %d of %d images to %s (from %s)", folder, sum(others.values()), count, mode, modes)
+
+
+def say_enlarged(folder: Path, enlarged: list[tuple[int, str]], count: int, size: int) -> None:
+    """One log line for the images whose shorter side is under ``size``: resizing enlarges them,
+    and a blurred or blocky image trains as any other, so the user hears of it."""
+    if enlarged:
+        shorter, name = min(enlarged)
+        log.warning(
+            "%s: enlarged %d of %d images whose shorter side is under data.image_size=%d (the smallest: %s, %d px)",
+            folder,
+            len(enlarged),
+            count,
+            size,
+            name,
+            shorter,
+        )
 
 
 # splits
