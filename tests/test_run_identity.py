@@ -14,7 +14,7 @@ import pytest
 from helpers.cli import command_here, last_error_line, train_here
 from helpers.config import QUICK
 from swwae.errors import ConfigError, Unreadable
-from swwae.training.runs.folder import lock_path, own_run
+from swwae.training.runs.folder import RunFolder, lock_path, own_run
 from swwae.training.runs.identity import check_run_name
 
 RUN = "swwae_hard_mnist_sample_seed0"
@@ -46,6 +46,8 @@ def hashes(folder) -> dict[str, str]:
         "run\n",
         "quick",
         "x" * 201,
+        "x.previous-20260101-120000",  # the form of a run moved aside: swwae runs lists it apart
+        "x.previous-20260101-120000-2",
     ],
 )
 def test_a_run_name_that_is_not_one_path_component_is_one_line(name):
@@ -90,8 +92,36 @@ def test_debug_quick_after_a_real_run_never_touches_it(tmp_path):
     again = train_here(tmp_path, *SMALL, quick=["debug=quick"], name="quick_again")  # a check checks, every time
     assert again.returncode == 0, again.stderr[-2000:]
     assert "had already finished" not in again.stdout and "epoch 1/1" in again.stdout
-    assert len(list((tmp_path / "checkpoints" / "quick").glob(f"{RUN}.previous-*"))) == 1  # the last check, aside
+    (aside,) = (tmp_path / "checkpoints" / "quick").glob(f"{RUN}.previous-*")  # the last check, aside
+    third = train_here(tmp_path, *SMALL, quick=["debug=quick"], name="quick_third")
+    assert third.returncode == 0, third.stderr[-2000:]
+    (newest,) = (tmp_path / "checkpoints" / "quick").glob(f"{RUN}.previous-*")  # checks do not pile up
+    assert newest != aside and not aside.exists()
     assert hashes(folder) == before
+
+
+def test_a_fresh_start_keeps_the_newest_runs_moved_aside_as_asked_and_nothing_else(tmp_path):
+    def folder(name, lock=False):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "last.ckpt").write_bytes(b"")
+        if lock:
+            lock_path(tmp_path / name).touch()
+
+    old = ["run.previous-20251231-235959", "run.previous-20260101-120000", "run.previous-20260101-120000-2"]
+    for name in [*old, "run.previous-20260101-120000-10", "run", "run2.previous-20200101-000000", "run.previous-x"]:
+        folder(name)
+    folder("run.previous-20200101-000000", lock=True)  # a run trained under that name, when names could be so
+    moved = RunFolder(tmp_path, "run", {}, keep_previous=2).move_aside().name
+    left = sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith("."))
+    # the one moved now, and the newest before it (-10 after -2)
+    assert left == sorted(
+        [moved, "run.previous-20260101-120000-10", "run.previous-20200101-000000"]
+        + ["run2.previous-20200101-000000", "run.previous-x"]
+    )
+
+    folder("run")
+    RunFolder(tmp_path, "run", {}).move_aside()  # keep_previous=None, the default: none is deleted
+    assert len(list(tmp_path.glob("run.previous-2*"))) == 4
 
 
 GRID_CLASHES = [

@@ -117,7 +117,7 @@ def run_folder(spec: RunSpec, run_config: dict, hydra: Launch) -> RunFolder:
     contents = entry.load().contents_of(spec.data) if entry is not None else None
     if contents is not None:  # a folder of the user's images: what it holds is part of the run
         identity["data"]["contents"] = contents
-    folder = RunFolder(spec.paths.checkpoint_dir, spec.run_name, identity, spec.paths.output_dir)
+    folder = RunFolder(spec.paths.checkpoint_dir, spec.run_name, identity, spec.paths.output_dir, spec.keep_previous)
     if hydra.sweep is not None:
         claim(folder.path, *hydra.sweep)
     return folder

@@ -12,7 +12,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr, field_validator
 
 from swwae.errors import ConfigError, excerpt
-from swwae.settings import Int, PathText, TrueFalseOrAuto, whole
+from swwae.settings import Int, PathText, TrueFalseOrAuto, bounded, whole
 from swwae.training.runs.decision import resume_mode
 
 
@@ -29,6 +29,11 @@ class RunSettings(BaseModel):
         "auto",
         description="auto: continue the run's checkpoint folder when it holds an unfinished run of this config (a "
         "requeued job), else start fresh; true: always continue; false: always start fresh (the old run moved aside)",
+    )
+    keep_previous: bounded(int, ge=0) | None = Field(
+        None,
+        description="how many old runs of this run name, moved aside by fresh starts (`<run>.previous-<time>`), "
+        "to keep: a fresh start deletes the oldest beyond it; null: keep them all (debug=quick: 1)",
     )
     test: StrictBool = Field(True, description="evaluate the best checkpoint on the test split after training")
     keep_freed_memory: StrictBool = Field(

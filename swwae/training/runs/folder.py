@@ -51,7 +51,15 @@ from swwae.training.checkpoints import remove_stale_temp_files
 from swwae.training.folders import reason, write_failed
 from swwae.training.registry import DATA_MODULES, DATASETS, MODEL_MODULES, MODELS, shipped
 from swwae.training.runs.decision import Decision, FolderState, Found, Request, decide
-from swwae.training.runs.identity import IDENTITY_KEY, aside_name, aside_stamp, check_run_name, digest, run_identity
+from swwae.training.runs.identity import (
+    IDENTITY_KEY,
+    aside_name,
+    aside_stamp,
+    check_run_name,
+    digest,
+    moved_aside,
+    run_identity,
+)
 
 log = logging.getLogger(__name__)
 
@@ -139,13 +147,21 @@ def resume_candidates(folder: Path) -> list[Path]:
 class RunFolder:
     """A run's folder and everything about it that outlives the process (module docstring)."""
 
-    def __init__(self, root: str | Path, name: str, identity: dict, output_dir: str | Path | None = None):
+    def __init__(
+        self,
+        root: str | Path,
+        name: str,
+        identity: dict,
+        output_dir: str | Path | None = None,
+        keep_previous: int | None = None,
+    ):
         self.name = check_run_name(name)
         self.root = Path(root)
         self.path = self.root / self.name
         self.identity = identity
         self.digest = digest(identity)
         self.output_dir = Path(output_dir) if output_dir is not None else None
+        self.keep_previous = keep_previous  # old runs moved aside to keep (None: all)
         self.loaded: dict[Path, dict] = {}  # the checkpoints read so far, by path
 
     # ownership
@@ -208,8 +224,9 @@ class RunFolder:
         return "no checkpoint was saved"
 
     def move_aside(self) -> Path | None:
-        """A fresh start moves an old run's folder aside (``<run>.previous-<time>``), never
-        deletes it. Only under the run's lock, by the process that owns it."""
+        """A fresh start moves an old run's folder aside (``<run>.previous-<time>``); of the
+        folders moved aside, the newest ``keep_previous`` are kept and older ones deleted
+        (``None``: none is). Only under the run's lock, by the process that owns it."""
         if not (self.path.is_dir() and any(self.path.glob("*.ckpt"))):
             return None
         stamp = aside_stamp()
@@ -221,7 +238,23 @@ class RunFolder:
         shutil.move(str(self.path), str(aside))
         self.loaded.clear()
         log.warning("%s held an earlier run: moved it to %s", self.path, aside)
+        self.delete_old_asides()
         return aside
+
+    def delete_old_asides(self) -> None:
+        """The folders moved aside beyond the newest ``keep_previous`` deleted, said in one line."""
+        if self.keep_previous is None:
+            return
+        # a folder with a lock of its own beside it was trained under that name (allowed before): no aside
+        asides = [folder for folder in moved_aside(self.root, self.name) if not lock_path(folder).exists()]
+        old = asides[: max(0, len(asides) - self.keep_previous)]
+        for folder in old:
+            shutil.rmtree(folder)
+        if old:
+            names = ", ".join(f.name for f in old[:3]) + (", ..." if len(old) > 3 else "")
+            log.warning(
+                "deleted %d old run(s) moved aside, beyond keep_previous=%d: %s", len(old), self.keep_previous, names
+            )
 
     # metrics.json
 

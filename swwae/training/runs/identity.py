@@ -30,7 +30,7 @@ import json
 import re
 import time
 from collections.abc import Mapping
-from pathlib import PurePath
+from pathlib import Path, PurePath
 
 from swwae.errors import ConfigError
 from swwae.stored import plain
@@ -140,7 +140,7 @@ NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]*", re.ASCII)
 RESERVED = {"quick": "debug=quick's runs have their own root, checkpoints/quick/"}
 MAX_LENGTH = 200  # with ".previous-<time>" and ".owner.json" added, within a file system's 255 bytes
 ASIDE_STAMP = "%Y%m%d-%H%M%S"  # the <time> of a moved-aside run's name
-MOVED_ASIDE = re.compile(r"\.previous-\d{8}-\d{6}(-\d+)?$")  # the names aside_name gives
+MOVED_ASIDE = re.compile(r"\.previous-(?P<stamp>\d{8}-\d{6})(?:-(?P<number>\d+))?$")  # the names aside_name gives
 
 
 def arch_tag(arch) -> str:
@@ -211,6 +211,15 @@ def is_moved_aside(folder: str | PurePath) -> bool:
     return bool(MOVED_ASIDE.search(PurePath(folder).name))
 
 
+def moved_aside(root: Path, name: str) -> list[Path]:
+    """The folders of run ``name`` moved aside under ``root`` (``aside_name``), oldest first."""
+    found = []
+    for path in root.glob(f"{name}.previous-*"):  # a run name holds no glob character (check_run_name)
+        if (when := MOVED_ASIDE.fullmatch(path.name, len(name))) and path.is_dir():
+            found.append(((when["stamp"], int(when["number"] or 1)), path))
+    return [path for _, path in sorted(found)]
+
+
 def register_resolver() -> None:
     """``${swwae.arch_tag:${model.arch}}`` and ``${swwae.sweep_tag:...}`` for the configs' run
     name (on import: the Hydra callbacks and the job import this module before the run name is
@@ -223,8 +232,8 @@ def register_resolver() -> None:
 
 def check_run_name(name: object) -> str:
     """``name``, or ConfigError (one line) unless it is letters, digits and ``._-`` only, not
-    starting with a dot (no ``..``, no hidden folder beside the locks), not empty and not
-    reserved."""
+    starting with a dot (no ``..``, no hidden folder beside the locks), not empty, not reserved
+    and not the name of a run moved aside (``aside_name``)."""
     text = "" if name is None else str(name)
     if not text:
         raise ConfigError("run_name is empty: give the run a name, e.g. run_name=my_run")
@@ -243,6 +252,11 @@ def check_run_name(name: object) -> str:
         )
     if text in RESERVED:
         raise ConfigError(f"run_name={text} is reserved ({RESERVED[text]}): choose another name")
+    if is_moved_aside(text):
+        raise ConfigError(
+            f"run_name={text} has the form of an old run moved aside (<run>.previous-<time>), which "
+            "`swwae runs` lists apart and a fresh start may delete (keep_previous): choose another name"
+        )
     return text
 
 
