@@ -547,6 +547,19 @@ def test_unpool_binds_to_its_own_pool_not_the_last_one_run():
     assert Unpool(b)(b(xb)[0], None).shape == xb.shape
 
 
+@pytest.mark.parametrize("mode", WHERE_MODES)
+def test_unpooling_values_not_shaped_like_the_what_is_one_line(mode):
+    """A broadcastable v (one channel, one image) would splat through a soft where without a word."""
+    pool = WhatWherePool(kernel_size=2, mode=mode)
+    what, where = pool(torch.randn(2, 3, 8, 8))
+    for shape in [(1, 1, 4, 4), (2, 3, 1, 1), (3, 4, 4), (2, 3, 4, 5)]:
+        with pytest.raises(
+            ValueError, match=r"^unpooling takes values shaped like the pool's what, \(2, 3, 4, 4\), got"
+        ):
+            Unpool(pool)(torch.ones(shape), where)
+    assert Unpool(pool)(what, where).shape == (2, 3, 8, 8)
+
+
 def test_strided_unpool_weights_belong_to_the_decoder_only():
     pool = make_pool("strided", channels=3)
     unpool = Unpool(pool)

@@ -15,6 +15,12 @@ from swwae.pooling.soft import window_splat
 from swwae.pooling.windows import window_origins
 
 
+def check_values(v: Tensor, what: torch.Size) -> None:
+    """ValueError (one line) unless ``v`` is shaped like the pooling's what, as unpooling needs."""
+    if v.shape != what:
+        raise ValueError(f"unpooling takes values shaped like the pool's what, {tuple(what)}, got {tuple(v.shape)}")
+
+
 class HardWhere:
     """Switches of a max pooling: ``indices`` (flat H*W index of each window's winner).
 
@@ -32,6 +38,7 @@ class HardWhere:
     def unpool(self, v: Tensor) -> Tensor:
         """Adjoint of max pooling at the recorded input: v[w] goes to the winner of w (in the
         promoted dtype of v and the input: under autocast, v may come from a float32 op)."""
+        check_values(v, self.indices.shape)
         g, x = self.geometry, self.input
         if v.dtype != x.dtype:
             dtype = torch.promote_types(v.dtype, x.dtype)
@@ -74,6 +81,7 @@ class SoftWhere:
 
     def unpool(self, v: Tensor) -> Tensor:
         """Bilinear splat of each v at its position (== ``splat(v, row, col, shape)``)."""
+        check_values(v, self.in_window_row.shape)  # a broadcast would splat a wrong v without a word
         return window_splat(v, self.in_window_row, self.in_window_col, self.geometry, self.shape)
 
     @cached_property
