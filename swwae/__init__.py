@@ -35,7 +35,8 @@ def __getattr__(name: str):
 
 
 def __dir__() -> list[str]:
-    return sorted({*globals(), *POOLING_NAMES, "pooling", "__version__"})
+    """The public names, the lazy ones too (tab completion), and the module's own dunders."""
+    return sorted({*(name for name in globals() if name.startswith("__")), *__all__, "pooling", "__version__"})
 
 
 def load(path: str | Path, device: str = "cpu"):

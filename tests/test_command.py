@@ -258,6 +258,7 @@ def test_import_swwae_is_cheap_and_the_pooling_names_still_there():
 def test_the_pooling_names_are_lazy_attributes():
     assert swwae.WhatWherePool is importlib.import_module("swwae.pooling").WhatWherePool
     assert {"MODES", "Unpool", "WhatWherePool", "make_pool", "load", "save_pretrained", "pooling"} <= set(dir(swwae))
+    assert not {"Path", "annotations", "POOLING_NAMES"} & set(dir(swwae))  # the module's own imports: not its API
     with pytest.raises(AttributeError, match="no attribute 'WhatWhere'"):
         swwae.WhatWhere  # noqa: B018
 
