@@ -152,6 +152,11 @@ def logit(p: float) -> float:
 # classes
 
 
+def shown(image_shape: Sequence[int]) -> str:
+    """An image shape in words: ``1 x 28 x 28``."""
+    return " x ".join(str(n) for n in image_shape)
+
+
 class SWWAE(nn.Module, Pretrained):
     """Encoder/decoder pairs bound through their pools, plus an optional classifier head.
 
@@ -258,6 +263,7 @@ class SWWAE(nn.Module, Pretrained):
     def encode(self, x: Tensor, stages: int | None = None):
         """Image -> (whats, wheres, pre-pool sizes), one entry per stage (the first
         ``stages`` only, if given)."""
+        self._check_images(x)
         whats, wheres, sizes = [], [], []
         # islice, not [:stages]: slicing a ModuleList builds a new one, at every forward pass
         for encoder, pool in islice(zip(self.encoders, self.pools), stages):
@@ -279,6 +285,11 @@ class SWWAE(nn.Module, Pretrained):
         return decoded
 
     def forward(self, x: Tensor) -> SWWAEOutput:
+        if self.classifier is not None and tuple(x.shape[-2:]) != self.image_shape[1:]:
+            raise ValueError(
+                f"this network's classifier takes the {shown(self.image_shape)} images it was built for, got shape "
+                f"{tuple(x.shape)} (net.encode and net.decode take any size)"
+            )
         whats, wheres, sizes = self.encode(x)
         decoded = self.decode(whats[-1], wheres, sizes)
         logits = self.classifier(whats[-1]) if self.classifier is not None else None
@@ -289,6 +300,15 @@ class SWWAE(nn.Module, Pretrained):
         """The same top what, decoded with every where dropped (nearest upsampling)."""
         whats, wheres, sizes = self.encode(x)
         return self.decode(whats[-1], [None] * len(wheres), sizes)[0]
+
+    def _check_images(self, x: Tensor) -> None:
+        """One ValueError line for input the network cannot take, instead of a layer's message
+        about its weights (a classifier's matrix, a conv's channels) or a pool's, deeper in."""
+        if x.dim() != 4 or x.shape[1] != self.image_shape[0] or not x.is_floating_point():
+            raise ValueError(
+                f"this network takes float (N, {self.image_shape[0]}, H, W) images (built for "
+                f"{shown(self.image_shape)}, pixels in [0, 1]), got shape {tuple(x.shape)} of {x.dtype}"
+            )
 
     def _dry_run(self) -> tuple[int, ...]:
         """Push one blank image through, to size the head and to reject geometries that

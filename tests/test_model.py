@@ -24,6 +24,20 @@ def test_every_mode_reconstructs_the_exact_input_shape(mode, image_shape):
     assert (out.wheres[0] is None) == (mode not in ("hard", "soft"))
 
 
+def test_input_the_network_cannot_take_is_one_line_and_a_classifier_free_one_takes_any_size():
+    net = SWWAE(image_shape=(1, 28, 28), widths=[4, 8], num_classes=10)
+    for bad in (torch.rand(1, 3, 28, 28), torch.rand(1, 28, 28), torch.zeros(1, 1, 28, 28, dtype=torch.uint8)):
+        with pytest.raises(
+            ValueError, match=r"^this network takes float \(N, 1, H, W\) images \(built for 1 x 28 x 28"
+        ):
+            net(bad)
+    with pytest.raises(ValueError, match=r"^this network's classifier takes the 1 x 28 x 28 images it was built for"):
+        net(torch.rand(2, 1, 20, 20))
+    assert net.encode(torch.rand(2, 1, 20, 20))[0][-1].shape == (2, 8, 5, 5)  # the encoder takes any size
+    free = SWWAE(image_shape=(1, 28, 28), widths=[4, 8], num_classes=None)
+    assert free(torch.rand(2, 1, 20, 20)).recon.shape == (2, 1, 20, 20)
+
+
 def test_each_decoder_stage_unpools_with_its_own_encoder_pool():
     net = SWWAE(widths=[4, 8], pool_size=2)
     assert all(unpool.pool is pool for unpool, pool in zip(net.unpools, net.pools))
