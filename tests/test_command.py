@@ -415,6 +415,8 @@ def test_runs_prints_a_table_and_json(checkpoints, capsys):
 def test_runs_of_a_missing_folder_is_one_error_line(tmp_path, capsys):
     assert main(["runs", "--dir", str(tmp_path / "nowhere")]) == 2
     assert capsys.readouterr().err.startswith(f"error: {tmp_path / 'nowhere'} is not a folder of runs")
+    assert main(["runs", "checkpoints/quick"]) == 2  # as ls takes a folder
+    assert capsys.readouterr().err.strip().endswith("(a folder of runs is given as --dir checkpoints/quick)")
 
 
 def test_runs_knows_the_names_the_job_writes(tmp_path):

@@ -217,7 +217,10 @@ def main(argv=None) -> int:
     )
     parser.add_argument("--previous", action="store_true", help="also list the old runs moved aside")
     parser.add_argument("--json", action="store_true", help="print the rows as JSON instead of a table")
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra:  # `swwae runs checkpoints/quick`, as ls takes a folder: say how it is given
+        hint = f" (a folder of runs is given as --dir {extra[0]})" if not extra[0].startswith("-") else ""
+        parser.error(f"unrecognized arguments: {' '.join(extra)}{hint}")
     rows, skipped = list_runs(args.dir, args.previous)
     if args.json:
         print(
