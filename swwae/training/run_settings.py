@@ -30,10 +30,11 @@ class RunSettings(BaseModel):
         description="auto: continue the run's checkpoint folder when it holds an unfinished run of this config (a "
         "requeued job), else start fresh; true: always continue; false: always start fresh (the old run moved aside)",
     )
-    keep_previous: bounded(int, ge=0) | None = Field(
+    keep_previous: bounded(int, ge=1) | None = Field(
         None,
         description="how many old runs of this run name, moved aside by fresh starts (`<run>.previous-<time>`), "
-        "to keep: a fresh start deletes the oldest beyond it; null: keep them all (debug=quick: 1)",
+        "to keep (the one moved aside now among them): a fresh start deletes the older ones; null: keep them all "
+        "(debug=quick: 1)",
     )
     test: StrictBool = Field(True, description="evaluate the best checkpoint on the test split after training")
     keep_freed_memory: StrictBool = Field(

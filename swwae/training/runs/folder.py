@@ -247,7 +247,7 @@ class RunFolder:
             return
         # a folder with a lock of its own beside it was trained under that name (allowed before): no aside
         asides = [folder for folder in moved_aside(self.root, self.name) if not lock_path(folder).exists()]
-        old = asides[: max(0, len(asides) - self.keep_previous)]
+        old = asides[: max(0, len(asides) - max(1, self.keep_previous))]  # the one moved aside now: never
         for folder in old:
             shutil.rmtree(folder)
         if old:
