@@ -148,7 +148,7 @@ def test_groups_take_mean_and_sample_std_over_seeds(tmp_path):
         "0.9000 ± 0.0000",
         "10.00 ± 0.00",
         "0.2000 ± 0.0000",
-        "10 ± 0",
+        "10.0 ± 0.0",
     ]
     assert (tmp_path / "summary.png").is_file()
 

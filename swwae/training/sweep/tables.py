@@ -23,7 +23,7 @@ def cell(mean: float, std: float | None, fmt: str) -> str:
 def header(metric: str) -> tuple[str, str]:
     """Column header and number format of a metric."""
     if metric == "train_time_s":
-        return "train time (s)", ".0f"
+        return "train time (s)", ".1f"  # a quick check trains for under a second
     split, _, name = metric.partition("/")
     if name.startswith("middle_mse_"):
         return f"{split} middle MSE {name.rsplit('_', 1)[1]}", ".4f"
