@@ -48,7 +48,8 @@ def progress(
         count = f"{done}/{total}" if total is not None else str(done)
         print(f"{what} {count} ({time.perf_counter() - started:.0f} s): {name(item)}", file=stream, flush=True)
         yield item
-    print(f"{what}: {summary or f'{done} done'} ({time.perf_counter() - started:.0f} s)", file=stream, flush=True)
+    if summary or done != 1:  # one step's own line said it all: no "1 done" after it
+        print(f"{what}: {summary or f'{done} done'} ({time.perf_counter() - started:.0f} s)", file=stream, flush=True)
 
 
 def bar(items: Iterable[T], what: str, name: Callable[[T], str], total: int | None, stream: TextIO) -> Iterator[T]:

@@ -35,6 +35,16 @@ def test_the_lines_count_the_steps_and_name_them(capsys):
     ]
 
 
+def test_one_step_is_one_line_unless_a_summary_says_more(capsys):
+    list(progress(["m/"], "export"))
+    assert [line.split(" (")[0] for line in capsys.readouterr().err.splitlines()] == ["export 1/1"]
+    list(progress([range(25)], "reading pets", summary="25 images read"))
+    assert [line.split(" (")[0] for line in capsys.readouterr().err.splitlines()] == [
+        "reading pets 1/1",
+        "reading pets: 25 images read",
+    ]
+
+
 def test_without_a_length_the_steps_are_numbered(capsys):
     list(progress((n for n in range(2)), "reading"))
     assert [line.split(" (")[0] for line in capsys.readouterr().err.splitlines()] == [
