@@ -48,6 +48,15 @@ def test_a_preset_of_your_own_that_is_not_yaml_is_one_line_naming_the_file_line_
     assert left_in(tmp_path) == ["mine"]
 
 
+def test_a_config_folder_of_your_own_that_is_not_there_is_one_line(tmp_path, train):
+    missing = tmp_path / "mine"
+    assert train("--config-dir", "mine", "experiment=x") == (
+        2,
+        [f"error: --config-dir: there is no folder {missing}: name the folder that holds your own configs"],
+    )
+    assert left_in(tmp_path) == []
+
+
 @pytest.mark.extra("optuna")
 @pytest.mark.parametrize(
     ("override", "line"),

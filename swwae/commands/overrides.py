@@ -26,6 +26,7 @@ from hydra.errors import (
     ConfigCompositionException,
     MissingConfigException,
     OverrideParseException,
+    SearchPathException,
 )
 from omegaconf.errors import InterpolationResolutionError
 
@@ -36,6 +37,7 @@ FULL_ERROR = "HYDRA_FULL_ERROR"  # Hydra raises instead of printing its own repo
 NOT_IN_CONFIG = re.compile(r"Could not override '([^']+)'")
 ALREADY_THERE = re.compile(r"Could not append to config\. An item is already at '([^']+)'")
 NOT_MERGED = re.compile(r"Error merging override (.+)", re.DOTALL)
+NO_CONFIG_DIR = re.compile(r"Additional config directory '(.+)' not found")
 GROUP_SET_TO_NULL = "Config group override must be a string or a list. Got NoneType"
 WHY_LIMIT = 200  # characters of a parser's or Hydra's reason (it may quote the input)
 
@@ -200,6 +202,8 @@ def line_for(err: Exception, argv: list[str]) -> str:
         return null_group_line(argv)
     if isinstance(err, MissingConfigException):
         return missing_choice_line(err, argv)
+    if isinstance(err, SearchPathException) and (match := NO_CONFIG_DIR.fullmatch(text)):
+        return f"--config-dir: there is no folder {match[1]}: name the folder that holds your own configs"
     if not isinstance(err, ConfigCompositionException):
         return yaml_line(err)
     if match := NOT_IN_CONFIG.search(text):
