@@ -124,6 +124,23 @@ def test_a_fresh_start_keeps_the_newest_runs_moved_aside_as_asked_and_nothing_el
     assert len(list(tmp_path.glob("run.previous-2*"))) == 4
 
 
+def test_an_old_run_that_cannot_be_deleted_stays_and_the_fresh_start_goes_on(tmp_path, monkeypatch, caplog):
+    import shutil
+
+    for name in ("run.previous-20260101-120000", "run"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "last.ckpt").write_bytes(b"")
+
+    def refuse(path, *args, **kwargs):
+        raise PermissionError(13, "Permission denied", str(path))
+
+    monkeypatch.setattr(shutil, "rmtree", refuse)
+    with caplog.at_level("WARNING"):
+        moved = RunFolder(tmp_path, "run", {}, keep_previous=1).move_aside()
+    assert moved.is_dir() and (tmp_path / "run.previous-20260101-120000").is_dir()
+    assert any("could not delete" in r.getMessage() and "Permission denied" in r.getMessage() for r in caplog.records)
+
+
 GRID_CLASHES = [
     (["run_name=same", "seed=0,1"], "sweep jobs 0 and 1 would both run in checkpoints/same (seed=1 is not part of"),
     (

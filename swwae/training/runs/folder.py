@@ -247,13 +247,20 @@ class RunFolder:
             return
         # a folder with a lock of its own beside it was trained under that name (allowed before): no aside
         asides = [folder for folder in moved_aside(self.root, self.name) if not lock_path(folder).exists()]
-        old = asides[: max(0, len(asides) - max(1, self.keep_previous))]  # the one moved aside now: never
-        for folder in old:
-            shutil.rmtree(folder)
-        if old:
-            names = ", ".join(f.name for f in old[:3]) + (", ..." if len(old) > 3 else "")
+        deleted = []
+        for folder in asides[: max(0, len(asides) - max(1, self.keep_previous))]:  # the one moved aside now: never
+            try:
+                shutil.rmtree(folder)
+                deleted.append(folder.name)
+            except OSError as err:  # the run goes on: an old folder left is no fault of this one
+                log.warning("could not delete %s, an old run moved aside: %s", folder, reason(err))
+        if deleted:
+            names = ", ".join(deleted[:3]) + (", ..." if len(deleted) > 3 else "")
             log.warning(
-                "deleted %d old run(s) moved aside, beyond keep_previous=%d: %s", len(old), self.keep_previous, names
+                "deleted %d old run(s) moved aside, beyond keep_previous=%d: %s",
+                len(deleted),
+                self.keep_previous,
+                names,
             )
 
     # metrics.json
