@@ -57,6 +57,16 @@ def test_a_config_folder_of_your_own_that_is_not_there_is_one_line(tmp_path, tra
     assert left_in(tmp_path) == []
 
 
+@pytest.mark.parametrize("override", ["model=swwae_hard,upsample", "seed=range(0,3)"])
+def test_a_sweep_without_m_is_one_line_saying_to_add_it(tmp_path, train, override):
+    assert train("debug=quick", override) == (
+        2,
+        [f"error: {override}: these are a sweep's values: add -m to run a job for each (a list is key=[a,b], a string "
+         "with a comma key='a,b')"],
+    )  # fmt: skip
+    assert left_in(tmp_path) == []
+
+
 @pytest.mark.extra("optuna")
 @pytest.mark.parametrize(
     ("override", "line"),

@@ -37,6 +37,9 @@ FULL_ERROR = "HYDRA_FULL_ERROR"  # Hydra raises instead of printing its own repo
 NOT_IN_CONFIG = re.compile(r"Could not override '([^']+)'")
 ALREADY_THERE = re.compile(r"Could not append to config\. An item is already at '([^']+)'")
 NOT_MERGED = re.compile(r"Error merging override (.+)", re.DOTALL)
+SWEEP_WITHOUT_M = re.compile(
+    r"(?:Ambiguous value for argument|Sweep parameters) '([^\n]+?)'(?: requires --multirun)?(?:\n|$)"
+)
 NO_CONFIG_DIR = re.compile(r"Additional config directory '(.+)' not found")
 GROUP_SET_TO_NULL = "Config group override must be a string or a list. Got NoneType"
 WHY_LIMIT = 200  # characters of a parser's or Hydra's reason (it may quote the input)
@@ -206,6 +209,11 @@ def line_for(err: Exception, argv: list[str]) -> str:
         return f"--config-dir: there is no folder {match[1]}: name the folder that holds your own configs"
     if not isinstance(err, ConfigCompositionException):
         return yaml_line(err)
+    if match := SWEEP_WITHOUT_M.match(text):
+        return (
+            f"{excerpt(match[1])}: these are a sweep's values: add -m to run a job for each (a list is key=[a,b], "
+            "a string with a comma key='a,b')"
+        )
     if match := NOT_IN_CONFIG.search(text):
         return unknown_key_line(match[1], argv)
     if match := ALREADY_THERE.search(text):
