@@ -57,6 +57,19 @@ def test_a_config_folder_of_your_own_that_is_not_there_is_one_line(tmp_path, tra
     assert left_in(tmp_path) == []
 
 
+@pytest.mark.parametrize(
+    ("override", "line"),
+    [
+        ("=3", "error: =3: an override names a key before its '=' (key=value)"),  # Hydra: a traceback
+        ("~model", "error: ~model: a run needs its model section (the config reads model.arch): choose another with"),
+    ],
+)
+def test_an_override_hydra_answered_with_a_traceback_is_one_line(tmp_path, train, override, line):
+    status, lines = train("debug=quick", override)
+    assert status == 2 and len(lines) == 1 and lines[0].startswith(line), lines
+    assert left_in(tmp_path) == []
+
+
 @pytest.mark.parametrize("override", ["model=swwae_hard,upsample", "seed=range(0,3)"])
 def test_a_sweep_without_m_is_one_line_saying_to_add_it(tmp_path, train, override):
     assert train("debug=quick", override) == (

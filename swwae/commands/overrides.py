@@ -28,7 +28,7 @@ from hydra.errors import (
     OverrideParseException,
     SearchPathException,
 )
-from omegaconf.errors import InterpolationResolutionError
+from omegaconf.errors import InterpolationKeyError, InterpolationResolutionError
 
 from swwae.errors import excerpt
 from swwae.training.runs.sweep_claim import remove_if_empty
@@ -41,7 +41,9 @@ SWEEP_WITHOUT_M = re.compile(
     r"(?:Ambiguous value for argument|Sweep parameters) '([^\n]+?)'(?: requires --multirun)?(?:\n|$)"
 )
 NO_CONFIG_DIR = re.compile(r"Additional config directory '(.+)' not found")
-GROUP_SET_TO_NULL = "Config group override must be a string or a list. Got NoneType"
+GROUP_OVERRIDE = "Config group override must be a string or a list. Got "  # ... NoneType: group=null
+GROUP_SET_TO_NULL = f"{GROUP_OVERRIDE}NoneType"
+MISSING_KEY = re.compile(r"Interpolation key '([^']+)' not found")
 WHY_LIMIT = 200  # characters of a parser's or Hydra's reason (it may quote the input)
 
 # helpers
@@ -160,6 +162,20 @@ def null_group_line(argv: list[str]) -> str:
     return f"{excerpt(group or shown)}=null: {shown} takes the name of a config; to run without one: ~{shown}"
 
 
+def removed_section_line(text: str, argv: list[str]) -> str:
+    """'~model: ...' where a section removed on the command line is one the config reads (the
+    run name and folders read ``model.arch``); "" for another missing key."""
+    match = MISSING_KEY.search(text)
+    section = match[1].partition(".")[0] if match else ""
+    removed = next((arg for arg in argv if section and arg.partition("=")[0] == f"~{section}"), "")
+    if not removed:
+        return ""
+    return (
+        f"{excerpt(removed)}: a run needs its {section} section (the config reads {match[1]}): choose another with "
+        f"{section}=<name> instead"
+    )
+
+
 def yaml_line(err: BaseException) -> str:
     """A config file that is not YAML (a preset of the user's own, most often): the file, the
     line and column of the problem and what it is; "" when ``err`` is no YAML error."""
@@ -203,6 +219,12 @@ def line_for(err: Exception, argv: list[str]) -> str:
         return grammar_line(argv)
     if isinstance(err, ValueError) and text == GROUP_SET_TO_NULL:
         return null_group_line(argv)
+    if isinstance(err, ValueError) and text.startswith(GROUP_OVERRIDE):  # =3, +=3: Hydra took "" for a group
+        keyless = next((arg for arg in argv if "=" in arg and not arg.partition("=")[0].lstrip("+~")), "")
+        if keyless:
+            return f"{excerpt(keyless)}: an override names a key before its '=' (key=value)"
+    if isinstance(err, InterpolationKeyError) and (line := removed_section_line(text, argv)):
+        return line
     if isinstance(err, MissingConfigException):
         return missing_choice_line(err, argv)
     if isinstance(err, SearchPathException) and (match := NO_CONFIG_DIR.fullmatch(text)):
