@@ -167,12 +167,14 @@ def test_the_arms_can_be_the_values_of_another_setting(tmp_path, capsys):
     write_job(sweep, number, "swwae_hard", 4, 2, 0.003)  # no trainer.precision in its config
     assert main([str(sweep), "--by", "trainer.precision", "--out", str(tmp_path / "r")]) == 1
     assert (
-        f"{sweep / f'{number}_swwae_hard_seed4'}: unreadable: its saved config has no trainer.precision"
+        f"{sweep / f'{number}_swwae_hard_seed4'}: unreadable: its saved config has no setting trainer.precision"
         in (tmp_path / "r.md").read_text()
     )
     capsys.readouterr()
     assert main([str(sweep), "--out", str(tmp_path / "r")]) == 2  # by model: one arm, and seeds twice over
-    assert capsys.readouterr().err.strip().endswith("are both swwae_hard seed 0")
+    assert "are both model=swwae_hard with seed 0: an arm has one run a seed" in capsys.readouterr().err
+    assert main([str(sweep), "--by", "seed"]) == 2  # the pairing, not an arm
+    assert capsys.readouterr().err.startswith("error: --by seed: the seeds pair the arms")
 
 
 def test_outcomes_that_disagree_with_metrics_are_refused(sweep, capsys):

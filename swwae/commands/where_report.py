@@ -107,7 +107,7 @@ def arm_of(job: Job, by: str, config: dict | None) -> str:
         return str(job.record.get("model"))
     value = setting(config or {}, by)
     if value is None:
-        raise Unreadable(f"its saved config has no {by}")
+        raise Unreadable(f"its saved config has no setting {by} (--by {by})")
     return str(value).lower() if isinstance(value, bool) else str(value)
 
 
@@ -121,7 +121,10 @@ def job_run(job: Job, seen: dict, by: str = ARMS_BY_DEFAULT) -> Run:
     arm, seed, accuracy = arm_of(job, by, config), seed_of(job), accuracy_of(job)
     reconstructs = trains_reconstruction(config)
     if (arm, seed) in seen:
-        raise ConfigError(f"{job.folder} and {seen[arm, seed]} are both {arm} seed {seed}")
+        raise ConfigError(
+            f"{job.folder} and {seen[arm, seed]} are both {by}={arm} with seed {seed}: an arm has one run a seed "
+            "(--by names the setting the arms differ in)"
+        )
     seen[arm, seed] = job.folder
     outcomes = read_outcomes(job.folder / "test_outcomes.csv")
     right = sum(y == p for y, p in outcomes) / len(outcomes) if outcomes else float("nan")
@@ -299,6 +302,10 @@ def main(argv=None) -> int:
     )
     parser.add_argument("--arms", nargs="+", default=None, help="the arms (values of --by) in order (default: all)")
     args = parser.parse_args(argv)
+    if args.by == "seed":
+        raise ConfigError(
+            "--by seed: the seeds pair the arms, they cannot be the arms; name the setting the arms differ in"
+        )
     out = report_prefix(args.out, "where", "--out")
     runs, failed = read_runs(args.sweep_dirs, args.by)
     arms = arms_of(runs, args.arms)
