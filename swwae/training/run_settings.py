@@ -33,8 +33,7 @@ class RunSettings(BaseModel):
     keep_previous: bounded(int, ge=1) | None = Field(
         None,
         description="how many old runs of this run name, moved aside by fresh starts (`<run>.previous-<time>`), "
-        "to keep (the one moved aside now among them): a fresh start deletes the older ones; null: keep them all "
-        "(debug=quick: 1)",
+        "to keep (the one moved aside now among them): a fresh start deletes the older ones; null: keep them all",
     )
     test: StrictBool = Field(True, description="evaluate the best checkpoint on the test split after training")
     keep_freed_memory: StrictBool = Field(
