@@ -166,8 +166,10 @@ def removed_section_line(text: str, argv: list[str]) -> str:
     """'~model: ...' where a section removed on the command line is one the config reads (the
     run name and folders read ``model.arch``); "" for another missing key."""
     match = MISSING_KEY.search(text)
-    section = match[1].partition(".")[0] if match else ""
-    removed = next((arg for arg in argv if section and arg.partition("=")[0] == f"~{section}"), "")
+    if match is None:
+        return ""
+    section = match[1].partition(".")[0]
+    removed = next((arg for arg in argv if arg.partition("=")[0] == f"~{section}"), "")
     if not removed:
         return ""
     return (
