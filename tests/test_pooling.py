@@ -461,6 +461,12 @@ def test_kernel_larger_than_the_feature_map_is_a_clear_error():
         WhatWherePool(kernel_size=4)(torch.randn(1, 1, 3, 3))
 
 
+@pytest.mark.parametrize("mode", POOL_MODES)
+def test_integer_input_is_a_clear_error(mode):
+    with pytest.raises(ValueError, match="floating-point values, got torch.uint8"):
+        make_pool(mode, channels=1)(torch.zeros(1, 1, 4, 4, dtype=torch.uint8))
+
+
 def test_unknown_mode_lists_the_choices():
     with pytest.raises(ValueError, match="upsample"):
         make_pool("maxish")

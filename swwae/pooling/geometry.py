@@ -42,6 +42,9 @@ class Geometry:
     def check(self, x: Tensor) -> None:
         if x.dim() != 4:
             raise ValueError(f"pooling expects a (N, C, H, W) tensor, got shape {tuple(x.shape)}")
+        if not x.is_floating_point():
+            # the where is a gradient (hard) or a softmax (soft): neither exists for integers
+            raise ValueError(f"pooling expects floating-point values, got {x.dtype}; convert with x.float()")
         height, width = x.shape[-2:]
         if any(n + 2 * p < k for n, k, p in zip((height, width), self.kernel, self.padding)):
             raise ValueError(
