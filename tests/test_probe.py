@@ -206,8 +206,9 @@ def test_probe_features_uses_the_given_subsets_for_every_probe():
 def test_the_script_prints_one_table_with_the_controls(tmp_path, capsys, tiny_net):
     ckpt = checkpoint_of(tiny_net, tmp_path / "best.ckpt")
     out = tmp_path / "probe.json"
-    assert probe_main([str(ckpt), "--labels", "50", "200", "--shifts", "2", "--json", str(out)]) == 0
+    assert probe_main([str(ckpt), "--labels", "50", "200", "--shifts", "2", "--k", "60", "--json", str(out)]) == 0
     text = capsys.readouterr().out
+    assert "k-NN k=60 (N where N is smaller);" in text  # 50 labels vote with all 50
     rows = [line.split()[0] for line in text.splitlines()]
     assert "pixels" in rows and "random" in rows and "tiny" in rows
     result = json.loads(out.read_text())
@@ -223,6 +224,7 @@ def test_two_checkpoints_are_probed_on_the_same_labelled_images(tmp_path, capsys
     a, b = checkpoint_of(tiny_net, tmp_path / "a.ckpt"), checkpoint_of(tiny_net, tmp_path / "b.ckpt")
     out = tmp_path / "probe.json"
     assert probe_main([str(a), str(b), "--labels", "40", "--no-controls", "--json", str(out)]) == 0
+    assert "k-NN k=20;" in capsys.readouterr().out
     first, second = json.loads(out.read_text())["rows"]
     assert first["linear"] == second["linear"] and first["knn"] == second["knn"]  # same net, same subsets
 

@@ -110,6 +110,7 @@ def run(
         "data": data.name,
         "seed": seed,
         "k": k,
+        "k_capped": min(len(idx) for idx in subsets.values()) < k,  # k-NN takes k = N where N < k
         "features": stages,
         "labels": list(subsets),
         "shifts": list(shifts),
@@ -153,7 +154,8 @@ def main(argv=None) -> int:
     print(
         f"{result['data']}: probes trained on N of its {result['train_images']} training images (seed "
         f"{result['seed']}), regularisation picked on val, accuracy % on test; "
-        f"k-NN k={result['k']}; features: {result['features']} what"
+        f"k-NN k={result['k']}{' (N where N is smaller)' if result['k_capped'] else ''}; "
+        f"features: {result['features']} what"
     )
     print(table(result["rows"], result["labels"], result["shifts"]))
     print(invariance_table(result["rows"], result["shifts"]))
