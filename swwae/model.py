@@ -257,6 +257,10 @@ class SWWAE(nn.Module, Pretrained):
         """The image decoder's output bias at logit(mean pixel), per channel."""
         output = convs(self.decoders[0])[-1]
         means = [pixel_mean] * self.image_shape[0] if isinstance(pixel_mean, (int, float)) else list(pixel_mean)
+        if len(means) != self.image_shape[0] or not all(0 <= float(m) <= 1 for m in means):
+            raise ConfigError(
+                f"pixel_mean must be one value in [0, 1], or one a channel ({self.image_shape[0]}), got {pixel_mean}"
+            )
         with torch.no_grad():
             output.bias.copy_(torch.tensor([logit(m) for m in means]))
 

@@ -287,8 +287,8 @@ def check_network(kernel_size, pool_mode, nonlinearity, dropout, image_shape) ->
         raise ConfigError(f"model.nonlinearity={nonlinearity!r} is unknown; choose one of {', '.join(NONLINEARITIES)}")
     if not 0 <= dropout < 1:
         raise ConfigError(f"model.dropout must be in [0, 1), got {dropout}")
-    if len(image_shape) != 3:
-        raise ConfigError(f"image_shape must be (channels, height, width), got {image_shape}")
+    if len(image_shape) != 3 or any(isinstance(n, bool) or not isinstance(n, int) or n < 1 for n in image_shape):
+        raise ConfigError(f"image_shape must be (channels, height, width), positive ints, got {image_shape}")
 
 
 def check_pool_settings(mode: PoolMode, values: Mapping) -> dict:

@@ -81,6 +81,9 @@ def test_gradients_reach_every_parameter_through_both_paths():
         (dict(kernel_size=4), "odd"),
         (dict(pool_mode="wavelet", pool_size=3), "power-of-two"),
         (dict(nonlinearity="swish"), "nonlinearity"),
+        (dict(image_shape=(0, 28, 28)), r"image_shape must be \(channels, height, width\), positive ints"),
+        (dict(pixel_mean=[0.1, 0.2]), r"one a channel \(1\), got \[0.1, 0.2\]"),
+        (dict(pixel_mean=33.0), r"pixel_mean must be one value in \[0, 1\]"),  # a mean on the 0-255 scale
     ],
 )
 def test_bad_configs_are_one_clear_error(kwargs, message):
