@@ -44,15 +44,25 @@ def generator(seed: int, *keys: int) -> torch.Generator:
     return torch.Generator().manual_seed(derive_seed(seed, *keys))
 
 
-def _proportional(counts: Tensor, total: int, gen: torch.Generator) -> Tensor:
+def _proportional(counts: Tensor, total: int, gen: torch.Generator, keep: int = 0) -> Tensor:
     """Split ``total`` over classes in proportion to ``counts`` (largest remainder method;
-    ties broken at random). Never gives a class more than it has."""
+    ties broken at random). Never gives a class more than it has less ``keep``: a rounded-up
+    share that would take a class's last ``keep`` goes to the next class in line, so that
+    where no class runs short the split is the plain method's (``total`` must leave room:
+    at most ``counts.sum() - keep * len(counts)``)."""
     n = int(counts.sum())
-    share, remainder = (counts * total) // n, (counts * total) % n
+    share, remainder = (counts * total) // n, (counts * total) % n  # each under counts: total < n
     left = total - int(share.sum())
     shuffled = torch.randperm(len(counts), generator=gen)
     order = shuffled[torch.sort(remainder[shuffled], descending=True, stable=True).indices]
-    share[order[:left]] += 1
+    room = counts - keep - share
+    while left:  # one more for each class in line that has one to spare, until none is left
+        more = order[room[order] > 0][:left]
+        if not len(more):
+            raise ValueError(f"{total} of {n} samples leave no {keep} per class of {len(counts)}")
+        share[more] += 1
+        room[more] -= 1
+        left -= len(more)
     return share
 
 
@@ -60,17 +70,21 @@ def stratified_split(y: Tensor, sizes: list[int], gen: torch.Generator) -> list[
     """Indices of disjoint subsets of sizes ``sizes``, plus one last subset with the rest.
 
     Each subset holds every class in proportion to its share of ``y`` (equal shares when
-    the classes are equal). Each subset comes back in random order, so that the first
-    validation batch (the one that gets logged as images) shows a mix of classes.
+    the classes are equal). Every class keeps a sample for the last subset (the training
+    split) where the sizes leave room for it: a class of one image (a folder of the user's)
+    drawn for testing would never be trained on, and nothing would say so. Each subset comes
+    back in random order, so that the first validation batch (the one that gets logged as
+    images) shows a mix of classes.
     """
     classes = torch.unique(y)
+    keep = int(sum(sizes) <= len(y) - len(classes))
     members = [torch.nonzero(y == c).flatten() for c in classes]
     members = [m[torch.randperm(len(m), generator=gen)] for m in members]
     left = torch.tensor([len(m) for m in members])
     taken = torch.zeros_like(left)
     parts = []
     for size in sizes:
-        per_class = _proportional(left, size, gen)
+        per_class = _proportional(left, size, gen, keep)
         parts.append(torch.cat([m[t : t + k] for m, t, k in zip(members, taken, per_class)]))
         taken += per_class
         left -= per_class

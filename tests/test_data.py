@@ -125,6 +125,16 @@ def test_stratified_split_proportional_and_complete():
     assert torch.equal(torch.sort(torch.cat([val, test, train])).values, torch.arange(100))
 
 
+def test_stratified_split_keeps_a_training_sample_of_every_class():
+    """A class of one image (a user's folder) is never drawn whole for validation or testing,
+    where the sizes leave room: it would never be trained on."""
+    y = torch.tensor([0, 1, 2, 3, 4, 5] + [6] * 9)
+    for seed in range(50):
+        val, test, train = stratified_split(y, [4, 4], torch.Generator().manual_seed(seed))
+        assert (len(val), len(test)) == (4, 4) and set(y[train].tolist()) == set(range(7))
+        assert torch.equal(torch.sort(torch.cat([val, test, train])).values, torch.arange(15))
+
+
 # --------------------------------------------------------------------------- num_labels
 
 
