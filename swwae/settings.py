@@ -372,7 +372,13 @@ def check_int(name: str, value, minimum: int) -> int:
 
 def choose_labelled_per_batch(k: int | None, batch_size: int, labels: int, what: str) -> int:
     """``data.labelled_per_batch`` (its default: a quarter of the batch, at most ``labels``),
-    or a one-line error when it cannot work."""
+    or a one-line error when it cannot work (a batch of one has no room for its default: the
+    batch size is the setting to change, not the one the user never set)."""
+    if k is None and batch_size < 2:
+        raise ConfigError(
+            f"data.batch_size={batch_size} leaves no room for unlabelled samples beside the labelled one "
+            f"that every batch holds where labels are hidden ({what}): make it 2 or more"
+        )
     if k is None:
         return max(1, min(batch_size // LABELLED_SHARE, labels))
     if k >= batch_size:

@@ -122,11 +122,12 @@ def test_the_default_is_a_quarter_of_the_batch_and_never_more_than_the_labels():
             r"data.batch_size=128",
         ),
         ({"labelled_per_batch": 101}, r"labelled_per_batch=101 is more than the data.num_labels=100 labelled samples"),
+        ({"batch_size": 1}, r"^data.batch_size=1 leaves no room for unlabelled samples .*: make it 2 or more$"),
     ],
 )
 def test_labelled_per_batch_values_that_cannot_work(kwargs, message):
     with pytest.raises(ConfigError, match=message):
-        MNISTSampleDataModule(num_labels=100, batch_size=128, **kwargs)
+        MNISTSampleDataModule(**{"num_labels": 100, "batch_size": 128} | kwargs)
 
 
 # the checkpoint monitor
