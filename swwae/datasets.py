@@ -28,6 +28,7 @@ from swwae.folder_scan import (
     MAX_ENTRIES,
     MAX_FOLDERS,
     ScanLimits,
+    check_labels,
     check_split_sizes,
     count_classes,
     scan_image_folder,
@@ -168,6 +169,7 @@ class ImageFolderSet(DataSet):
         """The folder scanned (bounded, never out of it: ``swwae.folder_scan``) and its images
         counted against the splits, before torch loads and before the job writes anything."""
         listing = scan_image_folder(settings.root, limits=ScanLimits.of(settings), progress=True)
+        check_labels(listing.labels is not None, settings.num_labels, str(listing.root))
         classes = len(listing.classes) or 1
         check_split_sizes(len(listing.paths), classes, settings.val_size, settings.test_size, str(listing.root))
 

@@ -445,3 +445,15 @@ def check_split_sizes(count: int, classes: int, val_size: int, test_size: int, w
             f"data.val_size={val_size} + data.test_size={test_size} leave too few of the {count} images "
             f"of {where} for training{one_per_class}: lower them, or add images"
         )
+
+
+def check_labels(labelled: bool, num_labels: int | None, where: str) -> None:
+    """One ConfigError line for ``data.num_labels`` on a flat folder (``labelled`` false): it
+    keeps the labels of some images, and a flat folder's images have none (else the run reads
+    every image, then says there are 0 labelled samples)."""
+    if num_labels is not None and not labelled:
+        raise ConfigError(
+            f"data.num_labels={num_labels} keeps the labels of that many images, but the images of {where} "
+            "have none (they lie directly in it, no class folders): put them in one sub-folder per class, "
+            "or set data.num_labels=null"
+        )

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import shutil
 import struct
 import zlib
@@ -315,6 +316,26 @@ def test_splits_that_leave_too_few_for_training_are_one_line(tmp_path, val, test
     contents = read(write_image_folder(tmp_path / "pets", per_class=5), size=4)
     with pytest.raises(ConfigError, match=words):
         image_folder_splits(contents, val, test, split_seed=0)
+
+
+def test_num_labels_on_a_flat_folder_is_one_line_before_any_image_is_read(tmp_path):
+    """A flat folder has no labels to keep: the job's check says so from the scan alone (the
+    files here are empty: none is opened), and so does the data module built directly."""
+    from swwae.datasets import DATA_SETS, ImageFolderSettings
+    from swwae.training.data import ImageFolderDataModule
+
+    root = tmp_path / "flat"
+    root.mkdir()
+    for i in range(6):
+        (root / f"{i}.png").touch()
+    words = rf"^data.num_labels=2 keeps the labels .* of {re.escape(str(root))} have none .*: put them in one"
+    settings = {"root": str(root), "num_labels": 2, "val_size": 1, "test_size": 1}
+    with pytest.raises(ConfigError, match=words):
+        DATA_SETS["image_folder"].check_files(ImageFolderSettings(**settings))
+    shutil.rmtree(root)
+    write_image_folder(root, classes=(), per_class=6)
+    with pytest.raises(ConfigError, match=words):
+        ImageFolderDataModule(**settings).setup()
 
 
 # the data set: data=image_folder, through the job

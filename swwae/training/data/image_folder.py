@@ -53,6 +53,7 @@ from swwae.folder_scan import (
     FORMAT_WORDS,
     Listing,
     ScanLimits,
+    check_labels,
     check_split_sizes,
     examples,
     scan_image_folder,
@@ -377,6 +378,7 @@ class ImageFolderDataModule(InMemoryDataModule):
     def load(self) -> Splits:
         limits = ScanLimits.of(self.settings)
         contents = read_image_folder(self.root, self.image_size, self.channels, root_hint=self.root_hint, limits=limits)
+        check_labels(contents.labels is not None, self.num_labels, contents.root)
         self.num_classes = len(contents.classes) or None
         self.class_names = contents.classes
         return Splits(*image_folder_splits(contents, self.val_size, self.test_size, self.split_seed))
