@@ -4,8 +4,12 @@ The torchvision paths run on tiny files written here in torchvision's own on-dis
 formats (IDX for MNIST, pickled batches for CIFAR-10); nothing touches the network.
 """
 
+import gzip
 import math
+import shutil
+import tarfile
 import urllib.error
+import urllib.request
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -453,6 +457,51 @@ def test_missing_files_offline(tmp_path, cls, sub):
     assert "data=mnist_sample" in msg and "data.download=true" in msg and "not found" in msg
 
 
+def packed_mnist(root: Path, monkeypatch) -> list[str]:
+    """MNIST's files as its download leaves them before unpacking: gzipped, in MNIST/raw."""
+    raw, resources = write_mnist(root), []
+    for path in sorted(raw.iterdir()):
+        packed = path.with_name(path.name + ".gz")
+        packed.write_bytes(gzip.compress(path.read_bytes()))
+        path.unlink()
+        resources.append((packed.name, md5(packed)))
+    monkeypatch.setattr(torchvision.datasets.MNIST, "resources", resources)
+    return [name for name, _ in resources]
+
+
+def packed_cifar(root: Path, monkeypatch) -> list[str]:
+    """CIFAR-10's download as it comes: one .tar.gz in the root."""
+    folder, archive = write_cifar(root / "elsewhere", monkeypatch), root / torchvision.datasets.CIFAR10.filename
+    with tarfile.open(archive, "w:gz") as tar:
+        tar.add(folder, arcname=folder.name)
+    monkeypatch.setattr(torchvision.datasets.CIFAR10, "tgz_md5", md5(archive))
+    shutil.rmtree(folder.parent)
+    return [archive.name]
+
+
+@pytest.mark.parametrize("cls, pack", [(MNISTDataModule, packed_mnist), (CIFAR10DataModule, packed_cifar)])
+def test_a_download_brought_in_unpacked_is_named_and_unpacked_offline(tmp_path, monkeypatch, cls, pack):
+    """A download copied to an offline machine: the line says that data.download=true unpacks it
+    without the internet, and it does; a partial copy is said to be one."""
+    archives = pack(tmp_path, monkeypatch)
+    monkeypatch.setattr(urllib.request, "urlopen", no_network)
+    with pytest.raises(DataError) as err:
+        cls(root=str(tmp_path), val_size=10).setup()
+    message = str(err.value)
+    assert f"their download is there, not unpacked ({', '.join(archives)} in " in message
+    assert message.endswith("data.download=true unpacks it (no internet needed)") and "\n" not in message
+    first = next(tmp_path.rglob(archives[0]))
+    whole = first.read_bytes()
+    first.write_bytes(whole[: len(whole) // 2])
+    with pytest.raises(DataError, match=r"download \(.*\) did not unpack .*no new one .*it may be a partial copy"):
+        cls(root=str(tmp_path), val_size=10, download=True).prepare_data()
+    first.write_bytes(whole)
+    dm = cls(root=str(tmp_path), val_size=10, download=True)
+    dm.prepare_data()
+    dm.setup()
+    assert len(dm.train_x) + len(dm.val_x) == 100
+
+
 @pytest.mark.parametrize("truncate", ["train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte"])
 def test_truncated_idx(mnist_root, truncate):
     path = mnist_root / "MNIST" / "raw" / truncate
@@ -508,7 +557,6 @@ def test_download_patched_at_class(tmp_path, monkeypatch):
 def test_processes_started_at_once_download_once(tmp_path, monkeypatch):
     """A DDP run that torchrun or SLURM starts: every process prepares the data at once. They take
     turns (a lock in the data root): the first downloads, the others find its files complete."""
-    import shutil
     import threading
     import time
 

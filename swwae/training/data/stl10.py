@@ -59,6 +59,11 @@ class STL10DataModule(TorchvisionDataModule):
 
         return [name for name, _ in STL10.train_list + STL10.test_list] + [STL10.folds_list_file]
 
+    def _archives(self) -> list[str]:
+        from torchvision.datasets import STL10
+
+        return [os.path.join(self.root, STL10.filename)]
+
     def load(self) -> Splits:
         splits = super().load()
         if not self.unlabelled:

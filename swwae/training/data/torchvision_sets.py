@@ -53,6 +53,12 @@ class TorchvisionDataModule(InMemoryDataModule):
         """The files a complete download leaves in ``_folder()``."""
         raise NotImplementedError
 
+    def _archives(self) -> list[str]:
+        """The archives a download fetches and unpacks into ``_files()`` (none: the files are
+        fetched as they are). Where they lie already, ``data.download=true`` checks and unpacks
+        them without the internet: a copy brought to an offline machine."""
+        return []
+
     def _arrays(self, ds) -> tuple[Tensor, Tensor]:
         """(images uint8 (N, C, H, W), labels int64) of a dataset object; by default its
         ``data`` already in that layout and its ``labels`` (SVHN, STL-10)."""
@@ -94,10 +100,22 @@ class TorchvisionDataModule(InMemoryDataModule):
             folder, files = os.path.abspath(self._folder()), self._files()
             present = all(os.path.isfile(os.path.join(folder, f)) for f in files)
             expected = ", ".join(files)
-            if not present and not self.download:
+            packed = self._download_here()
+            if not present and not self.download and packed:
+                msg = (
+                    f"{self.name} files not found in {folder} (expected {expected}), but their download is there, "
+                    f"not unpacked ({packed}): {self.fetch_hint} unpacks it (no internet needed)"
+                )
+            elif not present and not self.download:
                 msg = (
                     f"{self.name} files not found in {folder} (expected {expected}): {self.root_hint} says "
                     f"where they are, {self.fetch_hint} fetches them (needs internet), or use {OFFLINE_HINT}"
+                )
+            elif not present and packed:
+                msg = (
+                    f"{self.name}'s download ({packed}) did not unpack into {folder}, and no new one could be "
+                    f"fetched ({one_line(err, limit=160)}): it may be a partial copy; copy a whole one there, "
+                    f"or use {OFFLINE_HINT}"
                 )
             elif not present:
                 msg = (
@@ -110,6 +128,14 @@ class TorchvisionDataModule(InMemoryDataModule):
                     f"delete that folder and download again with {self.fetch_hint}, or use {OFFLINE_HINT}"
                 )
             raise DataError(msg) from err
+
+    def _download_here(self) -> str | None:
+        """The download brought in by hand, as the error lines name it (``a.tar.gz in DIR``), or
+        None where it is not all there."""
+        archives = self._archives()
+        if not archives or not all(map(os.path.isfile, archives)):
+            return None
+        return f"{', '.join(map(os.path.basename, archives))} in {os.path.dirname(os.path.abspath(archives[0]))}"
 
 
 def label_tensor(targets) -> Tensor:
@@ -133,6 +159,11 @@ class MNISTDataModule(TorchvisionDataModule):
 
         return [os.path.splitext(os.path.basename(url))[0] for url, _ in MNIST.resources]
 
+    def _archives(self) -> list[str]:
+        from torchvision.datasets import MNIST
+
+        return [os.path.join(self._folder(), os.path.basename(url)) for url, _ in MNIST.resources]
+
     def _arrays(self, ds) -> tuple[Tensor, Tensor]:
         return ds.data.unsqueeze(1), label_tensor(ds.targets)
 
@@ -155,6 +186,9 @@ class CIFAR10DataModule(TorchvisionDataModule):
     def _files(self) -> list[str]:
         cls = self._dataset_class()
         return [name for name, _ in cls.train_list + cls.test_list] + [cls.meta["filename"]]
+
+    def _archives(self) -> list[str]:
+        return [os.path.join(self.root, self._dataset_class().filename)]
 
     def _arrays(self, ds) -> tuple[Tensor, Tensor]:
         return torch.from_numpy(np.asarray(ds.data)).permute(0, 3, 1, 2).contiguous(), label_tensor(ds.targets)
