@@ -109,6 +109,24 @@ BAD_VALUES = [
 ]
 
 
+UNKNOWN_KEYS = [
+    (["data=mnist", "data.test_size=1000"], "data.test_size is not a setting of data=mnist (only of mnist_sample, "),
+    (["data=stl10", "data.extra=true"], "data.extra is not a setting of data=stl10 (only of svhn)"),
+    (["data.test_size=9"], "data.test_size is not in the data config: add it with +data.test_size=9"),  # no data=
+    (["trainer.min_epochs=2"], "trainer.min_epochs is not in the trainer config: add it with +trainer.min_epochs=2"),
+    (["data=mnist", "data.num_label=3"], "data.num_label is not a setting; did you mean data.num_labels?"),
+]
+
+
+@pytest.mark.parametrize("argv, line", UNKNOWN_KEYS, ids=[argv[-1] for argv, _ in UNKNOWN_KEYS])
+def test_a_key_the_config_lacks_is_named_with_the_way_that_works(argv, line):
+    """A data setting of other data sets than the one named is said to be theirs: the shipped data
+    configs hold every setting of their own, and ``+data.test_size`` would only be a second error."""
+    from swwae.commands.overrides import unknown_key_line
+
+    assert unknown_key_line(argv[-1].partition("=")[0], argv).startswith(line)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("override, line", BAD_VALUES, ids=[override for override, _ in BAD_VALUES])
 def test_a_bad_value_is_one_line_before_anything_is_written(tmp_path, override, line):

@@ -101,13 +101,16 @@ def grammar_line(argv: list[str]) -> str:
 
 def unknown_key_line(key: str, argv: list[str]) -> str:
     """'trainer.max_epoch is not a setting; did you mean trainer.max_epochs?', or how to add a
-    setting that the schema knows but the config does not list (a Lightning Trainer argument)."""
+    setting that the schema knows but the config does not list (a Lightning Trainer argument), or
+    which data sets take a data setting that the one named does not."""
     from swwae.settings import unknown_key
     from swwae.training.spec import own_key_typo, setting_names
 
     section, _, name = key.rpartition(".")
     known = setting_names(section)
     if name in known:
+        if line := other_data_sets_line(key, argv):
+            return line
         value = override_of(key, argv).partition("=")[2]
         return f"{key} is not in the {section or 'top-level'} config: add it with +{key}={excerpt(value)}"
     written = excerpt(override_of(key, argv).lstrip("+"))
@@ -116,6 +119,21 @@ def unknown_key_line(key: str, argv: list[str]) -> str:
     if not section and own_key_typo(key) is None:  # no setting's look-alike: a key of the user's own
         return f"{excerpt(key)} is not in the config: add a key of your own with +{written}"
     return unknown_key(key, known)
+
+
+def other_data_sets_line(key: str, argv: list[str]) -> str:
+    """'data.test_size is not a setting of data=mnist (only of mnist_sample, image_folder)': a
+    setting of other data sets than the shipped one named on the command line, whose config holds
+    every setting it takes (so ``+data.test_size`` would lead to a second error); "" otherwise."""
+    from swwae.datasets import DATA_SETS
+    from swwae.training.spec import data_spec, names_of
+
+    section, _, name = key.rpartition(".")
+    chosen = override_of("data", argv).partition("=")[2]
+    if section != "data" or chosen not in DATA_SETS or name in names_of(data_spec(DATA_SETS[chosen])):
+        return ""
+    takers = [entry.name for entry in DATA_SETS.values() if name in names_of(data_spec(entry))]
+    return f"{key} is not a setting of data={chosen} (only of {', '.join(takers)})"
 
 
 def already_there_line(key: str, argv: list[str]) -> str:
