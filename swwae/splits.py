@@ -8,6 +8,8 @@ modules (``swwae.training.data``) and the feature probes (``swwae.probe``) both 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 import torch
 from torch import Tensor
@@ -93,11 +95,18 @@ def stratified_split(y: Tensor, sizes: list[int], gen: torch.Generator) -> list[
 
 
 def balanced_subset(
-    y: Tensor, n: int, num_classes: int, gen: torch.Generator, where: str, setting: str = "data.num_labels"
+    y: Tensor,
+    n: int,
+    num_classes: int,
+    gen: torch.Generator,
+    where: str,
+    setting: str = "data.num_labels",
+    names: Sequence[str] = (),
 ) -> Tensor:
     """Indices of ``n`` samples, ``n // num_classes`` per class and the remainder on
     randomly chosen classes (only those that have a sample to spare). ``setting`` names the
-    option that asked for ``n`` in the error messages."""
+    option that asked for ``n`` in the error messages, ``names`` the classes where they have
+    names (a folder's class folders: "class 0" alone would leave the user to count them)."""
     per_class = torch.full((num_classes,), n // num_classes)
     counts = torch.bincount(y, minlength=num_classes)[:num_classes]
     short = torch.nonzero(counts < per_class).flatten()
@@ -105,7 +114,7 @@ def balanced_subset(
         c = int(short[0])
         raise ConfigError(
             f"{setting}={n} asks for {n // num_classes} labelled samples per class, "
-            f"but class {c} has only {int(counts[c])} training samples in {where}"
+            f"but class {c}{f' ({names[c]})' if names else ''} has only {int(counts[c])} training samples in {where}"
         )
     roomy = torch.nonzero(counts > per_class).flatten()
     extra = n % num_classes

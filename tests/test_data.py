@@ -191,6 +191,8 @@ def test_num_labels_more_than_a_class_holds():
     y[y == 7] = 3  # class 7 now has no samples at all
     with pytest.raises(ConfigError, match="asks for 2 labelled samples per class, but class 7 has only 0"):
         balanced_subset(y, 20, 10, gen, "toy")
+    with pytest.raises(ConfigError, match=r"but class 7 \(h\) has only 0 training samples in toy"):
+        balanced_subset(y, 20, 10, gen, "toy", names="abcdefghij")  # a folder's classes: named
 
 
 # --------------------------------------------------------------------------- batching

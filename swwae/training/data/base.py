@@ -75,6 +75,7 @@ class InMemoryDataModule(lightning.LightningDataModule):
     # that reads them (a stored run's reader: --data-root, --download)
     root_hint: str = "data.root=<folder>"
     fetch_hint: str = "data.download=true"
+    class_names: tuple[str, ...] = ()  # the classes' names where the data name them (a folder's), for error lines
 
     def __init__(self, **settings):
         """``settings``: the data set's (its entry's ``settings`` class in ``swwae.datasets``:
@@ -120,7 +121,12 @@ class InMemoryDataModule(lightning.LightningDataModule):
                     f"training samples of {self.name}"
                 )
             chosen = balanced_subset(
-                train_y[pool], self.num_labels, self.num_classes, generator(self.seed, LABELS), self.name
+                train_y[pool],
+                self.num_labels,
+                self.num_classes,
+                generator(self.seed, LABELS),
+                self.name,
+                names=self.class_names,
             )
             hidden = torch.ones(len(train_y), dtype=torch.bool)
             hidden[pool[chosen]] = False
