@@ -441,9 +441,12 @@ def check_split_sizes(count: int, classes: int, val_size: int, test_size: int, w
     check_int("test_size", test_size, 1)
     if val_size + test_size > count - classes:
         one_per_class = f" (one per class: {classes})" if classes > 1 else ""
+        images = f"{count} image" if count == 1 else f"{count} images"
+        # no sizes fit under classes + 2 images: lowering them cannot help
+        fix = "lower them, or add images" if count >= classes + 2 else f"add images ({classes + 2} at least)"
         raise ConfigError(
-            f"data.val_size={val_size} + data.test_size={test_size} leave too few of the {count} images "
-            f"of {where} for training{one_per_class}: lower them, or add images"
+            f"data.val_size={val_size} + data.test_size={test_size} leave too few of the {images} "
+            f"of {where} for training{one_per_class}: {fix}"
         )
 
 

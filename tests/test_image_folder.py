@@ -310,10 +310,15 @@ def test_a_flat_folder_splits_unlabelled(tmp_path):
 
 
 @pytest.mark.parametrize(
-    ("val", "test", "words"), [(5, 4, "leave too few of the 10 images"), (0, 2, "data.val_size=0")]
+    ("val", "test", "per_class", "words"),
+    [
+        (5, 4, 5, r"leave too few of the 10 images .*: lower them, or add images$"),
+        (0, 2, 5, "data.val_size=0"),
+        (1, 1, 1, r"leave too few of the 2 images .* \(one per class: 2\): add images \(4 at least\)$"),  # no sizes fit
+    ],
 )
-def test_splits_that_leave_too_few_for_training_are_one_line(tmp_path, val, test, words):
-    contents = read(write_image_folder(tmp_path / "pets", per_class=5), size=4)
+def test_splits_that_leave_too_few_for_training_are_one_line(tmp_path, val, test, per_class, words):
+    contents = read(write_image_folder(tmp_path / "pets", per_class=per_class), size=4)
     with pytest.raises(ConfigError, match=words):
         image_folder_splits(contents, val, test, split_seed=0)
 
