@@ -8,6 +8,7 @@ import os
 import re
 import shutil
 import struct
+import warnings
 import zlib
 
 import numpy as np
@@ -69,6 +70,21 @@ def test_flat_folder_is_unlabelled_and_grey_on_request(tmp_path, caplog):
     assert contents.files == tuple(sorted(contents.files)) and "/" not in "".join(contents.files)
     (line,) = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert "converted 6 of 7 images to L" in line
+
+
+def test_images_above_pils_warning_bound_are_read_and_said_in_one_line_by_name(tmp_path, monkeypatch, caplog):
+    """PIL's DecompressionBombWarning names no file and is said once: one line of ours instead."""
+    root = write_image_folder(tmp_path / "flat", classes=(), per_class=4)
+    save(picture(1, (40, 30)), root / "wide.png")
+    save(picture(2, (36, 36)), root / "square.png")
+    monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", 1000)  # PIL refuses above twice it: these are read
+    with warnings.catch_warnings(), caplog.at_level(logging.WARNING):
+        warnings.simplefilter("error")  # PIL's own warning would fail the read
+        contents = read(root)
+    assert len(contents.files) == 6
+    (line,) = [r.getMessage() for r in caplog.records if "decompression" in r.getMessage()]
+    assert "2 of 6 images have more than 1,000 pixels" in line
+    assert line.endswith("(the largest: square.png, 1,296 pixels): read all the same")
 
 
 def test_progress_is_shown_on_stderr(tmp_path, capsys):

@@ -16,7 +16,8 @@ to 0..255, where PIL would clip it), then the shorter side resized to S (bilinea
 antialiased: torchvision's ``Resize(S)``) and the centre S x S cropped (``CenterCrop(S)``):
 no image is stretched, and every pixel kept is at the image's own scale in both directions.
 Animated GIFs and multi-page TIFFs give their first frame. Conversions are said once, in one
-log line with the count of images per source mode.
+log line with the count of images per source mode; so are enlarged images, and images above PIL's
+warning bound on pixels (``say_huge``: in place of PIL's warning, which names no file).
 
 The images are held as one uint8 tensor (N, C, S, S), filled in place (no second copy while
 reading), and refused above ``max_bytes`` before anything is decoded. The fingerprint is a
@@ -32,6 +33,7 @@ import math
 import os
 import re
 import struct
+import warnings
 from collections import Counter
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -162,26 +164,31 @@ def read_image_folder(
     check_memory(listing.root, count, size, channels, max_bytes)
     images = torch.empty((count, channels, size, size), dtype=torch.uint8)
     pixels = images.numpy()  # the same memory: each image is written into its place
-    hasher, sources, enlarged = fingerprinter(), Counter(), []
+    hasher, sources, enlarged, huge = fingerprinter(), Counter(), [], []
     threads = threads or min(8, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1)
 
     def read(i: int) -> tuple[str, str, int]:
         path = listing.paths[i]
         with image_file_errors():
             data = read_bytes(path, "image file", IMAGE_FILE_LIMIT)
-        array, source, shorter = decode(data, shown(listing, path), size, CHANNEL_MODES[channels])
+        array, source, stored = decode(data, shown(listing, path), size, CHANNEL_MODES[channels])
         pixels[i] = array[None] if channels == 1 else array.transpose(2, 0, 1)
-        return hashlib.sha256(data).hexdigest(), source, shorter
+        return hashlib.sha256(data).hexdigest(), source, stored
 
-    with ThreadPoolExecutor(threads) as pool:
+    with ThreadPoolExecutor(threads) as pool, warnings.catch_warnings():
+        warnings.simplefilter("ignore", Image.DecompressionBombWarning)  # said in one line below, naming the image
         for chunk in chunks(count, listing.root, progress):
-            for i, (digest, source, shorter) in zip(chunk, pool.map(read, chunk)):
-                add_file(hasher, listing.relative(listing.paths[i]), digest)
+            for i, (digest, source, (width, height)) in zip(chunk, pool.map(read, chunk)):
+                relative = listing.relative(listing.paths[i])
+                add_file(hasher, relative, digest)
                 sources[source] += 1
-                if shorter < size:
-                    enlarged.append((shorter, listing.relative(listing.paths[i])))
+                if min(width, height) < size:
+                    enlarged.append((min(width, height), relative))
+                if Image.MAX_IMAGE_PIXELS and width * height > Image.MAX_IMAGE_PIXELS:  # None: the user's "no bound"
+                    huge.append((width * height, relative))
     say_conversions(listing.root, sources, CHANNEL_MODES[channels], count)
     say_enlarged(listing.root, enlarged, count, size)
+    say_huge(listing.root, huge, count)
     labels = None if listing.labels is None else torch.tensor(listing.labels, dtype=torch.int64)
     files = tuple(listing.relative(p) for p in listing.paths)
     return ImageFolderContents(str(listing.root), images, labels, listing.classes, files, hasher.hexdigest())
@@ -234,17 +241,17 @@ def shown(listing: Listing, path: str) -> str:
     return f"{listing.relative(path)} in {listing.root}"
 
 
-def decode(data: bytes, name: str, size: int, mode: str) -> tuple[np.ndarray, str, int]:
+def decode(data: bytes, name: str, size: int, mode: str) -> tuple[np.ndarray, str, tuple[int, int]]:
     """One image file's bytes as uint8 (S, S) or (S, S, 3), the mode it was stored in and its
-    shorter side; a file that does not decode is one DataError line naming it (``name``) and why
+    stored size (width, height); a file that does not decode is one DataError line naming it (``name``) and why
     (``why_not``)."""
     try:
         with Image.open(io.BytesIO(data), formats=PIL_FORMATS) as img:
-            source, shorter = img.mode, min(img.size)
+            source, stored = img.mode, img.size
             img.draft(source, (size, size))  # JPEG: decode at a reduced scale, still >= S on both sides
             img = converted(ImageOps.exif_transpose(img), mode, name)
             img = TF.resize(img, size, interpolation=InterpolationMode.BILINEAR)
-            return np.asarray(TF.center_crop(img, size)), source, shorter
+            return np.asarray(TF.center_crop(img, size)), source, stored
     except DataError:
         raise
     except DECODE_ERRORS as err:
@@ -326,6 +333,23 @@ def say_conversions(folder: Path, sources: Counter, mode: str, count: int) -> No
     if others:
         modes = ", ".join(f"{n} {m}" for m, n in sorted(others.items(), key=lambda mn: (-mn[1], mn[0])))
         log.warning("%s: converted %d of %d images to %s (from %s)", folder, sum(others.values()), count, mode, modes)
+
+
+def say_huge(folder: Path, huge: list[tuple[int, str]], count: int) -> None:
+    """One log line for the images above PIL's warning bound on pixels (below its error bound:
+    they are read), in place of PIL's own warning, which names no file and is said once."""
+    if huge:
+        pixels, name = max(huge)
+        log.warning(
+            "%s: %d of %d images have more than %s pixels, where PIL warns of decompression bombs (the largest: "
+            "%s, %s pixels): read all the same",
+            folder,
+            len(huge),
+            count,
+            f"{Image.MAX_IMAGE_PIXELS:,}",
+            name,
+            f"{pixels:,}",
+        )
 
 
 def say_enlarged(folder: Path, enlarged: list[tuple[int, str]], count: int, size: int) -> None:
