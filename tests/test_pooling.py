@@ -553,6 +553,23 @@ def test_unpool_binds_to_its_own_pool_not_the_last_one_run():
     assert Unpool(b)(b(xb)[0], None).shape == xb.shape
 
 
+@pytest.mark.parametrize(
+    "geometry, message",
+    [
+        (dict(kernel_size=2.5), "kernel_size must be an int or a pair of ints, got 2.5"),  # was a TypeError
+        (dict(kernel_size=(2.5, 2)), r"kernel_size must be an int or a pair of ints, got \(2.5, 2\)"),  # was (2, 2)
+        (dict(kernel_size="2"), "kernel_size must be an int or a pair of ints, got '2'"),
+        (dict(kernel_size=(2,)), r"kernel_size must be an int or a pair of ints, got \(2,\)"),
+        (dict(kernel_size=2, stride=1.5), "stride must be an int or a pair of ints, got 1.5"),
+        (dict(kernel_size=3, padding=[1, 0.5]), r"padding must be an int or a pair of ints, got \[1, 0.5\]"),
+    ],
+)
+@pytest.mark.parametrize("mode", ["hard", "avg"])
+def test_a_geometry_of_other_than_whole_numbers_is_one_line(geometry, message, mode):
+    with pytest.raises(ValueError, match=f"^{message}$"):
+        make_pool(mode, **geometry)
+
+
 @pytest.mark.parametrize("mode", MODES)
 def test_unpooling_without_a_where_to_a_size_the_values_do_not_come_from_is_one_line(mode):
     """A pool run since on another size: its values went up to that size without a word; a
