@@ -25,6 +25,18 @@ def script_parser(doc: str | None) -> OneLineParser:
     return OneLineParser(description=doc and as_installed(doc), formatter_class=argparse.RawDescriptionHelpFormatter)
 
 
+def count(text: str) -> int:
+    """argparse's type for a number of things to show: a whole number, at least 1 (0 has
+    nothing to draw, and a negative count would slice images off the end instead)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid int value: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
+
+
 def add_checkpoint_folders(parser: argparse.ArgumentParser, reader: str) -> None:
     """``--checkpoints DIR`` (repeatable; default ``checkpoints``): where ``reader`` may open a
     checkpoint that a sweep's record names, besides the sweep folder (a record never decides)."""

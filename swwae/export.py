@@ -32,6 +32,7 @@ from swwae.model import SWWAE, eval_mode
 from swwae.pretrained import check_can_write, reason
 
 INPUT = "image"
+ONNX_SUFFIX = ".onnx"  # what an export may replace: never a checkpoint, weights or a device
 
 # helpers
 
@@ -75,9 +76,10 @@ class InferenceGraph(nn.Module):
 
 
 def check_onnx_target(path: str | Path) -> Path:
-    """One line when an ONNX file cannot be written to ``path``: onnxscript missing or a folder
-    there (``ExportError``), a folder that takes no file (``DiskError``). Cheap, so
-    ``scripts/export.py`` asks it before any work."""
+    """One line when an ONNX file cannot be written to ``path``: onnxscript missing, a folder
+    there, or a name without ``.onnx`` (``ExportError``: the file there is replaced, and a
+    checkpoint, a model folder's weights or a device is no place for it), a folder that takes no
+    file (``DiskError``). Cheap, so ``scripts/export.py`` asks it before any work."""
     try:
         import onnxscript  # noqa: F401 - torch's dynamo exporter needs it
     except ImportError:
@@ -85,6 +87,10 @@ def check_onnx_target(path: str | Path) -> Path:
     path = Path(path)
     if path.is_dir():
         raise ExportError(f"{path} is a folder: name the .onnx file to write")
+    if path.suffix.lower() != ONNX_SUFFIX:
+        raise ExportError(
+            f"{path} is no {ONNX_SUFFIX} name: the ONNX file replaces what is there, so name a {ONNX_SUFFIX} file"
+        )
     check_can_write(path, f"the ONNX file {path}")
     return path
 

@@ -274,8 +274,11 @@ def check_folder_target(folder: str | Path) -> Path:
 
 def check_can_write(path: Path, what: str) -> None:
     """``DiskError`` (one line, naming ``what``) unless the folder ``path`` goes in, or its
-    nearest existing parent, takes a new entry (tried: a folder made and removed again)."""
-    existing = next(p for p in (path.parent, *path.parent.parents) if p.is_dir())
+    nearest existing parent, takes a new entry (tried: a folder made and removed again); a
+    file where a folder of the path should be is named as such."""
+    existing = next(p for p in (path.parent, *path.parent.parents) if p.exists())
+    if not existing.is_dir():
+        raise DiskError(f"cannot write {what}: {existing} is a file, not a folder")
     try:
         os.rmdir(tempfile.mkdtemp(prefix=f".{path.name}.swwae-probe-", dir=existing))
     except OSError as err:

@@ -441,10 +441,19 @@ def test_evaluate_prints_its_metrics_before_a_picture_that_cannot_be_written(tmp
     assert not any(tmp_path.iterdir())  # no half a picture either
 
 
-def test_evaluate_a_bad_option_is_one_error_line(tmp_path, capsys):
-    assert evaluate_main([str(tmp_path / "best.ckpt"), "--split", "train"]) == 2
-    [line] = capsys.readouterr().err.strip().splitlines()  # not argparse's usage, then the error
-    assert line.startswith("error: argument --split: invalid choice: 'train'")
+@pytest.mark.parametrize(
+    "option, line",
+    [
+        (["--split", "train"], "error: argument --split: invalid choice: 'train'"),
+        (["--num-images", "0"], "error: argument --num-images: must be >= 1, got 0"),  # was a ZeroDivisionError
+        (["--num-images", "-3"], "error: argument --num-images: must be >= 1, got -3"),  # was all images but 3
+        (["--num-images", "x"], "error: argument --num-images: invalid int value: 'x'"),
+    ],
+)
+def test_evaluate_a_bad_option_is_one_error_line(tmp_path, capsys, option, line):
+    assert evaluate_main([str(tmp_path / "best.ckpt"), *option]) == 2
+    [error] = capsys.readouterr().err.strip().splitlines()  # not argparse's usage, then the error
+    assert error.startswith(line)
 
 
 # checkpoints of earlier releases, each made by that release's code with `python train.py

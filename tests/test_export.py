@@ -124,10 +124,15 @@ def test_export_script_writes_a_folder_and_an_onnx_file_that_both_load_back(best
 def test_export_script_bad_input_is_one_error_line(best_ckpt, tmp_path, capsys):
     from swwae.commands.export import main
 
+    notes = tmp_path / "notes.txt"
+    notes.write_text("mine")
     cases = [
         ([str(tmp_path / "missing.ckpt"), "--to", str(tmp_path / "m")], "checkpoint"),
         ([str(best_ckpt)], "nothing to do: name --to FOLDER, --onnx FILE, or both"),
         ([str(best_ckpt), "--onnx", str(tmp_path)], "is a folder: name the .onnx file to write"),
+        ([str(best_ckpt), "--onnx", str(best_ckpt)], "is no .onnx name: the ONNX file replaces what is there"),
+        ([str(best_ckpt), "--onnx", str(notes)], "is no .onnx name"),
+        ([str(best_ckpt), "--onnx", str(notes / "m.onnx")], f"{notes} is a file, not a folder"),
         ([str(best_ckpt), "--to", str(best_ckpt)], "is a file: a model folder needs a folder of its own"),
         ([str(best_ckpt), "--bogus"], "unrecognized arguments: --bogus"),
     ]
@@ -135,7 +140,7 @@ def test_export_script_bad_input_is_one_error_line(best_ckpt, tmp_path, capsys):
         assert main(argv) == 2, argv
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and err[0].startswith("error: ") and message in err[0], err
-    assert swwae.load(best_ckpt) is not None  # nothing already saved is touched
+    assert swwae.load(best_ckpt) is not None and notes.read_text() == "mine"  # nothing already saved is touched
 
 
 def test_export_of_weights_that_are_not_finite_is_one_line_and_writes_nothing(best_ckpt, tmp_path, capsys):

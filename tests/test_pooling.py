@@ -553,6 +553,39 @@ def test_unpool_binds_to_its_own_pool_not_the_last_one_run():
     assert Unpool(b)(b(xb)[0], None).shape == xb.shape
 
 
+@pytest.mark.parametrize(
+    "geometry, message",
+    [
+        (dict(kernel_size=2.5), "kernel_size must be an int or a pair of ints, got 2.5"),  # was a TypeError
+        (dict(kernel_size=(2.5, 2)), r"kernel_size must be an int or a pair of ints, got \(2.5, 2\)"),  # was (2, 2)
+        (dict(kernel_size="2"), "kernel_size must be an int or a pair of ints, got '2'"),
+        (dict(kernel_size=(2,)), r"kernel_size must be an int or a pair of ints, got \(2,\)"),
+        (dict(kernel_size=2, stride=1.5), "stride must be an int or a pair of ints, got 1.5"),
+        (dict(kernel_size=3, padding=[1, 0.5]), r"padding must be an int or a pair of ints, got \[1, 0.5\]"),
+    ],
+)
+@pytest.mark.parametrize("mode", ["hard", "avg"])
+def test_a_geometry_of_other_than_whole_numbers_is_one_line(geometry, message, mode):
+    with pytest.raises(ValueError, match=f"^{message}$"):
+        make_pool(mode, **geometry)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_unpooling_without_a_where_to_a_size_the_values_do_not_come_from_is_one_line(mode):
+    """A pool run since on another size: its values went up to that size without a word; a
+    wavelet's inverse transform gave another size than the output_size asked."""
+    pool = make_pool(mode, channels=3)
+    unpool = Unpool(pool)
+    what, _ = pool(torch.randn(1, 3, 8, 8))
+    pool(torch.randn(1, 3, 12, 12))
+    with pytest.raises(ValueError, match=r"^unpooling 4x4 values without a where or output_size: .* 12x12 to 6x6; "):
+        unpool(what)
+    assert unpool(what, output_size=(8, 8)).shape == (1, 3, 8, 8)
+    if mode == "wavelet":  # 9x9 pools to 5x5: nothing brings 4x4 up to it
+        with pytest.raises(ValueError, match=r"^unpooling brings 4x4 values up to 8x8, not the 9x9 asked"):
+            unpool(what, output_size=(9, 9))
+
+
 @pytest.mark.parametrize("mode", WHERE_MODES)
 def test_unpooling_values_not_shaped_like_the_what_is_one_line(mode):
     """A broadcastable v (one channel, one image) would splat through a soft where without a word."""

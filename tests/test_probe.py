@@ -234,6 +234,13 @@ def test_two_checkpoints_are_probed_on_the_same_labelled_images(tmp_path, capsys
     [
         (["missing.ckpt"], "error: checkpoint missing.ckpt does not exist"),
         (["x.ckpt", "--labels", "ten"], "error: --labels takes positive numbers or 'all', got 'ten'"),
+        # checked before any work (they were a traceback at the end), and never onto a checkpoint
+        (["x.ckpt", "--json", "x.ckpt"], "error: --json=x.ckpt: name a .json file (or a folder for probes.json)"),
+        (
+            ["x.ckpt", "--json", "x.ckpt/p.json"],
+            "error: cannot write the results p.json in x.ckpt: x.ckpt is a file, not a folder; "
+            "set --json=... to write elsewhere",
+        ),
     ],
 )
 def test_bad_input_is_one_error_line(tmp_path, capsys, monkeypatch, argv, message):
@@ -242,6 +249,7 @@ def test_bad_input_is_one_error_line(tmp_path, capsys, monkeypatch, argv, messag
     assert probe_main(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err == [message] or (len(err) == 1 and err[0].startswith("error: checkpoint x.ckpt"))
+    assert (tmp_path / "x.ckpt").read_bytes() == b""
 
 
 @pytest.mark.slow

@@ -180,6 +180,15 @@ def test_where_free_models_project_and_say_so(tmp_path, capsys):
         (["stage=1", "--stage", "2"], "error: stage is given twice"),
         (["split=train"], "error: split='train': choose val or test"),
         (["out=p.jpg"], "error: out=p.jpg: name a .png file (or a folder for proj.png)"),
+        # pictures of gigabytes, whose process was killed for its memory
+        (
+            ["zoom=1000"],
+            "error: the picture would be 224,000 x 56,000 pixels (8 picks at zoom 1000), more than Pillow",
+        ),
+        (
+            ["top=100000", "images=10000", "distinct=false"],
+            "error: the picture would be 672 x 1,680,000 pixels (80000 ",
+        ),
     ],
 )
 def test_bad_options_are_one_error_line(tmp_path, capsys, args, message):

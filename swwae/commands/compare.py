@@ -33,7 +33,7 @@ import argparse
 import warnings
 from pathlib import Path
 
-from swwae.cli import add_checkpoint_folders, one_line_errors, script_parser
+from swwae.cli import add_checkpoint_folders, count, one_line_errors, script_parser
 from swwae.commands.outputs import picture_path, report_prefix
 from swwae.errors import ConfigError
 from swwae.install import command
@@ -91,7 +91,7 @@ def main(argv=None) -> int:
         help="also write a reconstruction figure (default: reconstructions.png beside the summary)",
     )
     add_checkpoint_folders(parser, "--recon")
-    parser.add_argument("--num-images", type=int, default=6)
+    parser.add_argument("--num-images", type=count, default=6)
     parser.add_argument("--split", choices=["val", "test"], default="test")
     parser.add_argument(
         "--reference",

@@ -36,7 +36,7 @@ from pathlib import Path
 import lightning as L
 from torch.utils.tensorboard import SummaryWriter
 
-from swwae.cli import one_line_errors, script_parser
+from swwae.cli import count, one_line_errors, script_parser
 from swwae.commands.outputs import picture_path, write_picture
 from swwae.images import evaluation_figure
 from swwae.training.checkpoints import load_model
@@ -106,7 +106,7 @@ def main(argv=None) -> int:
     parser.add_argument(
         "--out", type=Path, default=None, help=f"the PNG, or a folder for {PICTURE} (default: {PICTURE}, here)"
     )
-    parser.add_argument("--num-images", type=int, default=8)
+    parser.add_argument("--num-images", type=count, default=8)
     parser.add_argument(
         "--data-root", default=None, help="where the dataset lives (default: the data set's default, ./data)"
     )

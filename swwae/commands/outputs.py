@@ -2,11 +2,12 @@
 the file or folder it reads (a checkpoint's folder or a sweep folder may be read-only, or
 another user's).
 
-``picture_path`` (one PNG) and ``report_prefix`` (a report's ``.md``, ``.png``... files) settle
-the path and check that its folder takes a file before any work (one ``error:`` line, not a
-traceback after the evaluation); ``write_picture`` writes a picture atomically, ``writing`` turns
-any other write that fails anyway (a full disk) into one line naming the file. No torch until a
-picture is written: a report's bad input answers without it.
+``output_path`` (one file; ``picture_path``, one PNG) and ``report_prefix`` (a report's
+``.md``, ``.png``... files) settle the path and check that its folder takes a file before any
+work (one ``error:`` line, not a traceback after the evaluation); ``write_picture`` writes a
+picture atomically, ``writing`` turns any other write that fails anyway (a full disk) into one
+line naming the file. No torch until a picture is written: a report's bad input answers
+without it.
 """
 
 from __future__ import annotations
@@ -29,16 +30,22 @@ def settled(out: Path | None, default: str) -> Path:
     return Path(default) if out is None else Path(out) / default if Path(out).is_dir() else Path(out)
 
 
-def picture_path(out: Path | None, default: str, setting: str) -> Path:
+def output_path(out: Path | None, default: str, setting: str, what: str) -> Path:
     """``out`` (a folder: ``default`` inside it), or ``default`` in the current folder;
-    ``ConfigError`` unless it names a PNG, ``DiskError`` unless its folder takes a file
-    (``setting``, the option that names another: ``--out``). Folders made for the check are
-    removed again: a command that stops later leaves nothing behind."""
-    path = settled(out, default)
-    if path.suffix.lower() != ".png":
-        raise ConfigError(f"{setting}={out}: name a .png file (or a folder for {default})")
-    check_writable(path.parent, f"the picture {path.name}", setting, keep=False)
+    ``ConfigError`` unless it is named like ``default`` (its suffix: a file of another kind, a
+    checkpoint, is never replaced), ``DiskError`` unless its folder takes a file (``setting``,
+    the option that names another: ``--out``; ``what``, the output in words). Folders made for
+    the check are removed again: a command that stops later leaves nothing behind."""
+    path, suffix = settled(out, default), Path(default).suffix
+    if path.suffix.lower() != suffix:
+        raise ConfigError(f"{setting}={out}: name a {suffix} file (or a folder for {default})")
+    check_writable(path.parent, f"{what} {path.name}", setting, keep=False)
     return path
+
+
+def picture_path(out: Path | None, default: str, setting: str) -> Path:
+    """``output_path`` of a PNG."""
+    return output_path(out, default, setting, "the picture")
 
 
 def report_prefix(out: Path | None, default: str, setting: str) -> Path:

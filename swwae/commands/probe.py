@@ -28,10 +28,13 @@ from pathlib import Path
 
 import swwae
 from swwae.cli import one_line_errors, script_parser
+from swwae.commands.outputs import output_path, writing
 from swwae.errors import ConfigError
 from swwae.probe import random_like
 from swwae.progress import progress
 from swwae.training.probing import check_same_split, encoder_key, load_data, parse_labels, probe_model, subsets_for
+
+RESULTS = "probes.json"  # --json's file in a folder it names
 
 # helpers
 
@@ -134,12 +137,15 @@ def main(argv=None) -> int:
     )
     parser.add_argument("--shifts", type=int, nargs="+", default=[1, 2, 3], help="pixels, for the invariance")
     parser.add_argument("--no-controls", action="store_true", help="skip the pixel and random-weights rows")
-    parser.add_argument("--json", type=Path, default=None, help="also write the results here")
+    parser.add_argument(
+        "--json", type=Path, default=None, help=f"also write the results here (a .json file, or a folder for {RESULTS})"
+    )
     parser.add_argument("--data-root", default=None, help="where the dataset lives, if not where training read it")
     warnings.filterwarnings("ignore")
     args = parser.parse_args(argv)
     if args.k < 1 or args.seed < 0 or any(s < 0 for s in args.shifts):
         raise ConfigError("--k must be >= 1, --seed and --shifts >= 0")
+    results = None if args.json is None else output_path(args.json, RESULTS, "--json", "the results")
     started = time.perf_counter()
     result = run(
         args.checkpoints,
@@ -160,8 +166,9 @@ def main(argv=None) -> int:
     print(table(result["rows"], result["labels"], result["shifts"]))
     print(invariance_table(result["rows"], result["shifts"]))
     print(f"({time.perf_counter() - started:.0f} s)")
-    if args.json is not None:
-        args.json.write_text(json.dumps(result, indent=2))
+    if results is not None:
+        with writing(results):
+            results.write_text(json.dumps(result, indent=2))
     return 0
 
 

@@ -27,6 +27,7 @@ from swwae.threads import choose_threads
 choose_threads()  # first, before torch loads: OpenMP's threads and wait, from the machine (swwae.threads)
 
 import argparse
+import math
 import sys
 import warnings
 from pathlib import Path
@@ -34,13 +35,15 @@ from pathlib import Path
 from swwae.cli import one_line_errors, script_parser
 from swwae.commands.outputs import picture_path, write_picture
 from swwae.errors import ConfigError
-from swwae.images import projection_figure
+from swwae.images import projection_figure, upscale_factor
+from swwae.model import convs
 from swwae.pooling.modes import POOL_MODES
 from swwae.projection import check_stage, project, strongest
 from swwae.training.checkpoints import load_model
 from swwae.training.registry import data_of_run
 
 PICTURE = "proj.png"  # in the current folder, unless out= says otherwise
+COLUMNS = 8  # picks a line of the picture
 OPTIONS = {"stage": int, "top": int, "images": int, "split": str, "distinct": str, "zoom": int, "out": Path}
 KEY_HELP = {
     "stage": "1..number of stages (default: the top one)",
@@ -94,6 +97,25 @@ def parse_command_line(argv: list[str]) -> tuple[Path, dict]:
     return args.checkpoint, options
 
 
+def check_picture_size(net, stage: int, top: int, images: int, distinct: bool, zoom: int | None) -> None:
+    """``ConfigError`` (one line, before any data is read) when the grid of the most picks
+    ``top`` can give would be larger than Pillow opens without calling it a decompression bomb
+    (``PIL.Image.MAX_IMAGE_PIXELS``): a zoom or a top that large asked for gigabytes, and the
+    process was killed for its memory."""
+    from PIL import Image
+
+    height, width = net.image_shape[1:]
+    zoom = upscale_factor(width) if zoom is None else zoom
+    channels = convs(net.encoders[stage - 1])[-1].out_channels
+    picks = min(top, channels if distinct else channels * images)
+    size = (2 * math.ceil(picks / COLUMNS) * height * zoom, min(picks, COLUMNS) * width * zoom)
+    if size[0] * size[1] > Image.MAX_IMAGE_PIXELS:
+        raise ConfigError(
+            f"the picture would be {size[1]:,} x {size[0]:,} pixels ({picks} picks at zoom {zoom}), more than "
+            f"Pillow opens ({Image.MAX_IMAGE_PIXELS:,} pixels): ask a smaller zoom= or top="
+        )
+
+
 def run(
     checkpoint: Path,
     stage: int | None = None,
@@ -109,6 +131,7 @@ def run(
     net = module.net
     stage = len(net.encoders) if stage is None else stage
     check_stage(net, stage)  # before loading any data
+    check_picture_size(net, stage, top, images, distinct.lower() == "true", zoom)
     if not POOL_MODES.entry(net.pool_mode).keeps_where:
         print(
             f"note: pool_mode={net.pool_mode} keeps no where: unpooling runs without switches "
@@ -124,7 +147,7 @@ def run(
         f"{config.get('run_name', checkpoint.parent.name)}: the {len(picks)} strongest activations of stage "
         f"{stage} ({net.pool_mode} pooling)\nchannels, left to right: {', '.join(map(str, picks.channel.tolist()))}"
     )
-    figure = projection_figure(x[picks.image], projections, nrow=min(len(picks), 8), scale=zoom, title=title)
+    figure = projection_figure(x[picks.image], projections, nrow=min(len(picks), COLUMNS), scale=zoom, title=title)
     write_picture(figure, out)
     print(
         f"{out}: {len(picks)} strongest activations of stage {stage} ({net.pool_mode} pooling), "

@@ -1,5 +1,5 @@
-"""``Pool``: what every pooling mode shares (geometry, input checks, the size of the last
-input). A class holds how a mode pools; its entry in the mode table (``swwae.pooling.modes``)
+"""``Pool``: what every pooling mode shares (geometry, input checks, the sizes of the last
+input and its what). A class holds how a mode pools; its entry in the mode table (``swwae.pooling.modes``)
 holds what the mode is (its name, what it records, its settings), and
 ``swwae.pooling.make_pool`` builds the class with the settings the entry declares."""
 
@@ -25,12 +25,17 @@ class Pool(nn.Module):
     ):
         super().__init__()
         self.geometry = Geometry(kernel_size, stride, padding)
+        # the sizes of the last input and of its what: where ``Unpool`` without a where and
+        # without output_size brings values back to, and what it checks they came from
         self.input_size: tuple[int, int] | None = None
+        self.what_size: tuple[int, int] | None = None
 
     def forward(self, x: Tensor):
         self.geometry.check(x)
         self.input_size = tuple(x.shape[-2:])
-        return self.pool(x)
+        what, where = self.pool(x)
+        self.what_size = tuple(what.shape[-2:])
+        return what, where
 
     def pool(self, x: Tensor):
         raise NotImplementedError

@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from numbers import Integral
+
 from torch import Tensor
 
 
-def pair(value: int | tuple[int, int]) -> tuple[int, int]:
-    """``2 -> (2, 2)``; a pair stays a pair (rows, columns)."""
-    both = (value, value) if isinstance(value, int) else tuple(int(v) for v in value)
-    if len(both) != 2:
-        raise ValueError(f"expected an int or a pair of ints, got {value!r}")
-    return both
+def pair(value: int | tuple[int, int], name: str = "size") -> tuple[int, int]:
+    """``2 -> (2, 2)``; a pair stays a pair (rows, columns). Whole numbers of any integer type
+    only (numpy's, a config's): ``int()`` would cut a 2.5 to 2 without a word. ``name``: the
+    setting, for the ValueError line."""
+    both = (value, value) if isinstance(value, Integral) else value
+    if not (isinstance(both, Sequence) and len(both) == 2 and all(isinstance(v, Integral) for v in both)):
+        raise ValueError(f"{name} must be an int or a pair of ints, got {value!r}")
+    return tuple(int(v) for v in both)
 
 
 def pooled_size(size: int, kernel: int, stride: int, padding: int) -> int:
@@ -22,9 +27,9 @@ class Geometry:
     """Kernel, stride and padding of a 2-d pooling, checked once."""
 
     def __init__(self, kernel_size, stride=None, padding=0):
-        self.kernel = pair(kernel_size)
-        self.stride = pair(self.kernel if stride is None else stride)
-        self.padding = pair(padding)
+        self.kernel = pair(kernel_size, "kernel_size")
+        self.stride = pair(self.kernel if stride is None else stride, "stride")
+        self.padding = pair(padding, "padding")
         if min(self.kernel) < 1 or min(self.stride) < 1:
             raise ValueError(f"kernel_size and stride must be >= 1, got {self}")
         if any(p < 0 or p > k // 2 for p, k in zip(self.padding, self.kernel)):

@@ -132,7 +132,7 @@ class WaveletPool(Pool):
     ):
         if stride not in (None, kernel_size) or padding:
             raise ValueError("wavelet pooling has no stride or padding of its own: leave them unset")
-        kernel = pair(kernel_size)
+        kernel = pair(kernel_size, "kernel_size")
         levels = math.log2(kernel[0])
         if kernel[0] != kernel[1] or kernel[0] < 2 or levels != int(levels):
             raise ValueError(f"wavelet pooling needs a square power-of-two kernel_size, got {kernel_size}")

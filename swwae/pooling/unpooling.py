@@ -11,13 +11,19 @@ from swwae.pooling.functional import unpool2d
 from swwae.pooling.wheres import HardWhere, SoftWhere
 
 
+def shown(size) -> str:
+    """The last two entries of a size (a shape, or an (H, W)) in words: ``12x12``."""
+    return "x".join(str(n) for n in tuple(size)[-2:])
+
+
 class Unpool(nn.Module):
     """Unpooling bound to one pool: same windows, no global state.
 
     ``unpool(v, where)`` sends v back through the recorded where and returns a tensor shaped
     exactly like the pool's input. With ``where=None`` (a where-free baseline, or a where
     deliberately dropped) it upsamples without positions to ``output_size``, or to the size
-    the pool last saw.
+    the pool last saw (when the values are shaped like its last what: a pool run since on
+    another size leaves no size for them). One ValueError line for a size they cannot go up to.
     """
 
     def __init__(self, pool: Pool):
@@ -37,7 +43,18 @@ class Unpool(nn.Module):
         size = output_size if output_size is not None else self.pool.input_size
         if size is None:
             raise ValueError("unpooling without a where needs output_size (the pool has not run yet)")
-        return self.upsampler(v, tuple(size)[-2:])
+        if output_size is None and tuple(v.shape[-2:]) != self.pool.what_size:
+            raise ValueError(
+                f"unpooling {shown(v.shape)} values without a where or output_size: the pool last pooled "
+                f"{shown(size)} to {shown(self.pool.what_size)}; pass output_size, the size they were pooled from"
+            )
+        up = self.upsampler(v, tuple(size)[-2:])
+        if up.shape[-2:] != tuple(size)[-2:]:  # an inverse transform gives only the sizes it can
+            raise ValueError(
+                f"unpooling brings {shown(v.shape)} values up to {shown(up.shape)}, not the {shown(size)} asked: "
+                "output_size must be the size they were pooled from"
+            )
+        return up
 
     def extra_repr(self) -> str:
         return f"bound to {self.pool.extra_repr()}"
