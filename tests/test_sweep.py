@@ -7,6 +7,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
+from pathlib import Path
 
 import pytest
 from hydra import compose, initialize_config_module
@@ -82,17 +83,30 @@ def test_compare_runs_rebuilds_the_summary_and_a_reconstruction_figure(hard_soft
                 "--num-images",
                 "4",
                 "--out",
-                str(tmp_path),
+                f"{tmp_path}/new/",  # a folder to make: the slash says so
                 "--checkpoints",
                 str(checkpoints),
             ]
         )
         == 0
     )
-    assert (tmp_path / "summary.md").read_text() == (hard_soft_sweep / "summary.md").read_text()
+    out = tmp_path / "new"
+    assert (out / "summary.md").read_text() == (hard_soft_sweep / "summary.md").read_text()
     assert "model=swwae_soft" in capsys.readouterr().out
-    assert (tmp_path / "summary.png").is_file()
-    assert (tmp_path / "reconstructions.png").stat().st_size > 5000
+    assert (out / "summary.png").is_file()
+    assert (out / "reconstructions.png").stat().st_size > 5000
+
+
+@pytest.mark.parametrize(
+    "out, path",
+    [(None, "summary"), ("res/", "res/summary"), ("res", "res"), ("there", "there/summary"), ("res/x", "res/x")],
+)
+def test_an_output_named_with_a_slash_or_an_existing_folder_is_a_folder(tmp_path, monkeypatch, out, path):
+    from swwae.commands.outputs import settled
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "there").mkdir()
+    assert settled(out, "summary") == Path(path)
 
 
 def test_compare_runs_on_a_missing_folder_is_one_error_line(tmp_path, capsys):

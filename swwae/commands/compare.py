@@ -34,7 +34,7 @@ import warnings
 from pathlib import Path
 
 from swwae.cli import add_checkpoint_folders, count, one_line_errors, script_parser
-from swwae.commands.outputs import picture_path, report_prefix
+from swwae.commands.outputs import picture_path, report_prefix, writing
 from swwae.errors import ConfigError
 from swwae.install import command
 from swwae.training.sweep import (
@@ -80,7 +80,7 @@ def main(argv=None) -> int:
     parser = script_parser(__doc__)
     parser.add_argument("sweep_dir", type=Path)
     parser.add_argument(
-        "--out", type=Path, default=None, help="a folder for summary.md and .png, or their prefix (default: ./summary)"
+        "--out", type=str, default=None, help="a folder for summary.md and .png, or their prefix (default: ./summary)"
     )
     parser.add_argument(
         "--recon",
@@ -106,7 +106,7 @@ def main(argv=None) -> int:
     prefix = report_prefix(args.out, "summary", "--out")
     recon = None
     if args.recon is not None:
-        recon = picture_path(Path(args.recon) if args.recon else prefix.parent, "reconstructions.png", "--recon")
+        recon = picture_path(args.recon or prefix.parent / "reconstructions.png", "reconstructions.png", "--recon")
     summary = collect(args.sweep_dir)
     if not summary.jobs:  # a folder of something else, or a sweep's parent: no empty summary written
         raise ConfigError(
@@ -114,12 +114,14 @@ def main(argv=None) -> int:
             f"writes it (multirun/<date>_<time>/){sweeps_inside(args.sweep_dir)}"
         )
     check_references(summary, args.reference)
-    write_summary_files(summary, prefix, references=dict(args.reference))
+    with writing(prefix.with_suffix(".md")):  # its folder made (the check removed what it made), a failure one line
+        write_summary_files(summary, prefix, references=dict(args.reference))
     print(markdown(summary), end="")
     print(f"-> {prefix.with_suffix('.md')}" + (f", {prefix.with_suffix('.png')}" if summary.columns else ""))
     if recon is not None:
         roots = args.checkpoints or [Path("checkpoints")]
-        print(f"reconstructions: {reconstruction_figure(summary, recon, args.num_images, args.split, roots)}")
+        with writing(recon):
+            print(f"reconstructions: {reconstruction_figure(summary, recon, args.num_images, args.split, roots)}")
     return 1 if summary.failed else 0
 
 

@@ -52,7 +52,7 @@ EMBEDDINGS_ROOT = Path("logs")  # TensorBoard's root, as a run's (paths.log_dir)
 def evaluate(
     checkpoint: Path,
     split: str = "test",
-    out: Path | None = None,
+    out: str | Path | None = None,
     num_images: int = 8,
     data_root: str | None = None,
     embeddings: Path | bool = False,
@@ -104,7 +104,7 @@ def main(argv=None) -> int:
     parser.add_argument("checkpoint", type=Path)
     parser.add_argument("--split", choices=["test", "val"], default="test")
     parser.add_argument(
-        "--out", type=Path, default=None, help=f"the PNG, or a folder for {PICTURE} (default: {PICTURE}, here)"
+        "--out", type=str, default=None, help=f"the PNG, or a folder for {PICTURE} (default: {PICTURE}, here)"
     )
     parser.add_argument("--num-images", type=count, default=8)
     parser.add_argument(

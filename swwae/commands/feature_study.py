@@ -212,7 +212,7 @@ def main(argv=None) -> int:
     parser = script_parser(__doc__)
     parser.add_argument("sweep_dir", type=Path)
     parser.add_argument(
-        "--out", type=Path, default=None, help="prefix of the .md/.png/.json, or a folder (default: ./features)"
+        "--out", type=str, default=None, help="prefix of the .md/.png/.json, or a folder (default: ./features)"
     )
     add_checkpoint_folders(parser, "the study")
     parser.add_argument("--labels", nargs="+", default=["100", "1000", "all"])

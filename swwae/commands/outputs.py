@@ -24,13 +24,17 @@ if TYPE_CHECKING:
     from torch import Tensor
 
 
-def settled(out: Path | None, default: str) -> Path:
+def settled(out: str | Path | None, default: str) -> Path:
     """``out`` (a folder: ``default`` inside it; else the path itself), or ``default`` in the
-    current folder."""
-    return Path(default) if out is None else Path(out) / default if Path(out).is_dir() else Path(out)
+    current folder. A folder is one that exists, or text ending in a slash (``results/``: a
+    ``Path`` drops the slash, and the files would land beside it as ``results.md``)."""
+    if out is None:
+        return Path(default)
+    folder = Path(out).is_dir() or (isinstance(out, str) and out.endswith(("/", os.sep)))
+    return Path(out) / default if folder else Path(out)
 
 
-def output_path(out: Path | None, default: str, setting: str, what: str) -> Path:
+def output_path(out: str | Path | None, default: str, setting: str, what: str) -> Path:
     """``out`` (a folder: ``default`` inside it), or ``default`` in the current folder;
     ``ConfigError`` unless it is named like ``default`` (its suffix: a file of another kind, a
     checkpoint, is never replaced), ``DiskError`` unless its folder takes a file (``setting``,
@@ -43,12 +47,12 @@ def output_path(out: Path | None, default: str, setting: str, what: str) -> Path
     return path
 
 
-def picture_path(out: Path | None, default: str, setting: str) -> Path:
+def picture_path(out: str | Path | None, default: str, setting: str) -> Path:
     """``output_path`` of a PNG."""
     return output_path(out, default, setting, "the picture")
 
 
-def report_prefix(out: Path | None, default: str, setting: str) -> Path:
+def report_prefix(out: str | Path | None, default: str, setting: str) -> Path:
     """The prefix of a report's files (``<prefix>.md``, ``<prefix>.png``...): ``out`` (a folder:
     ``default`` inside it; else the prefix itself), or ``default`` in the current folder;
     ``DiskError`` unless its folder takes a file, checked as ``picture_path`` checks."""

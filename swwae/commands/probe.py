@@ -138,7 +138,7 @@ def main(argv=None) -> int:
     parser.add_argument("--shifts", type=int, nargs="+", default=[1, 2, 3], help="pixels, for the invariance")
     parser.add_argument("--no-controls", action="store_true", help="skip the pixel and random-weights rows")
     parser.add_argument(
-        "--json", type=Path, default=None, help=f"also write the results here (a .json file, or a folder for {RESULTS})"
+        "--json", type=str, default=None, help=f"also write the results here (a .json file, or a folder for {RESULTS})"
     )
     parser.add_argument("--data-root", default=None, help="where the dataset lives, if not where training read it")
     warnings.filterwarnings("ignore")

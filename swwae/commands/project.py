@@ -44,7 +44,7 @@ from swwae.training.registry import data_of_run
 
 PICTURE = "proj.png"  # in the current folder, unless out= says otherwise
 COLUMNS = 8  # picks a line of the picture
-OPTIONS = {"stage": int, "top": int, "images": int, "split": str, "distinct": str, "zoom": int, "out": Path}
+OPTIONS = {"stage": int, "top": int, "images": int, "split": str, "distinct": str, "zoom": int, "out": str}
 KEY_HELP = {
     "stage": "1..number of stages (default: the top one)",
     "top": "how many activations (default 16)",
@@ -124,7 +124,7 @@ def run(
     split: str = "val",
     distinct: str = "true",
     zoom: int | None = None,
-    out: Path | None = None,
+    out: str | Path | None = None,
 ) -> Path:
     out = picture_path(out, PICTURE, "out")
     module, config = load_model(checkpoint)

@@ -181,7 +181,7 @@ def main(argv=None) -> int:
     parser = script_parser(__doc__)
     parser.add_argument("sweep_dirs", type=Path, nargs="+")
     parser.add_argument(
-        "--out", type=Path, default=None, help="prefix of the .md and .png, or a folder (default: ./semi_map)"
+        "--out", type=str, default=None, help="prefix of the .md and .png, or a folder (default: ./semi_map)"
     )
     parser.add_argument("--model", default="swwae_hard", help="the model paired with its twin")
     warnings.filterwarnings("ignore")

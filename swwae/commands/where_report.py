@@ -291,7 +291,7 @@ def main(argv=None) -> int:
     parser = script_parser(__doc__)
     parser.add_argument("sweep_dirs", type=Path, nargs="+")
     parser.add_argument(
-        "--out", type=Path, default=None, help="prefix of the .md and .png, or a folder (default: ./where)"
+        "--out", type=str, default=None, help="prefix of the .md and .png, or a folder (default: ./where)"
     )
     parser.add_argument(
         "--by",
