@@ -70,6 +70,13 @@ def test_every_subcommand_answers_help_with_its_own_usage(capsys, name):
     assert out.startswith(f"usage: swwae {name} ") and module.__doc__.splitlines()[0] in help_body(out)
 
 
+@pytest.mark.parametrize("name, default", [("evaluate", 8), ("compare", 6)])
+def test_num_images_says_its_default_and_its_bound_in_the_help(capsys, name, default):
+    assert main([name, "--help"]) == 0
+    out = " ".join(capsys.readouterr().out.split())  # argparse wraps the help
+    assert "--num-images NUM_IMAGES images in" in out and f"at least 1 (default {default})" in out
+
+
 def test_the_entry_point_and_python_m_swwae_are_the_dispatcher(monkeypatch, capsys):
     tomllib = pytest.importorskip("tomllib")  # Python 3.11+
     scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]

@@ -91,7 +91,9 @@ def main(argv=None) -> int:
         help="also write a reconstruction figure (default: reconstructions.png beside the summary)",
     )
     add_checkpoint_folders(parser, "--recon")
-    parser.add_argument("--num-images", type=count, default=6)
+    parser.add_argument(
+        "--num-images", type=count, default=6, help="images in each panel of --recon, at least 1 (default 6)"
+    )
     parser.add_argument("--split", choices=["val", "test"], default="test")
     parser.add_argument(
         "--reference",

@@ -106,7 +106,7 @@ def main(argv=None) -> int:
     parser.add_argument(
         "--out", type=str, default=None, help=f"the PNG, or a folder for {PICTURE} (default: {PICTURE}, here)"
     )
-    parser.add_argument("--num-images", type=count, default=8)
+    parser.add_argument("--num-images", type=count, default=8, help="images in the PNG, at least 1 (default 8)")
     parser.add_argument(
         "--data-root", default=None, help="where the dataset lives (default: the data set's default, ./data)"
     )
