@@ -285,7 +285,7 @@ class CheckedTrainer(BaseModel):
                 "the metric a run reports: give at least 1 (batches) or a fraction"
             )
         every, epochs = self.check_val_every_n_epoch, self.max_epochs
-        if every is not None and epochs is not None and every > epochs and self.max_steps == -1:
+        if every is not None and epochs is not None and every > epochs:  # max_steps only shortens a run
             raise ConfigError(
                 f"trainer.check_val_every_n_epoch={every} never validates in a run of "
                 f"trainer.max_epochs={epochs}, and validation picks best.ckpt and gives the metric a run "
@@ -396,11 +396,24 @@ def first_validation(settings: CheckedTrainer, epoch: int) -> tuple[int, int] | 
     return done_epochs * epoch + within, steps
 
 
+def validates_at_step(settings: CheckedTrainer, epoch: int, step: int) -> bool:
+    """Whether a run that ``trainer.max_steps`` ends at ``step`` validates there: the job asks
+    Lightning to stop at that step (``SWWAEModule.on_train_batch_end``), and Lightning validates
+    a run asked to stop in an epoch that validates (``check_val_every_n_epoch``)."""
+    every = settings.check_val_every_n_epoch
+    if every is None:
+        return True
+    steps_an_epoch = math.ceil(epoch / settings.accumulate_grad_batches)
+    return ((step - 1) // steps_an_epoch + 1) % every == 0
+
+
 def check_first_validation(settings: CheckedTrainer, epoch: int) -> None:
     """A step budget that ends the run before it validates once: the run would have no best
     checkpoint and no metric to report."""
     first = first_validation(settings, epoch)
     if first is None or settings.max_steps in (None, -1) or settings.max_steps >= first[1]:
+        return
+    if validates_at_step(settings, epoch, settings.max_steps):
         return
     batches, steps = first
     raise ConfigError(
