@@ -21,6 +21,7 @@ from packaging.version import Version
 from helpers.cli import train_here
 from swwae.errors import ConfigError
 from swwae.training import lightning_api
+from swwae.training.callbacks import EpochLines
 from swwae.training.checkpoints import build_trainer
 from swwae.training.module import SWWAEModule
 from swwae.training.run import train
@@ -231,6 +232,26 @@ def test_the_step_that_reaches_max_steps_mid_epoch_stops_the_run_so_that_lightni
     module._trainer = trainer
     module.on_train_batch_end(None, None, global_step - 1)
     assert trainer.should_stop is stops and bool(logged) is stops
+
+
+def test_an_epoch_line_shows_the_validation_metrics_of_its_own_epoch_only(capsys):
+    """check_val_every_n_epoch=2: the line of an epoch that did not validate showed the last
+    epoch's validation metrics as its own."""
+    metrics = {"val/acc": 0.5}
+    trainer = SimpleNamespace(
+        loggers=[], callbacks=[], progress_bar_metrics=metrics, callback_metrics={}, max_epochs=3, is_global_zero=True
+    )
+    lines = EpochLines()
+    for epoch, validates in enumerate([True, False]):
+        trainer.current_epoch, trainer.sanity_checking = epoch, False
+        lines.on_train_epoch_start(trainer, None)
+        if validates:
+            lines.on_validation_end(trainer, None)
+        lines.on_train_epoch_end(trainer, None)
+    assert [line.split(" (")[0] for line in capsys.readouterr().out.splitlines()] == [
+        "epoch 1/3: val/acc=0.5000",
+        "epoch 2/3: ",
+    ]
 
 
 def test_a_batch_setting_the_data_cannot_meet_stops_the_job_before_anything_is_written(make_config, tmp_path):
