@@ -33,7 +33,7 @@ from pathlib import Path
 
 import lightning as L
 import torch
-from lightning.pytorch.trainer.states import TrainerStatus
+from lightning.pytorch.trainer.states import TrainerFn, TrainerStatus
 from omegaconf import DictConfig, OmegaConf
 
 from swwae.errors import CheckpointError, ConfigError, DiskError, Interrupted, NonFiniteError, Preempted
@@ -266,9 +266,16 @@ def fit_and_test(
         if preemption.received is not None:  # SIGTERM during validation: Lightning stopped it there
             raise Preempted(preempted_line(folder, preemption), preemption.received) from None
         raise Interrupted(
-            f"interrupted in epoch {trainer.current_epoch + 1} (step {trainer.global_step}); "
-            f"{folder.kept()}; continue with: {continue_command(overrides)}"
+            f"interrupted {stopped_where(trainer)}; {folder.kept()}; continue with: {continue_command(overrides)}"
         ) from None
+
+
+def stopped_where(trainer: L.Trainer) -> str:
+    """Where a run stopped, counting epochs from 1: 'in epoch 2 (step 40)'; once training has
+    ended, its test of the best checkpoint (the epoch count then stands one past the last)."""
+    if trainer.state.fn == TrainerFn.TESTING:
+        return f"while testing, after training ended (step {trainer.global_step})"
+    return f"in epoch {trainer.current_epoch + 1} (step {trainer.global_step})"
 
 
 def final_metrics(trainer: L.Trainer, prefix: str) -> dict[str, float]:
