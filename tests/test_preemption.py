@@ -11,11 +11,13 @@ import signal
 import stat
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
 
 from helpers.cli import last_error_line, train_cli, train_here
+from swwae.training.run import preempted_line
 
 # dropout draws from the global generator; three epochs of three batches
 REPRO = ["model.widths=[8]", "model.dropout=0.2", "trainer.max_epochs=3", "trainer.deterministic=true", "seed=3"]
@@ -105,6 +107,26 @@ def test_a_signal_saves_mid_epoch_and_the_same_command_continues_bit_identically
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize(
+    "resume, requeue, after",
+    [
+        ("auto", None, "the same command continues it (resume=auto)"),
+        ("true", "requeued SLURM job 7", "requeued SLURM job 7: it continues by itself"),
+        ("false", None, "continue with: python train.py seed=1 resume=true"),  # the same command starts over
+        ("false", "requeued SLURM job 7", "requeued SLURM job 7 (resume=false: it starts over); continue with: "),
+    ],
+)
+def test_the_pre_emption_line_says_how_the_run_goes_on(monkeypatch, resume, requeue, after):
+    monkeypatch.setattr("swwae.training.run.this_command", lambda name: "python train.py")
+    saved = {"path": "checkpoints/run/last.ckpt", "epoch": 1, "step": 5, "batches_done": 2, "requeue": requeue}
+    preemption = SimpleNamespace(received=signal.SIGTERM, saved=saved)
+    line = preempted_line(None, preemption, resume, ("seed=1", "resume=false"))
+    assert line.startswith(
+        "pre-empted by SIGTERM; saved checkpoints/run/last.ckpt (in epoch 2, after 2 batches; step 5); "
+    )
+    assert after in line
+
+
 def test_on_slurm_sigusr1_requeues_the_job_and_the_requeued_job_continues_by_itself(tmp_path, uninterrupted):
     env = SLURM | {"PATH": f"{fake_scontrol(tmp_path)}{os.pathsep}{os.environ['PATH']}"}
     stopped = train_cli(
