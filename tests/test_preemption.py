@@ -153,14 +153,18 @@ def test_on_slurm_sigusr1_requeues_the_job_and_the_requeued_job_continues_by_its
     assert all(torch.equal(state[k], reference[k]) for k in reference)
 
 
-@pytest.mark.parametrize("world_size, stops_after", [(1, [1]), (2, [2])])
+@pytest.mark.parametrize(
+    "world_size, accumulate, stops_after", [(1, 1, [1]), (2, 1, [2]), (1, 4, [3]), (2, 4, [3]), (1, 3, [2])]
+)
 def test_under_ddp_the_processes_agree_to_stop_only_after_batches_where_they_meet_anyway(
-    tmp_path, monkeypatch, world_size, stops_after
+    tmp_path, monkeypatch, world_size, accumulate, stops_after
 ):
     """Agreeing to stop is a read back from every GPU: under DDP the processes agree after the
     batches where the host reads back anyway (every ``log_every_n_steps``, an epoch's last), so a
     signal during batch 1 of 7 stops the run after batch 2 (log_every_n_steps=3), not after
-    every batch's read back; a process alone stops after the batch the signal came in."""
+    every batch's read back; a process alone stops after the batch the signal came in. With
+    accumulate_grad_batches, after the batch whose optimiser step takes the gradients summed so
+    far (a checkpoint holds none: the run continued from batch 2 of 4 stepped without them)."""
     from types import SimpleNamespace
 
     from swwae.training import preemption
@@ -174,6 +178,7 @@ def test_under_ddp_the_processes_agree_to_stop_only_after_batches_where_they_mee
     saved, order = [], []
     trainer = SimpleNamespace(
         world_size=world_size,
+        accumulate_grad_batches=accumulate,
         log_every_n_steps=3,
         num_training_batches=7,
         current_epoch=0,
@@ -210,6 +215,7 @@ def test_a_failed_pre_emption_save_still_meets_the_other_processes(tmp_path, mon
     met = []
     trainer = SimpleNamespace(
         world_size=1,
+        accumulate_grad_batches=1,
         current_epoch=0,
         strategy=SimpleNamespace(barrier=lambda name=None: met.append(name)),
         save_checkpoint=lambda path: None,
