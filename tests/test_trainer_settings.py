@@ -137,6 +137,7 @@ def test_the_trainer_calls_the_batch_hooks_a_callback_defines_and_skips_its_empt
             "trainer.check_val_every_n_epoch=2 never validates in a run of trainer.max_epochs=1",
         ),
         ("+trainer.fast_dev_run=true", "trainer.fast_dev_run=True is Lightning's smoke test"),
+        ("trainer.precision=16-mixed", "trainer.precision=16-mixed is float16 autocast, which takes a GPU: on the"),
         ("~trainer", "trainer._target_ is missing: the trainer section names no Trainer"),
     ],
 )

@@ -136,11 +136,26 @@ def check_cuda(devices) -> None:
         )
 
 
+FLOAT16_AUTOCAST = ("16-mixed", "16", 16)  # Lightning's names for it
+
+
+def on_the_cpu(accelerator: str) -> bool:
+    """Whether Lightning trains on the CPU: asked for, or ``auto`` on a machine without a GPU."""
+    return accelerator == "cpu" or (accelerator == "auto" and cuda_count() == 0 and not mps_available())
+
+
 def check_devices(trainer_cfg: Mapping) -> None:
     """A ``ConfigError`` naming what ``trainer`` asks for and what the machine has, if the
     machine has less; nothing otherwise."""
     accelerator = str(trainer_cfg.get("accelerator") or "auto").lower()
     devices = trainer_cfg.get("devices", "auto")
+    precision = trainer_cfg.get("precision")
+    if not isinstance(precision, bool) and precision in FLOAT16_AUTOCAST and on_the_cpu(accelerator):
+        raise ConfigError(  # Lightning says so in a warning and trains in bf16-mixed: another run than asked
+            f"trainer.precision={precision} is float16 autocast, which takes a GPU: on the CPU Lightning would "
+            f"train in bf16-mixed instead, while the run records {precision}; on the CPU ask for "
+            "trainer.precision=bf16-mixed (or 32-true), or train on a GPU with trainer=gpu"
+        )
     if accelerator in CUDA:
         check_cuda(devices)
     elif accelerator == "mps" and not mps_available():
