@@ -14,6 +14,7 @@ from types import SimpleNamespace
 
 import lightning as L
 import pytest
+import torch
 from lightning.pytorch.callbacks import LambdaCallback, Timer
 from lightning.pytorch.demos.boring_classes import BoringModel
 from packaging.version import Version
@@ -219,40 +220,36 @@ def test_the_batch_settings_are_checked_against_the_data(values, world_size, mes
 
 
 @pytest.mark.parametrize("global_step, stops", [(4, False), (5, True)])
-def test_the_step_that_reaches_max_steps_mid_epoch_stops_the_run_so_that_lightning_validates_it(
-    monkeypatch, global_step, stops
-):
+def test_the_step_that_reaches_max_steps_mid_epoch_stops_the_run_so_that_lightning_validates_it(global_step, stops):
     """Lightning ends a run at max_steps mid-epoch without validating: best.ckpt and the reported
-    metrics missed every step since the epoch began. Asked to stop, it validates first; the
-    epoch's training means are logged before its line is printed."""
-    module, logged = SWWAEModule(widths=[4]), []
-    monkeypatch.setattr(module, "log_epoch_means", lambda: logged.append(True))
+    metrics missed every step since the epoch began. Asked to stop, it validates first."""
+    module = SWWAEModule(widths=[4])
     trainer = SimpleNamespace(
         max_steps=5, global_step=global_step, num_training_batches=10, log_every_n_steps=50, should_stop=False
     )
     module._trainer = trainer
     module.on_train_batch_end(None, None, global_step - 1)
-    assert trainer.should_stop is stops and bool(logged) is stops
+    assert trainer.should_stop is stops
 
 
-def test_an_epoch_line_shows_the_validation_metrics_of_its_own_epoch_only(capsys):
+def test_an_epoch_line_shows_its_own_epochs_metrics_only(capsys):
     """check_val_every_n_epoch=2: the line of an epoch that did not validate showed the last
-    epoch's validation metrics as its own."""
-    metrics = {"val/acc": 0.5}
-    trainer = SimpleNamespace(
-        loggers=[], callbacks=[], progress_bar_metrics=metrics, callback_metrics={}, max_epochs=3, is_global_zero=True
+    epoch's validation metrics as its own; an epoch cut short (max_time, max_steps), the last
+    epoch's training loss: the module logs a cut epoch's means in its own hook, after the callbacks'."""
+    trainer = SimpleNamespace(loggers=[], callbacks=[], progress_bar_metrics={"val/acc": 0.5}, max_epochs=3)
+    trainer.is_global_zero = True
+    module = SimpleNamespace(
+        log_epoch_means=lambda: trainer.callback_metrics.update({"train/loss_epoch": torch.tensor(0.25)})
     )
     lines = EpochLines()
     for epoch, validates in enumerate([True, False]):
-        trainer.current_epoch, trainer.sanity_checking = epoch, False
-        lines.on_train_epoch_start(trainer, None)
+        trainer.current_epoch, trainer.sanity_checking, trainer.callback_metrics = epoch, False, {}
+        lines.on_train_epoch_start(trainer, module)
         if validates:
-            lines.on_validation_end(trainer, None)
-        lines.on_train_epoch_end(trainer, None)
-    assert [line.split(" (")[0] for line in capsys.readouterr().out.splitlines()] == [
-        "epoch 1/3: val/acc=0.5000",
-        "epoch 2/3: ",
-    ]
+            lines.on_validation_end(trainer, module)
+        lines.on_train_epoch_end(trainer, module)
+    shown = [line.split(" (")[0] for line in capsys.readouterr().out.splitlines()]
+    assert shown == ["epoch 1/3: train/loss=0.2500 val/acc=0.5000", "epoch 2/3: train/loss=0.2500"]
 
 
 def test_a_batch_setting_the_data_cannot_meet_stops_the_job_before_anything_is_written(make_config, tmp_path):

@@ -496,6 +496,9 @@ class EpochLines(ShowsTrainLoss, ProgressBar):
         return clock.epoch_seconds() if clock is not None else time.perf_counter() - self._started
 
     def on_train_epoch_end(self, trainer: L.Trainer, module: L.LightningModule) -> None:
+        # an epoch cut short (max_time): its training means, which the module logs in its own hook,
+        # after the callbacks', logged now (in every process) so that its line shows them, not the last epoch's
+        getattr(module, "log_epoch_means", lambda: None)()
         if not self._enabled or not trainer.is_global_zero:
             return
         shown = {

@@ -168,7 +168,7 @@ class SWWAEModule(L.LightningModule):
             self.log(key, value, on_step=False, on_epoch=True, batch_size=1, sync_dist=True)
 
     def on_train_epoch_end(self) -> None:
-        self.log_epoch_means()  # an epoch cut short by a stop; a whole one (or max_steps') logged at its last batch
+        self.log_epoch_means()  # an epoch cut short (max_steps, a stop); a whole one logged at its last batch
 
     # non-finite losses: kept as they are every step, read back every log_every_n_steps
     # steps, at the end of each epoch and before any checkpoint is saved (swwae.training.nonfinite)
@@ -184,13 +184,13 @@ class SWWAEModule(L.LightningModule):
     def on_train_batch_end(self, outputs, batch, batch_idx: int) -> None:
         if processes_meet_after(self.trainer, batch_idx):
             self.check_losses()
-        last_step = reaches_max_steps(self.trainer)
-        if last_step:  # Lightning ends a run at max_steps mid-epoch without validating: best.ckpt and
-            # the reported metrics would miss the steps since the last validation; asked to stop, it validates
+        if reaches_max_steps(self.trainer):  # Lightning ends a run at max_steps mid-epoch without validating:
+            # best.ckpt and the reported metrics would miss the steps since the last validation; asked to
+            # stop, it validates first
             self.trainer.should_stop = True
         # an epoch's last batch: before the callbacks' on_train_epoch_end, which run before this
-        # module's (the epoch lines show the means)
-        if last_step or batch_idx + 1 == self.trainer.num_training_batches:
+        # module's (the epoch lines show the means; one cut short logs them itself)
+        if batch_idx + 1 == self.trainer.num_training_batches:
             self.log_epoch_means()
 
     def on_train_end(self) -> None:
