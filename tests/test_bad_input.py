@@ -109,6 +109,11 @@ BAD_VALUES = [
         "callbacks.embeddings.split=tset",
         "error: callbacks.embeddings.split='tset' is not allowed: must be 'train', 'val' or 'test'",
     ),
+    (  # on, and writing nothing
+        "callbacks.embeddings.enabled=true logger=csv",
+        "error: callbacks.embeddings.enabled=true writes to TensorBoard's projector, and this run has no "
+        "TensorBoard logger (its loggers: csv)",
+    ),
 ]
 
 
