@@ -41,7 +41,12 @@ def uninterrupted(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("uninterrupted")
     result = train_here(tmp, *REPRO, name="whole")
     assert result.returncode == 0, result.stderr[-2000:]
-    return metrics_of(tmp, "whole"), weights(tmp / "checkpoints" / RUN)
+    return metrics_of(tmp, "whole"), weights(tmp / "checkpoints" / RUN), train_losses(result.stdout)
+
+
+def train_losses(stdout: str) -> dict[str, str]:
+    """The epoch lines' training loss, by epoch."""
+    return dict(re.findall(r"^epoch (\d)/\d+: train/loss=(\S+)", stdout, re.MULTILINE))
 
 
 def fake_scontrol(tmp: Path) -> Path:
@@ -88,7 +93,12 @@ def test_a_signal_saves_mid_epoch_and_the_same_command_continues_bit_identically
     )
     assert "Traceback" not in stopped.stderr
     saved = torch.load(folder / "last.ckpt", weights_only=True)
-    assert saved["global_step"] == 5 and saved["swwae_preempted"] == {"epoch": 1, "batches_done": 2}
+    position = saved["swwae_preempted"]  # with the epoch's training sums so far, of the 2 batches
+    assert saved["global_step"] == 5 and {k: position[k] for k in ("epoch", "batches_done")} == {
+        "epoch": 1,
+        "batches_done": 2,
+    }
+    assert "loss" in position["train_means"]["names"] and position["train_means"]["count"] > 0
     clock = saved["callbacks"]["RunClock"]  # the time so far, carried to the process that continues
     assert clock["epoch"] == 1 and 0 < clock["epoch_seconds"] < clock["seconds"]
 
@@ -100,8 +110,9 @@ def test_a_signal_saves_mid_epoch_and_the_same_command_continues_bit_identically
     train_time = json.loads((tmp_path / "outputs" / "again" / "metrics.json").read_text())["metrics"]["train_time_s"]
     assert clock["seconds"] < train_time < wall
     assert "resume=auto: continuing this run from" in again.stdout + again.stderr
-    expected, reference = uninterrupted
+    expected, reference, losses = uninterrupted
     assert metrics_of(tmp_path, "again") == expected  # every val and test metric, bit for bit
+    assert train_losses(again.stdout)["2"] == losses["2"]  # the whole epoch's mean, not the part after the restart
     state = weights(folder)
     assert state.keys() == reference.keys() and all(torch.equal(state[k], reference[k]) for k in reference)
 
@@ -147,7 +158,7 @@ def test_on_slurm_sigusr1_requeues_the_job_and_the_requeued_job_continues_by_its
     # the requeued job: the same command and environment, a new (timestamped) output folder
     requeued = train_here(tmp_path, *REPRO, name="job-requeued", env=env | {"SLURM_RESTART_COUNT": "1"})
     assert requeued.returncode == 0, requeued.stderr[-2000:]
-    expected, reference = uninterrupted
+    expected, reference, _ = uninterrupted
     assert metrics_of(tmp_path, "job-requeued") == expected
     state = weights(tmp_path / "checkpoints" / RUN)
     assert all(torch.equal(state[k], reference[k]) for k in reference)

@@ -17,6 +17,7 @@ run ends bit-identical to one never stopped (with ``trainer.deterministic=true``
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import re
@@ -69,6 +70,11 @@ def mid_accumulation(trainer: L.Trainer, batch_idx: int) -> bool:
     continued would step without them. The run stops at the end of the window instead."""
     done = batch_idx + 1
     return done % trainer.accumulate_grad_batches != 0 and done != trainer.num_training_batches
+
+
+def every_process_sum(trainer: L.Trainer):
+    """``t`` summed over the DDP processes (each calls it at the same batch), or None alone."""
+    return functools.partial(trainer.strategy.reduce, reduce_op="sum") if trainer.world_size > 1 else None
 
 
 class Preemption(L.Callback):
@@ -126,6 +132,9 @@ class Preemption(L.Callback):
             return
         signum = self.received or signal.SIGTERM
         self._position = {"epoch": trainer.current_epoch, "batches_done": batch_idx + 1}
+        means = getattr(module, "term_means", None)  # the epoch's training sums so far, every process's
+        if means is not None and (totals := means.totals(every_process_sum(trainer))) is not None:
+            self._position["train_means"] = totals
         path = self.folder / "last.ckpt"
         trainer.save_checkpoint(path)
         try:

@@ -36,6 +36,7 @@ import torch
 from lightning.pytorch.trainer.states import TrainerFn, TrainerStatus
 from omegaconf import DictConfig, OmegaConf
 
+from swwae.checkpoint_file import mid_epoch_means
 from swwae.errors import CheckpointError, ConfigError, DiskError, Interrupted, NonFiniteError, Preempted
 from swwae.install import this_command
 from swwae.training.callbacks import RunClock, for_the_loggers, job_callbacks, log_final, run_params
@@ -237,6 +238,8 @@ def start_training(folder: RunFolder, job: Job, decision: Decision, logger_nodes
     path, checkpoint = folder.checkpoint(decision.checkpoint)
     if (position := mid_epoch_position(checkpoint)) is not None:
         job.datamodule.resume_at(*position)
+        if job.owns_run and (means := mid_epoch_means(checkpoint)) is not None:  # every process's: one holds them
+            job.module.term_means.restore(means)
     return path
 
 
