@@ -55,6 +55,12 @@ def mid_epoch_position(checkpoint: Mapping) -> tuple[int, int] | None:
     return None if not position else (int(position["epoch"]), int(position["batches_done"]))
 
 
+def mid_epoch_means(checkpoint: Mapping) -> dict | None:
+    """The training sums of the epoch so far (``TermMeans.totals``) that a checkpoint saved
+    mid-epoch carries, else None."""
+    return (checkpoint.get(POSITION_KEY) or {}).get("train_means")
+
+
 def _feed(digest, value) -> None:
     """Hash ``value`` canonically: the same contents give the same bytes, whatever the
     container types (a dict's keys in sorted order)."""

@@ -61,6 +61,10 @@ def is_number(value) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
+def finite_number(value) -> bool:
+    return is_number(value) and abs(value) <= FLOAT_MAX and math.isfinite(value)
+
+
 def is_json_like(value) -> bool:
     """Plain values, and mappings with string keys and lists of them, all the way down."""
     stack = [value]
@@ -172,7 +176,23 @@ def parse_position(value, source: str) -> dict | None:
     for key in ("epoch", "batches_done"):
         if optional_int(position.get(key), source, f"the mid-epoch position's {key}", minimum=0) is None:
             raise Unreadable(f"{source} is unreadable: the mid-epoch position has no {key}")
+    if position.get("train_means") is not None:
+        position["train_means"] = parse_train_means(position["train_means"], source)
     return position
+
+
+def parse_train_means(value, source: str) -> dict:
+    """A pre-empted epoch's training sums so far (``TermMeans.totals``): names, as many finite
+    sums, and a positive count of samples."""
+    means = mapping(value, source, "the mid-epoch training means")
+    names, sums, count = means.get("names"), means.get("sums"), means.get("count")
+    if not (isinstance(names, list) and 0 < len(names) <= 64 and all(isinstance(n, str) and n for n in names)):
+        raise Unreadable(f"{source} is unreadable: the mid-epoch training means name no terms")
+    if not (isinstance(sums, list) and len(sums) == len(names) and all(finite_number(v) for v in sums)):
+        raise Unreadable(f"{source} is unreadable: the mid-epoch training means are not one number a term")
+    if not (finite_number(count) and count > 0):
+        raise Unreadable(f"{source} is unreadable: the mid-epoch training means count no samples")
+    return {"names": names, "sums": [float(v) for v in sums], "count": float(count)}
 
 
 def parse_checkpoint(checkpoint: dict, source: str, position_key: str) -> dict:

@@ -81,7 +81,10 @@ BAD_VALUES = [
     # runs that would train but never validate (nothing picks best.ckpt, no metric to report)
     ("+trainer.limit_val_batches=0", "error: trainer.limit_val_batches=0 never validates"),
     ("trainer.check_val_every_n_epoch=1000000", "error: trainer.check_val_every_n_epoch=1000000 never validates"),
-    ("debug=quick trainer.max_steps=1", "error: trainer.max_steps=1 ends the run before it first validates (after 3"),
+    (
+        "debug=quick trainer.max_steps=1 trainer.max_epochs=2 trainer.check_val_every_n_epoch=2",
+        "error: trainer.max_steps=1 ends the run before it first validates (after 6",
+    ),
     ("+trainer.fast_dev_run=true", "error: trainer.fast_dev_run=True is Lightning's smoke test"),
     ("run_name=ѕwwae", "error: run_name=ѕwwae: 'ѕ' (U+0455 CYRILLIC SMALL LETTER DZE) is not a plain ASCII character"),
     ("trainer.max_epoch=3", "error: trainer.max_epoch is not a setting; did you mean trainer.max_epochs?"),
@@ -105,6 +108,11 @@ BAD_VALUES = [
     (
         "callbacks.embeddings.split=tset",
         "error: callbacks.embeddings.split='tset' is not allowed: must be 'train', 'val' or 'test'",
+    ),
+    (  # on, and writing nothing
+        "callbacks.embeddings.enabled=true logger=csv",
+        "error: callbacks.embeddings.enabled=true writes to TensorBoard's projector, and this run has no "
+        "TensorBoard logger (its loggers: csv)",
     ),
 ]
 

@@ -9,16 +9,18 @@ import shlex
 import signal
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
 from hydra.utils import instantiate
+from lightning.pytorch.trainer.states import TrainerFn
 
 from helpers.cli import last_error_line, train_cli, train_here
 from helpers.config import MODEL_CONFIGS, QUICK, ROOT
 from swwae.errors import ConfigError, DataError, NonFiniteError
 from swwae.training.checkpoints import load_model
-from swwae.training.run import train
+from swwae.training.run import stopped_where, train
 
 RUN = "swwae_hard_mnist_sample_seed0"
 SMALL = ["model.widths=[4]", "trainer.max_epochs=2"]
@@ -34,7 +36,7 @@ def final_metrics(tmp: Path, name: str) -> dict:
 
 
 @pytest.mark.slow
-def test_resume_on_a_finished_run_reports_its_metrics_and_exits_0(tmp_path):
+def test_resume_on_a_finished_run_reports_its_metrics_and_exits_0(tmp_path, recwarn):
     first = train_here(tmp_path, *SMALL, name="first")
     assert first.returncode == 0, first.stderr[-2000:]
     done = json.loads((tmp_path / "outputs" / "first" / "metrics.json").read_text())
@@ -48,9 +50,10 @@ def test_resume_on_a_finished_run_reports_its_metrics_and_exits_0(tmp_path):
     assert json.loads((tmp_path / "outputs" / "again" / "metrics.json").read_text())["metrics"] == done["metrics"]
 
     (tmp_path / "outputs" / "first" / "metrics.json").unlink()  # killed before it wrote its metrics
-    third = train_here(tmp_path, *SMALL, "resume=true", name="third")
+    third = train_here(tmp_path, *SMALL, "resume=true", name="third", env={"PYTHONWARNINGS": "default"})
     assert third.returncode == 0, third.stderr[-2000:]
     assert "(evaluated again from best.ckpt); nothing was retrained or logged again" in third.stdout
+    assert not [w for w in recwarn if "callbacks used to create the checkpoint" in str(w.message)]  # Lightning's
     metrics = json.loads((tmp_path / "outputs" / "third" / "metrics.json").read_text())["metrics"]
     assert metrics["test/acc"] == done["metrics"]["test/acc"]
     assert metrics["test/recon_mse"] == done["metrics"]["test/recon_mse"]
@@ -81,6 +84,18 @@ def test_ctrl_c_says_what_is_kept_and_how_to_continue_and_exits_130(tmp_path):
     resumed = train_here(tmp_path, *args, name="resumed", quick=[])
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     assert json.loads((tmp_path / "outputs" / "resumed" / "metrics.json").read_text())["epochs"] == 2
+
+
+@pytest.mark.parametrize(
+    "fn, where",
+    [
+        (TrainerFn.FITTING, "in epoch 2 (step 40)"),
+        (TrainerFn.TESTING, "while testing, after training ended (step 40)"),  # not "in epoch 2" of 1
+    ],
+)
+def test_ctrl_c_names_the_epoch_it_stopped_in_or_the_test_after_training(fn, where):
+    trainer = SimpleNamespace(state=SimpleNamespace(fn=fn), current_epoch=1, global_step=40)
+    assert stopped_where(trainer) == where
 
 
 @pytest.mark.slow

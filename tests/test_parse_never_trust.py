@@ -59,6 +59,10 @@ ODD = {  # what the file holds -> how to make it
     "data section a list": lambda c: c["swwae_config"].__setitem__("data", [1]),
     "max_epochs a string": lambda c: c["swwae_config"]["trainer"].__setitem__("max_epochs", "many"),
     "mid-epoch position a string": lambda c: c.__setitem__("swwae_preempted", "half"),
+    "mid-epoch training sums not numbers": lambda c: c.__setitem__(
+        "swwae_preempted",
+        {"epoch": 1, "batches_done": 2, "train_means": {"names": ["loss"], "sums": ["x"], "count": 8}},
+    ),
     "epoch a float": lambda c: c.__setitem__("epoch", 1.5),
     "optimizer states a string": lambda c: c.__setitem__("optimizer_states", "adam"),
     "a scheduler an int": lambda c: c.__setitem__("lr_schedulers", [3]),

@@ -11,11 +11,13 @@ import signal
 import stat
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
 
 from helpers.cli import last_error_line, train_cli, train_here
+from swwae.training.run import preempted_line
 
 # dropout draws from the global generator; three epochs of three batches
 REPRO = ["model.widths=[8]", "model.dropout=0.2", "trainer.max_epochs=3", "trainer.deterministic=true", "seed=3"]
@@ -39,7 +41,12 @@ def uninterrupted(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("uninterrupted")
     result = train_here(tmp, *REPRO, name="whole")
     assert result.returncode == 0, result.stderr[-2000:]
-    return metrics_of(tmp, "whole"), weights(tmp / "checkpoints" / RUN)
+    return metrics_of(tmp, "whole"), weights(tmp / "checkpoints" / RUN), train_losses(result.stdout)
+
+
+def train_losses(stdout: str) -> dict[str, str]:
+    """The epoch lines' training loss, by epoch."""
+    return dict(re.findall(r"^epoch (\d)/\d+: train/loss=(\S+)", stdout, re.MULTILINE))
 
 
 def fake_scontrol(tmp: Path) -> Path:
@@ -86,7 +93,12 @@ def test_a_signal_saves_mid_epoch_and_the_same_command_continues_bit_identically
     )
     assert "Traceback" not in stopped.stderr
     saved = torch.load(folder / "last.ckpt", weights_only=True)
-    assert saved["global_step"] == 5 and saved["swwae_preempted"] == {"epoch": 1, "batches_done": 2}
+    position = saved["swwae_preempted"]  # with the epoch's training sums so far, of the 2 batches
+    assert saved["global_step"] == 5 and {k: position[k] for k in ("epoch", "batches_done")} == {
+        "epoch": 1,
+        "batches_done": 2,
+    }
+    assert "loss" in position["train_means"]["names"] and position["train_means"]["count"] > 0
     clock = saved["callbacks"]["RunClock"]  # the time so far, carried to the process that continues
     assert clock["epoch"] == 1 and 0 < clock["epoch_seconds"] < clock["seconds"]
 
@@ -98,13 +110,34 @@ def test_a_signal_saves_mid_epoch_and_the_same_command_continues_bit_identically
     train_time = json.loads((tmp_path / "outputs" / "again" / "metrics.json").read_text())["metrics"]["train_time_s"]
     assert clock["seconds"] < train_time < wall
     assert "resume=auto: continuing this run from" in again.stdout + again.stderr
-    expected, reference = uninterrupted
+    expected, reference, losses = uninterrupted
     assert metrics_of(tmp_path, "again") == expected  # every val and test metric, bit for bit
+    assert train_losses(again.stdout)["2"] == losses["2"]  # the whole epoch's mean, not the part after the restart
     state = weights(folder)
     assert state.keys() == reference.keys() and all(torch.equal(state[k], reference[k]) for k in reference)
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize(
+    "resume, requeue, after",
+    [
+        ("auto", None, "the same command continues it (resume=auto)"),
+        ("true", "requeued SLURM job 7", "requeued SLURM job 7: it continues by itself"),
+        ("false", None, "continue with: python train.py seed=1 resume=true"),  # the same command starts over
+        ("false", "requeued SLURM job 7", "requeued SLURM job 7 (resume=false: it starts over); continue with: "),
+    ],
+)
+def test_the_pre_emption_line_says_how_the_run_goes_on(monkeypatch, resume, requeue, after):
+    monkeypatch.setattr("swwae.training.run.this_command", lambda name: "python train.py")
+    saved = {"path": "checkpoints/run/last.ckpt", "epoch": 1, "step": 5, "batches_done": 2, "requeue": requeue}
+    preemption = SimpleNamespace(received=signal.SIGTERM, saved=saved)
+    line = preempted_line(None, preemption, resume, ("seed=1", "resume=false"))
+    assert line.startswith(
+        "pre-empted by SIGTERM; saved checkpoints/run/last.ckpt (in epoch 2, after 2 batches; step 5); "
+    )
+    assert after in line
+
+
 def test_on_slurm_sigusr1_requeues_the_job_and_the_requeued_job_continues_by_itself(tmp_path, uninterrupted):
     env = SLURM | {"PATH": f"{fake_scontrol(tmp_path)}{os.pathsep}{os.environ['PATH']}"}
     stopped = train_cli(
@@ -125,20 +158,24 @@ def test_on_slurm_sigusr1_requeues_the_job_and_the_requeued_job_continues_by_its
     # the requeued job: the same command and environment, a new (timestamped) output folder
     requeued = train_here(tmp_path, *REPRO, name="job-requeued", env=env | {"SLURM_RESTART_COUNT": "1"})
     assert requeued.returncode == 0, requeued.stderr[-2000:]
-    expected, reference = uninterrupted
+    expected, reference, _ = uninterrupted
     assert metrics_of(tmp_path, "job-requeued") == expected
     state = weights(tmp_path / "checkpoints" / RUN)
     assert all(torch.equal(state[k], reference[k]) for k in reference)
 
 
-@pytest.mark.parametrize("world_size, stops_after", [(1, [1]), (2, [2])])
+@pytest.mark.parametrize(
+    "world_size, accumulate, stops_after", [(1, 1, [1]), (2, 1, [2]), (1, 4, [3]), (2, 4, [3]), (1, 3, [2])]
+)
 def test_under_ddp_the_processes_agree_to_stop_only_after_batches_where_they_meet_anyway(
-    tmp_path, monkeypatch, world_size, stops_after
+    tmp_path, monkeypatch, world_size, accumulate, stops_after
 ):
     """Agreeing to stop is a read back from every GPU: under DDP the processes agree after the
     batches where the host reads back anyway (every ``log_every_n_steps``, an epoch's last), so a
     signal during batch 1 of 7 stops the run after batch 2 (log_every_n_steps=3), not after
-    every batch's read back; a process alone stops after the batch the signal came in."""
+    every batch's read back; a process alone stops after the batch the signal came in. With
+    accumulate_grad_batches, after the batch whose optimiser step takes the gradients summed so
+    far (a checkpoint holds none: the run continued from batch 2 of 4 stepped without them)."""
     from types import SimpleNamespace
 
     from swwae.training import preemption
@@ -152,6 +189,7 @@ def test_under_ddp_the_processes_agree_to_stop_only_after_batches_where_they_mee
     saved, order = [], []
     trainer = SimpleNamespace(
         world_size=world_size,
+        accumulate_grad_batches=accumulate,
         log_every_n_steps=3,
         num_training_batches=7,
         current_epoch=0,
@@ -188,6 +226,7 @@ def test_a_failed_pre_emption_save_still_meets_the_other_processes(tmp_path, mon
     met = []
     trainer = SimpleNamespace(
         world_size=1,
+        accumulate_grad_batches=1,
         current_epoch=0,
         strategy=SimpleNamespace(barrier=lambda name=None: met.append(name)),
         save_checkpoint=lambda path: None,

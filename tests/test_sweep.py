@@ -486,6 +486,7 @@ def test_a_single_run_keeps_its_name_whatever_its_overrides(tmp_path):
         (["data.num_labels=100", "trainer.precision=bf16-mixed"], [], "_num_labels100_precisionbf16-mixed"),
         (["model.widths=[8, 16]", "+model.dropout=0.1", "~model.beta"], [], "_dropout0.1_widths8-16"),
         (["optimized_metric=val/acc"], [], "_optimized_metricval-acc"),
+        (["trainer.max_steps=-1"], [], "_max_steps-1"),  # not max_steps1, the name of max_steps=1
     ],
 )
 def test_the_swept_part_of_a_run_name(overrides, unnamed, tag):

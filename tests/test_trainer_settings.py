@@ -10,9 +10,11 @@ import json
 import math
 from datetime import timedelta
 from importlib.metadata import version
+from types import SimpleNamespace
 
 import lightning as L
 import pytest
+import torch
 from lightning.pytorch.callbacks import LambdaCallback, Timer
 from lightning.pytorch.demos.boring_classes import BoringModel
 from packaging.version import Version
@@ -20,7 +22,9 @@ from packaging.version import Version
 from helpers.cli import train_here
 from swwae.errors import ConfigError
 from swwae.training import lightning_api
+from swwae.training.callbacks import EpochLines
 from swwae.training.checkpoints import build_trainer
+from swwae.training.module import SWWAEModule
 from swwae.training.run import train
 from swwae.training.spec import check_config
 from swwae.training.trainer_settings import TrainerSpec, check_epoch
@@ -129,12 +133,18 @@ def test_the_trainer_calls_the_batch_hooks_a_callback_defines_and_skips_its_empt
         ("trainer.limit_train_batches=0", "trainer.limit_train_batches=0 trains nothing"),
         ("trainer.limit_val_batches=0", "trainer.limit_val_batches=0 never validates, and validation picks best.ckpt"),
         ("trainer.check_val_every_n_epoch=21", "trainer.check_val_every_n_epoch=21 never validates in a run of"),
+        (  # a step budget only shortens a run
+            ("trainer.check_val_every_n_epoch=2", "trainer.max_steps=1000"),
+            "trainer.check_val_every_n_epoch=2 never validates in a run of trainer.max_epochs=1",
+        ),
         ("+trainer.fast_dev_run=true", "trainer.fast_dev_run=True is Lightning's smoke test"),
+        ("trainer.precision=16-mixed", "trainer.precision=16-mixed is float16 autocast, which takes a GPU: on the"),
         ("~trainer", "trainer._target_ is missing: the trainer section names no Trainer"),
     ],
 )
 def test_a_trainer_value_swwae_cannot_use_is_one_line(make_config, override, message):
-    assert one_line(lambda: check_config(make_config(override))).startswith(message)
+    overrides = (override,) if isinstance(override, str) else override
+    assert one_line(lambda: check_config(make_config(*overrides))).startswith(message)
 
 
 def test_a_config_without_a_trainer_section_is_one_line(make_config):
@@ -179,11 +189,14 @@ def settings(**values) -> TrainerSpec:
         ({"val_check_interval": 10, "limit_train_batches": 0.5}, 1, "trainer.val_check_interval=10 is more than the 5"),
         ({"val_check_interval": 11, "check_val_every_n_epoch": None}, 1, None),  # batches counted across epochs
         ({"val_check_interval": 11, "use_distributed_sampler": False}, 2, "trainer.val_check_interval=11 is more"),
-        ({"max_steps": 9}, 1, "trainer.max_steps=9 ends the run before it first validates (after 10 training batches"),
+        ({"max_steps": 9}, 1, None),  # validates at its last step, mid-epoch (the job stops the run there)
         ({"max_steps": 10}, 1, None),  # validates at the end of its last step's epoch
         ({"max_steps": 5, "accumulate_grad_batches": 2}, 1, None),  # 10 batches, 5 steps
         ({"max_steps": 2, "val_check_interval": 2}, 1, None),
-        ({"max_steps": 12, "check_val_every_n_epoch": 2}, 1, "trainer.max_steps=12 ends the run before it first"),
+        ({"max_steps": 9, "check_val_every_n_epoch": 2}, 1, "trainer.max_steps=9 ends the run before it first"),
+        ({"max_steps": 12, "check_val_every_n_epoch": 2}, 1, None),  # stops in the 2nd epoch, which validates
+        ({"max_steps": 5, "accumulate_grad_batches": 3, "check_val_every_n_epoch": 2}, 1, None),  # 4 steps an epoch
+        ({"max_steps": 3, "accumulate_grad_batches": 3, "check_val_every_n_epoch": 2}, 1, "trainer.max_steps=3 ends"),
         pytest.param(
             {"val_check_interval": "00:00:01:00"},
             1,
@@ -204,6 +217,39 @@ def test_the_batch_settings_are_checked_against_the_data(values, world_size, mes
         check()
     else:
         assert one_line(check).startswith(message)
+
+
+@pytest.mark.parametrize("global_step, stops", [(4, False), (5, True)])
+def test_the_step_that_reaches_max_steps_mid_epoch_stops_the_run_so_that_lightning_validates_it(global_step, stops):
+    """Lightning ends a run at max_steps mid-epoch without validating: best.ckpt and the reported
+    metrics missed every step since the epoch began. Asked to stop, it validates first."""
+    module = SWWAEModule(widths=[4])
+    trainer = SimpleNamespace(
+        max_steps=5, global_step=global_step, num_training_batches=10, log_every_n_steps=50, should_stop=False
+    )
+    module._trainer = trainer
+    module.on_train_batch_end(None, None, global_step - 1)
+    assert trainer.should_stop is stops
+
+
+def test_an_epoch_line_shows_its_own_epochs_metrics_only(capsys):
+    """check_val_every_n_epoch=2: the line of an epoch that did not validate showed the last
+    epoch's validation metrics as its own; an epoch cut short (max_time, max_steps), the last
+    epoch's training loss: the module logs a cut epoch's means in its own hook, after the callbacks'."""
+    trainer = SimpleNamespace(loggers=[], callbacks=[], progress_bar_metrics={"val/acc": 0.5}, max_epochs=3)
+    trainer.is_global_zero = True
+    module = SimpleNamespace(
+        log_epoch_means=lambda: trainer.callback_metrics.update({"train/loss_epoch": torch.tensor(0.25)})
+    )
+    lines = EpochLines()
+    for epoch, validates in enumerate([True, False]):
+        trainer.current_epoch, trainer.sanity_checking, trainer.callback_metrics = epoch, False, {}
+        lines.on_train_epoch_start(trainer, module)
+        if validates:
+            lines.on_validation_end(trainer, module)
+        lines.on_train_epoch_end(trainer, module)
+    shown = [line.split(" (")[0] for line in capsys.readouterr().out.splitlines()]
+    assert shown == ["epoch 1/3: train/loss=0.2500 val/acc=0.5000", "epoch 2/3: train/loss=0.2500"]
 
 
 def test_a_batch_setting_the_data_cannot_meet_stops_the_job_before_anything_is_written(make_config, tmp_path):

@@ -15,6 +15,8 @@ from typing import Literal
 
 from pydantic import Field, StrictBool
 
+from swwae.errors import ConfigError
+from swwae.install import command
 from swwae.settings import SPLIT_NAMES, Settings, TrueFalseOrAuto, bounded, parse
 
 
@@ -97,6 +99,25 @@ def check_callbacks(nodes: Mapping) -> None:
         callback = own_callback(node.get("_target_")) if isinstance(node, Mapping) else None
         if callback is not None:
             parse(callback.settings, {k: v for k, v in node.items() if k != "_target_"}, f"callbacks.{key}")
+
+
+def check_projector(nodes: Mapping | None, loggers: Mapping | None) -> None:
+    """``callbacks.embeddings.enabled=true`` writes to TensorBoard's projector only: without a
+    TensorBoard logger it would be on and write nothing. One line, before anything is written."""
+    wanted = any(
+        isinstance(node, Mapping)
+        and own_callback(node.get("_target_")) is CALLBACKS["embeddings"]
+        and node.get("enabled")
+        for node in (nodes or {}).values()
+    )
+    targets = [str(node.get("_target_", "")) for node in (loggers or {}).values() if isinstance(node, Mapping)]
+    if wanted and not any(target.endswith(".TensorBoardLogger") for target in targets):
+        raise ConfigError(
+            "callbacks.embeddings.enabled=true writes to TensorBoard's projector, and this run has no "
+            f"TensorBoard logger (its loggers: {', '.join(loggers or {}) or 'none'}): add one (logger=many, or "
+            f"'logger=[tensorboard,csv]'), or leave it off ({command('evaluate')} <checkpoint> --embeddings "
+            "writes them later)"
+        )
 
 
 def parse_callback(name: str, values: Mapping) -> Settings:

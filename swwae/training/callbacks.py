@@ -476,6 +476,7 @@ class EpochLines(ShowsTrainLoss, ProgressBar):
     def __init__(self):
         super().__init__()
         self._enabled, self._started = True, time.perf_counter()
+        self._validated = False  # in this epoch: else its line shows no val/ metric (they are an earlier epoch's)
 
     def disable(self) -> None:
         self._enabled = False
@@ -484,7 +485,10 @@ class EpochLines(ShowsTrainLoss, ProgressBar):
         self._enabled = True
 
     def on_train_epoch_start(self, trainer: L.Trainer, module: L.LightningModule) -> None:
-        self._started = time.perf_counter()
+        self._started, self._validated = time.perf_counter(), False
+
+    def on_validation_end(self, trainer: L.Trainer, module: L.LightningModule) -> None:
+        self._validated = self._validated or not trainer.sanity_checking
 
     def epoch_seconds(self, trainer: L.Trainer) -> float:
         """The epoch's time, its earlier processes' share included (``RunClock``, in a job)."""
@@ -492,12 +496,15 @@ class EpochLines(ShowsTrainLoss, ProgressBar):
         return clock.epoch_seconds() if clock is not None else time.perf_counter() - self._started
 
     def on_train_epoch_end(self, trainer: L.Trainer, module: L.LightningModule) -> None:
+        # an epoch cut short (max_time): its training means, which the module logs in its own hook,
+        # after the callbacks', logged now (in every process) so that its line shows them, not the last epoch's
+        getattr(module, "log_epoch_means", lambda: None)()
         if not self._enabled or not trainer.is_global_zero:
             return
         shown = {
             name.removesuffix("_epoch"): value
             for name, value in self.get_metrics(trainer, module).items()
-            if name != "v_num" and not name.endswith("_step")
+            if name != "v_num" and not name.endswith("_step") and (self._validated or not name.startswith("val/"))
         }
         values = " ".join(
             f"{name}={value:.4f}" if isinstance(value, float) else f"{name}={value}"

@@ -45,6 +45,11 @@ def processes_meet_after(trainer: L.Trainer, batch_idx: int) -> bool:
     return done % max(1, trainer.log_every_n_steps) == 0 or done == trainer.num_training_batches
 
 
+def reaches_max_steps(trainer: L.Trainer) -> bool:
+    """Whether the run's ``trainer.max_steps`` is reached at this training step."""
+    return 0 < trainer.max_steps <= trainer.global_step
+
+
 def every_process(t: torch.Tensor) -> list[torch.Tensor]:
     """``t`` of every DDP process (the same shape in each), in rank order: torch.distributed's
     all_gather (Lightning's goes through torch.distributed.nn's, deprecated: a warning a process)."""
@@ -179,8 +184,12 @@ class SWWAEModule(L.LightningModule):
     def on_train_batch_end(self, outputs, batch, batch_idx: int) -> None:
         if processes_meet_after(self.trainer, batch_idx):
             self.check_losses()
+        if reaches_max_steps(self.trainer):  # Lightning ends a run at max_steps mid-epoch without validating:
+            # best.ckpt and the reported metrics would miss the steps since the last validation; asked to
+            # stop, it validates first
+            self.trainer.should_stop = True
         # an epoch's last batch: before the callbacks' on_train_epoch_end, which run before this
-        # module's (the epoch lines show the means)
+        # module's (the epoch lines show the means; one cut short logs them itself)
         if batch_idx + 1 == self.trainer.num_training_batches:
             self.log_epoch_means()
 

@@ -6,8 +6,9 @@ when asked (``#SBATCH --signal=USR1@90``) and SIGTERM when it pre-empts or cance
 own SLURM handler writes ``hpc_ckpt_<n>.ckpt`` into the Hydra output folder, which a requeued job
 (a new, timestamped output folder) never finds, or, with a fixed folder, resumes past the
 project's config checks. Here the handler only notes the signal; at the end of the training batch
-in progress, ``Preemption`` saves ``checkpoints/<run>/last.ckpt`` (atomic, checksummed, marked
-with how far into its epoch it is), requeues the job on SLURM (``scontrol requeue``, as
+in progress (with ``accumulate_grad_batches``, of the batch whose optimiser step closes its
+window: gradients are in no checkpoint), ``Preemption`` saves ``checkpoints/<run>/last.ckpt``
+(atomic, checksummed, marked with how far into its epoch it is), requeues the job on SLURM (``scontrol requeue``, as
 Lightning's auto-requeue does, on SLURM's requeue signal SIGUSR1), and stops the run. The same
 command then continues it (``resume=auto``, the default): the data order and every random draw
 are functions of (seed, epoch, batch), so the sampler skips the batches already trained and the
@@ -16,6 +17,7 @@ run ends bit-identical to one never stopped (with ``trainer.deterministic=true``
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import re
@@ -61,6 +63,20 @@ def requeue_slurm_job() -> str:
     return f"requeued SLURM job {job}"
 
 
+def mid_accumulation(trainer: L.Trainer, batch_idx: int) -> bool:
+    """Whether training batch ``batch_idx`` added its gradients to a sum that no optimiser step
+    has taken yet (``accumulate_grad_batches``; Lightning steps after every n-th batch of an
+    epoch and after its last): a checkpoint holds no gradients, so a run saved there and
+    continued would step without them. The run stops at the end of the window instead."""
+    done = batch_idx + 1
+    return done % trainer.accumulate_grad_batches != 0 and done != trainer.num_training_batches
+
+
+def every_process_sum(trainer: L.Trainer):
+    """``t`` summed over the DDP processes (each calls it at the same batch), or None alone."""
+    return functools.partial(trainer.strategy.reduce, reduce_op="sum") if trainer.world_size > 1 else None
+
+
 class Preemption(L.Callback):
     """Notes SIGTERM and SIGUSR1 while training and, at the end of the batch in progress, saves
     a resumable checkpoint into ``folder`` and stops the run (see the module docstring)."""
@@ -70,6 +86,7 @@ class Preemption(L.Callback):
         self.received: int | None = None
         self.saved: dict | None = None  # what was saved: path, epoch, step, batches done, requeue
         self._position: dict | None = None
+        self._stopping = False  # a signal noted (under DDP: by any process) and agreed on
         self._previous: dict[int, object] = {}
 
     # the handlers: installed before trainer.fit, so that Lightning keeps them (it adds its SLURM
@@ -102,15 +119,22 @@ class Preemption(L.Callback):
         signal.signal(signal.SIGTERM, self._note)
 
     def on_train_batch_end(self, trainer: L.Trainer, module, outputs, batch, batch_idx: int) -> None:
-        stop = self.received is not None
-        if trainer.world_size > 1:  # every rank stops at the same batch, or the collectives hang:
-            if not processes_meet_after(trainer, batch_idx):  # they agree where they read back anyway
+        if not self._stopping:
+            stop = self.received is not None
+            if trainer.world_size > 1:  # every rank stops at the same batch, or the collectives hang:
+                if not processes_meet_after(trainer, batch_idx):  # they agree where they read back anyway
+                    return
+                stop = trainer.strategy.reduce_boolean_decision(stop, all=False)
+            if not stop:
                 return
-            stop = trainer.strategy.reduce_boolean_decision(stop, all=False)
-        if not stop:
+            self._stopping = True  # agreed: every rank stops at the same batch below
+        if mid_accumulation(trainer, batch_idx):
             return
         signum = self.received or signal.SIGTERM
         self._position = {"epoch": trainer.current_epoch, "batches_done": batch_idx + 1}
+        means = getattr(module, "term_means", None)  # the epoch's training sums so far, every process's
+        if means is not None and (totals := means.totals(every_process_sum(trainer))) is not None:
+            self._position["train_means"] = totals
         path = self.folder / "last.ckpt"
         trainer.save_checkpoint(path)
         try:

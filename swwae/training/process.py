@@ -147,9 +147,11 @@ LIGHTNING_LOGGERS = ("lightning.pytorch", "lightning.fabric")
 # where Lightning's profilers log their reports (at INFO) when no file is named for them
 PROFILER_LOGGER = "lightning.pytorch.profilers"
 # warnings about state swwae itself made: a run's own checkpoint folder (resumed runs write into
-# it), the safe reader's weights_only (swwae.checkpoint_file sets it), a few batches per epoch
+# it), the safe reader's weights_only (swwae.checkpoint_file sets it), a few batches per epoch, a
+# finished run evaluated again from its checkpoint without the callbacks that trained it
 OWN_STATE_WARNINGS = (
     ".*Checkpoint directory .* exists and is not empty.*",
+    ".*callbacks used to create the checkpoint need to be provided.*",
     ".*`weights_only` was not set.*",
     ".*is smaller than the logging interval.*",
     ".*was configured so validation will run at the end of the training epoch.*",

@@ -33,9 +33,10 @@ from pathlib import Path
 
 import lightning as L
 import torch
-from lightning.pytorch.trainer.states import TrainerStatus
+from lightning.pytorch.trainer.states import TrainerFn, TrainerStatus
 from omegaconf import DictConfig, OmegaConf
 
+from swwae.checkpoint_file import mid_epoch_means
 from swwae.errors import CheckpointError, ConfigError, DiskError, Interrupted, NonFiniteError, Preempted
 from swwae.install import this_command
 from swwae.training.callbacks import RunClock, for_the_loggers, job_callbacks, log_final, run_params
@@ -99,7 +100,7 @@ def train(cfg: DictConfig, hydra: Launch | None = None, spec: RunSpec | None = N
         resume_from = start_training(folder, job, decision, cfg.get("logger"))
         with ExitStack() as stack:
             stack.callback(job.preemption.install().restore)
-            metrics, best = fit_and_test(folder, job, resume_from, spec.test, hydra.overrides)
+            metrics, best = fit_and_test(folder, job, resume_from, spec, hydra.overrides)
         clock = RunClock.of(job.trainer)  # every process's share of the run, this one's setup included
         metrics["train_time_s"] = clock.seconds() + clock.started - started
         return report(folder, job, spec, run_config, metrics, best)
@@ -237,6 +238,8 @@ def start_training(folder: RunFolder, job: Job, decision: Decision, logger_nodes
     path, checkpoint = folder.checkpoint(decision.checkpoint)
     if (position := mid_epoch_position(checkpoint)) is not None:
         job.datamodule.resume_at(*position)
+        if job.owns_run and (means := mid_epoch_means(checkpoint)) is not None:  # every process's: one holds them
+            job.module.term_means.restore(means)
     return path
 
 
@@ -244,31 +247,39 @@ def start_training(folder: RunFolder, job: Job, decision: Decision, logger_nodes
 
 
 def fit_and_test(
-    folder: RunFolder, job: Job, ckpt_path: Path | None, test: bool, overrides: tuple[str, ...]
+    folder: RunFolder, job: Job, ckpt_path: Path | None, spec: RunSpec, overrides: tuple[str, ...]
 ) -> tuple[dict, str | None]:
-    """Fit (from ``ckpt_path`` when continuing), then (``test``) test the best checkpoint; every
-    way of stopping early as one line naming what is kept and how to go on (the command's
+    """Fit (from ``ckpt_path`` when continuing), then (``spec.test``) test the best checkpoint;
+    every way of stopping early as one line naming what is kept and how to go on (the command's
     ``overrides`` plus resume=true)."""
     trainer, module, datamodule, preemption = job.trainer, job.module, job.datamodule, job.preemption
     try:
         trainer.fit(module, datamodule=datamodule, ckpt_path=None if ckpt_path is None else str(ckpt_path))
         best = trainer.checkpoint_callback.best_model_path if trainer.checkpoint_callback else ""
-        return evaluate_best(trainer, module, datamodule, test, best), best or None
+        return evaluate_best(trainer, module, datamodule, spec.test, best), best or None
     except (NonFiniteError, DiskError) as err:  # one line for train.py, saying what is left to resume from
         stopped = type(err)(f"{err}; {folder.kept()}")
         stopped.during_training = True  # not a rejected input: train.py keeps the run's output folder
         raise stopped from None
     except PreemptionSaved:
-        raise Preempted(preempted_line(folder, preemption), preemption.received) from None
+        raise Preempted(preempted_line(folder, preemption, spec.resume, overrides), preemption.received) from None
     except (KeyboardInterrupt, SystemExit):  # Lightning turns Ctrl-C into sys.exit(1)
         if trainer.state.status != TrainerStatus.INTERRUPTED:
             raise
         if preemption.received is not None:  # SIGTERM during validation: Lightning stopped it there
-            raise Preempted(preempted_line(folder, preemption), preemption.received) from None
+            line = preempted_line(folder, preemption, spec.resume, overrides)
+            raise Preempted(line, preemption.received) from None
         raise Interrupted(
-            f"interrupted in epoch {trainer.current_epoch + 1} (step {trainer.global_step}); "
-            f"{folder.kept()}; continue with: {continue_command(overrides)}"
+            f"interrupted {stopped_where(trainer)}; {folder.kept()}; continue with: {continue_command(overrides)}"
         ) from None
+
+
+def stopped_where(trainer: L.Trainer) -> str:
+    """Where a run stopped, counting epochs from 1: 'in epoch 2 (step 40)'; once training has
+    ended, its test of the best checkpoint (the epoch count then stands one past the last)."""
+    if trainer.state.fn == TrainerFn.TESTING:
+        return f"while testing, after training ended (step {trainer.global_step})"
+    return f"in epoch {trainer.current_epoch + 1} (step {trainer.global_step})"
 
 
 def final_metrics(trainer: L.Trainer, prefix: str) -> dict[str, float]:
@@ -291,8 +302,10 @@ def continue_command(overrides: tuple[str, ...]) -> str:
     return " ".join([this_command("train"), *map(shlex.quote, kept), "resume=true"])
 
 
-def preempted_line(folder: RunFolder, preemption: Preemption) -> str:
-    """'pre-empted by SIGUSR1; saved <path> (in epoch e, after k batches; step s); what next'."""
+def preempted_line(folder: RunFolder, preemption: Preemption, resume: str = "auto", overrides=()) -> str:
+    """'pre-empted by SIGUSR1; saved <path> (in epoch e, after k batches; step s); what next': the
+    same command, or, where it says ``resume=false`` (it would start over, this run moved
+    aside), the command that continues it."""
     name = signal.Signals(preemption.received).name
     saved = preemption.saved
     if saved is None:
@@ -303,6 +316,9 @@ def preempted_line(folder: RunFolder, preemption: Preemption) -> str:
             f"step {saved['step']})"
         )
     requeue = saved.get("requeue") if saved else None
+    if resume == "false":
+        restarts = f"{requeue} (resume=false: it starts over); " if requeue and requeue.startswith("requeued") else ""
+        return f"pre-empted by {name}; {kept}; {restarts}continue with: {continue_command(overrides)}"
     after = (
         f"{requeue}: it continues by itself"
         if requeue and requeue.startswith("requeued")

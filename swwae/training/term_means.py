@@ -55,9 +55,27 @@ class TermMeans:
         # non_blocking: a copy from pageable memory that the host does not wait for the device to take
         weights = torch.tensor(self.batch_sizes, dtype=values.dtype).to(values.device, non_blocking=True)
         sums = (values * weights[:, None]).sum(0)
-        self.sums = sums if self.sums is None else self.sums.add_(sums)
+        self.sums = sums if self.sums is None else self.sums.to(sums.device).add_(sums)  # restored: on the host
         self.count += sum(self.batch_sizes)
         self.steps, self.batch_sizes = [], []
+
+    def totals(self, every_process: Callable[[Tensor], Tensor] | None = None) -> dict | None:
+        """The sums and samples so far (of every process, summed by ``every_process``) as plain
+        numbers, kept: what a pre-empted epoch carries in its checkpoint, so that the epoch, continued,
+        reports its means over all its batches, not over those after the restart (``restore``)."""
+        if self.steps:
+            self._fold()
+        if self.sums is None:
+            return None
+        sums = torch.cat([self.sums, torch.tensor([self.count], dtype=self.sums.dtype, device=self.sums.device)])
+        sums = (every_process(sums) if every_process is not None else sums).tolist()
+        return {"names": list(self.names), "sums": sums[:-1], "count": sums[-1]}
+
+    def restore(self, totals: dict) -> None:
+        """Start from ``totals`` (``totals()``'s, parsed) instead of nothing; under DDP in one process
+        only, since ``pop`` sums every process's."""
+        self.names, self.steps, self.batch_sizes = tuple(totals["names"]), [], []
+        self.sums, self.count = torch.tensor(totals["sums"], dtype=torch.float32), totals["count"]
 
     def pop(self, every_process: Callable[[Tensor], Tensor] | None = None) -> dict[str, Tensor]:
         """The means since the last ``pop`` (none when nothing was added), and a fresh start; no host

@@ -136,11 +136,26 @@ def check_cuda(devices) -> None:
         )
 
 
+FLOAT16_AUTOCAST = ("16-mixed", "16", 16)  # Lightning's names for it
+
+
+def on_the_cpu(accelerator: str) -> bool:
+    """Whether Lightning trains on the CPU: asked for, or ``auto`` on a machine without a GPU."""
+    return accelerator == "cpu" or (accelerator == "auto" and cuda_count() == 0 and not mps_available())
+
+
 def check_devices(trainer_cfg: Mapping) -> None:
     """A ``ConfigError`` naming what ``trainer`` asks for and what the machine has, if the
     machine has less; nothing otherwise."""
     accelerator = str(trainer_cfg.get("accelerator") or "auto").lower()
     devices = trainer_cfg.get("devices", "auto")
+    precision = trainer_cfg.get("precision")
+    if not isinstance(precision, bool) and precision in FLOAT16_AUTOCAST and on_the_cpu(accelerator):
+        raise ConfigError(  # Lightning says so in a warning and trains in bf16-mixed: another run than asked
+            f"trainer.precision={precision} is float16 autocast, which takes a GPU: on the CPU Lightning would "
+            f"train in bf16-mixed instead, while the run records {precision}; on the CPU ask for "
+            "trainer.precision=bf16-mixed (or 32-true), or train on a GPU with trainer=gpu"
+        )
     if accelerator in CUDA:
         check_cuda(devices)
     elif accelerator == "mps" and not mps_available():
@@ -285,7 +300,7 @@ class CheckedTrainer(BaseModel):
                 "the metric a run reports: give at least 1 (batches) or a fraction"
             )
         every, epochs = self.check_val_every_n_epoch, self.max_epochs
-        if every is not None and epochs is not None and every > epochs and self.max_steps == -1:
+        if every is not None and epochs is not None and every > epochs:  # max_steps only shortens a run
             raise ConfigError(
                 f"trainer.check_val_every_n_epoch={every} never validates in a run of "
                 f"trainer.max_epochs={epochs}, and validation picks best.ckpt and gives the metric a run "
@@ -396,11 +411,24 @@ def first_validation(settings: CheckedTrainer, epoch: int) -> tuple[int, int] | 
     return done_epochs * epoch + within, steps
 
 
+def validates_at_step(settings: CheckedTrainer, epoch: int, step: int) -> bool:
+    """Whether a run that ``trainer.max_steps`` ends at ``step`` validates there: the job asks
+    Lightning to stop at that step (``SWWAEModule.on_train_batch_end``), and Lightning validates
+    a run asked to stop in an epoch that validates (``check_val_every_n_epoch``)."""
+    every = settings.check_val_every_n_epoch
+    if every is None:
+        return True
+    steps_an_epoch = math.ceil(epoch / settings.accumulate_grad_batches)
+    return ((step - 1) // steps_an_epoch + 1) % every == 0
+
+
 def check_first_validation(settings: CheckedTrainer, epoch: int) -> None:
     """A step budget that ends the run before it validates once: the run would have no best
     checkpoint and no metric to report."""
     first = first_validation(settings, epoch)
     if first is None or settings.max_steps in (None, -1) or settings.max_steps >= first[1]:
+        return
+    if validates_at_step(settings, epoch, settings.max_steps):
         return
     batches, steps = first
     raise ConfigError(

@@ -145,7 +145,7 @@ def in_this_process(main, program: list[str], args, cwd: Path, env: dict | None)
             warnings.catch_warnings(),
             kept_logging(),
         ):
-            warnings.simplefilter("ignore")  # as PYTHONWARNINGS=ignore in run_cli
+            warnings.simplefilter((env or {}).get("PYTHONWARNINGS", "ignore"))  # as run_cli
             try:
                 status = main(args)
             except SystemExit as done:

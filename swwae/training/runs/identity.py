@@ -170,13 +170,19 @@ def in_identity(key: str) -> bool:
     return key in ("seed", "optimized_metric", "optimized_mode")
 
 
+def name_of_value(value: str) -> str:
+    """A swept value as part of a run name: ``[8, 16]`` -> ``8-16``; a leading minus kept, so
+    that ``-m trainer.max_steps=-1,1`` are two runs (``max_steps-1``, ``max_steps1``), not one."""
+    return ("-" if value.startswith("-") else "") + UNSAFE.sub("-", value).strip("-")
+
+
 def sweep_tag(mode, overrides, unnamed=()) -> str:
     """The default run name's part for a job of a multirun (``mode``: Hydra's; ``overrides``: the
     job's own, ``key=value`` each; ``unnamed``: the keys that do not name it, Hydra's
     ``hydra.job.config.override_dirname.exclude_keys``, which the sweep sets to the keys it does
     not sweep): ``_<setting><value>`` for each setting of the run's identity that it sets beyond
     what the name says already (model, data, arch, seed), sorted by key, each value made a name
-    (``[8,16]`` -> ``8-16``). ``-m model.lr=1e-3,1e-4`` runs ``..._lr0.001_seed0`` and
+    (``name_of_value``). ``-m model.lr=1e-3,1e-4`` runs ``..._lr0.001_seed0`` and
     ``..._lr0.0001_seed0`` (Hydra writes a swept number out), one run folder each. Nothing in a
     single run (its name stays what it was) or for a setting outside the identity (a logger)."""
     if getattr(mode, "name", mode) != "MULTIRUN":
@@ -187,7 +193,7 @@ def sweep_tag(mode, overrides, unnamed=()) -> str:
         key, sep, value = str(override).partition("=")
         key = key.lstrip("+")
         if sep and not key.startswith("~") and key not in skipped and in_identity(key):
-            values[key] = UNSAFE.sub("-", value.strip("'\"")).strip("-")
+            values[key] = name_of_value(value.strip("'\""))
     tag = "".join(f"_{key.rpartition('.')[2]}{values[key]}" for key in sorted(values))
     if len(tag) > SWEPT_MAX:
         tag = f"{tag[: SWEPT_MAX - 17]}_{hashlib.sha256(tag.encode()).hexdigest()[:16]}"
