@@ -160,7 +160,7 @@ def parse_network_settings(settings, source: str) -> dict:
     optional_int(settings.get("num_classes"), source, "num_classes", minimum=0)
     mean = settings.get("pixel_mean")
     means = mean if isinstance(mean, (list, tuple)) else [mean]
-    if mean is not None and not (means and all(is_number(m) and math.isfinite(m) for m in means)):
+    if mean is not None and not (means and all(finite_number(m) for m in means)):
         raise Unreadable(f"{source} is unreadable: pixel_mean is {kind(mean)}, not a number or one per channel")
     return settings
 

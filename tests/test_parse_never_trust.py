@@ -213,6 +213,7 @@ def model_folder(tmp_path):
     "change",
     [
         {"pixel_mean": ["x"]},
+        {"pixel_mean": [10**400]},  # an integer no float holds (math.isfinite raised OverflowError)
         {"image_shape": "abc"},
         {"image_shape": [1, 10**9, 28]},
         {"widths": {"a": 1}},
