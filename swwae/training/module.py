@@ -45,6 +45,12 @@ def processes_meet_after(trainer: L.Trainer, batch_idx: int) -> bool:
     return done % max(1, trainer.log_every_n_steps) == 0 or done == trainer.num_training_batches
 
 
+def every_process_sum(trainer: L.Trainer):
+    """A tensor summed over the DDP processes (each calls it at the same batch), or None alone:
+    ``TermMeans.pop`` and ``totals`` take it."""
+    return functools.partial(trainer.strategy.reduce, reduce_op="sum") if trainer.world_size > 1 else None
+
+
 def reaches_max_steps(trainer: L.Trainer) -> bool:
     """Whether the run's ``trainer.max_steps`` is reached at this training step."""
     return 0 < trainer.max_steps <= trainer.global_step
@@ -159,9 +165,7 @@ class SWWAEModule(L.LightningModule):
         """The training terms' means over the epoch's steps so far, one ``self.log`` each: the loss
         as ``train/loss_epoch`` (its steps are ``train/loss_step``), the others by their names. Under
         DDP, means over every process's samples (``TermMeans.pop``), the same in each process."""
-        every_process = None
-        if self.several_processes:
-            every_process = functools.partial(self.trainer.strategy.reduce, reduce_op="sum")
+        every_process = every_process_sum(self.trainer) if self._trainer is not None else None
         for name, value in self.term_means.pop(every_process).items():
             key = "train/loss_epoch" if name == "loss" else f"train/{name}"
             # sync_dist: a mean of equal values (Lightning warns at an epoch-level value without it)

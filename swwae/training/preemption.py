@@ -17,7 +17,6 @@ run ends bit-identical to one never stopped (with ``trainer.deterministic=true``
 
 from __future__ import annotations
 
-import functools
 import logging
 import os
 import re
@@ -30,7 +29,7 @@ from lightning.fabric.plugins.environments import SLURMEnvironment
 
 from swwae.checkpoint_file import POSITION_KEY
 from swwae.training.checkpoints import wait_for_saves
-from swwae.training.module import processes_meet_after
+from swwae.training.module import every_process_sum, processes_meet_after
 
 log = logging.getLogger(__name__)
 
@@ -70,11 +69,6 @@ def mid_accumulation(trainer: L.Trainer, batch_idx: int) -> bool:
     continued would step without them. The run stops at the end of the window instead."""
     done = batch_idx + 1
     return done % trainer.accumulate_grad_batches != 0 and done != trainer.num_training_batches
-
-
-def every_process_sum(trainer: L.Trainer):
-    """``t`` summed over the DDP processes (each calls it at the same batch), or None alone."""
-    return functools.partial(trainer.strategy.reduce, reduce_op="sum") if trainer.world_size > 1 else None
 
 
 class Preemption(L.Callback):
