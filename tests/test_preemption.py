@@ -125,6 +125,7 @@ def test_a_signal_saves_mid_epoch_and_the_same_command_continues_bit_identically
         ("true", "requeued SLURM job 7", "requeued SLURM job 7: it continues by itself"),
         ("false", None, "continue with: python train.py seed=1 resume=true"),  # the same command starts over
         ("false", "requeued SLURM job 7", "requeued SLURM job 7 (resume=false: it starts over); continue with: "),
+        ("false", "requeueing SLURM job 7 failed (denied)", "requeueing SLURM job 7 failed (denied); continue with: "),
     ],
 )
 def test_the_pre_emption_line_says_how_the_run_goes_on(monkeypatch, resume, requeue, after):

@@ -315,13 +315,14 @@ def preempted_line(folder: RunFolder, preemption: Preemption, resume: str = "aut
             f"saved {saved['path']} (in epoch {saved['epoch'] + 1}, after {batches(saved['batches_done'])}; "
             f"step {saved['step']})"
         )
-    requeue = saved.get("requeue") if saved else None
+    requeue = saved.get("requeue") if saved else None  # 'requeued SLURM job 7', or why it failed
+    requeued = bool(requeue) and requeue.startswith("requeued")
     if resume == "false":
-        restarts = f"{requeue} (resume=false: it starts over); " if requeue and requeue.startswith("requeued") else ""
-        return f"pre-empted by {name}; {kept}; {restarts}continue with: {continue_command(overrides)}"
+        said = f"{requeue}{' (resume=false: it starts over)' if requeued else ''}; " if requeue else ""
+        return f"pre-empted by {name}; {kept}; {said}continue with: {continue_command(overrides)}"
     after = (
         f"{requeue}: it continues by itself"
-        if requeue and requeue.startswith("requeued")
+        if requeued
         else (f"{requeue + '; ' if requeue else ''}the same command continues it (resume=auto)")
     )
     return f"pre-empted by {name}; {kept}; {after}"
