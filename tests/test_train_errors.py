@@ -126,6 +126,20 @@ def test_a_seed_is_an_integer(tmp_path, train, seed):
     assert left_in(tmp_path) == []
 
 
+@pytest.mark.parametrize(
+    ("metric", "mode", "better"), [("val/acc", "min", "higher"), ("val/recon_mse", "max", "lower")]
+)
+def test_a_monitor_the_wrong_way_round_is_one_line(tmp_path, train, metric, mode, better):
+    """best.ckpt would be the worst epoch, and a search would head for the worst settings."""
+    status, printed = train(f"optimized_metric={metric}", f"optimized_mode={mode}")
+    right = "max" if better == "higher" else "min"
+    assert status == 2 and printed == [
+        f"error: optimized_mode={mode} would keep the worst {metric} as best: it is better {better}; set "
+        f"optimized_mode={right}, or leave it out (it follows optimized_metric)"
+    ]
+    assert left_in(tmp_path) == []
+
+
 LONG_ARCH = "-".join(["(16)3c"] * 17_000)  # 119 kB, and no stage closed
 
 

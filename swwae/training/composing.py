@@ -270,12 +270,20 @@ def check_monitor(metric: str, mode: str, logged: list[str]) -> None:
             f"optimized_metric={excerpt(metric)} is not a validation metric of this model; "
             f"choose one of {', '.join(sorted(logged))}"
         )
-    check_mode(mode)
+    check_mode(mode, metric)
 
 
-def check_mode(mode) -> str:
+def check_mode(mode, metric: str | None = None) -> str:
+    """min or max, and for a ``metric`` the way it gets better: a monitor the wrong way round
+    keeps the worst epoch as ``best.ckpt`` and runs a search towards the worst settings."""
     if mode not in ("min", "max"):
         raise ConfigError(f"optimized_mode must be min or max, got {excerpt(repr(mode))}")
+    if metric is not None and mode != (better := monitor_mode(metric)):
+        raise ConfigError(
+            f"optimized_mode={mode} would keep the worst {excerpt(str(metric))} as best: it is better "
+            f"{'higher' if better == 'max' else 'lower'}; set optimized_mode={better}, or leave it out "
+            "(it follows optimized_metric)"
+        )
     return mode
 
 

@@ -157,6 +157,12 @@ class RunSpec(RunSettings):
     def _mode(cls, value):
         return value if value is None else check_mode(value)
 
+    @model_validator(mode="after")
+    def _monitor_direction(self, info: ValidationInfo):
+        if self.optimized_metric is not None and self.optimized_mode is not None and stored(info) is None:
+            check_mode(self.optimized_mode, self.optimized_metric)
+        return self
+
     @field_validator("trainer", mode="before")
     @classmethod
     def _trainer(cls, value, info: ValidationInfo):
