@@ -304,3 +304,19 @@ def test_tensorboard_shows_the_panel_pixel_for_pixel_at_its_step(tmp_path, chann
     assert (event.step, event.width, event.height) == (3, 60, 40)
     shown = np.asarray(Image.open(io.BytesIO(event.encoded_image_string)))
     assert np.array_equal(shown, picture.pixels) and shown.ndim == (2 if channels == 1 else 3)
+
+
+@pytest.mark.parametrize(
+    "target", ["lightning.pytorch.loggers.TensorBoardLogger", "lightning.pytorch.loggers.tensorboard.TensorBoardLogger"]
+)
+def test_a_resumed_run_continues_its_newest_tensorboard_version(tmp_path, target):
+    """Its curves go on in the same folder, whichever import path the config names the logger by."""
+    from omegaconf import OmegaConf
+
+    from swwae.training.composing import build_loggers
+
+    for version in ("version_0", "version_3", "version_x"):
+        (tmp_path / RUN / version).mkdir(parents=True)
+    node = OmegaConf.create({"tb": {"_target_": target, "save_dir": str(tmp_path), "name": RUN}})
+    assert [logger.version for logger in build_loggers(node, resuming=True)] == [3]
+    assert [logger.version for logger in build_loggers(node, resuming=False)] == [4]  # a fresh run: a new version

@@ -101,6 +101,11 @@ def check_callbacks(nodes: Mapping) -> None:
             parse(callback.settings, {k: v for k, v in node.items() if k != "_target_"}, f"callbacks.{key}")
 
 
+def is_tensorboard(target) -> bool:
+    """Whether a logger node's ``_target_`` is Lightning's TensorBoard logger, under any of its import paths."""
+    return str(target or "").rpartition(".")[2] == "TensorBoardLogger"
+
+
 def check_projector(nodes: Mapping | None, loggers: Mapping | None) -> None:
     """``callbacks.embeddings.enabled=true`` writes to TensorBoard's projector only: without a
     TensorBoard logger it would be on and write nothing. One line, before anything is written."""
@@ -110,8 +115,8 @@ def check_projector(nodes: Mapping | None, loggers: Mapping | None) -> None:
         and node.get("enabled")
         for node in (nodes or {}).values()
     )
-    targets = [str(node.get("_target_", "")) for node in (loggers or {}).values() if isinstance(node, Mapping)]
-    if wanted and not any(target.endswith(".TensorBoardLogger") for target in targets):
+    targets = [node.get("_target_") for node in (loggers or {}).values() if isinstance(node, Mapping)]
+    if wanted and not any(is_tensorboard(target) for target in targets):
         raise ConfigError(
             "callbacks.embeddings.enabled=true writes to TensorBoard's projector, and this run has no "
             f"TensorBoard logger (its loggers: {', '.join(loggers or {}) or 'none'}): add one (logger=many, or "

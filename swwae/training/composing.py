@@ -39,6 +39,7 @@ from swwae.errors import ConfigError, UserError, excerpt
 from swwae.install import importable
 from swwae.loss_terms import trains_reconstruction
 from swwae.settings import trains_classifier
+from swwae.training.callback_settings import is_tensorboard
 from swwae.training.runs import identity  # noqa: F401 - registers the run name's ${swwae.arch_tag:}
 
 CONFIG_MODULE = "swwae.configs"
@@ -234,7 +235,7 @@ def build_loggers(configured: Mapping | None, resuming: bool) -> list:
         if logger is None:
             continue
         extra = {}
-        if resuming and logger.get("_target_", "").endswith("TensorBoardLogger"):
+        if resuming and is_tensorboard(logger.get("_target_")):
             extra["version"] = latest_version(logger.save_dir, logger.name)
         loggers.append(build(logger, **extra))
     return loggers
