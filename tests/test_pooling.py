@@ -85,6 +85,20 @@ def test_hard_mask_counts_overlapping_wins():
     assert where.mask.max() > 1  # some pixel wins several windows
 
 
+def test_hard_mask_is_the_pools_switches_after_its_input_is_changed_in_place():
+    """The where keeps the input's memory, not a copy: the mask, read after an in-place op on the
+    pool's input (a skip path's relu_, a reused buffer), was the max pooling of the new values."""
+    x = torch.randn(2, 3, 8, 8, generator=torch.Generator().manual_seed(0))
+    pool = WhatWherePool(kernel_size=3, stride=2, padding=1)
+    what, where = pool(x)
+    expected = where.unpool(torch.ones_like(what)).clone()
+    xr = x.clone().requires_grad_(True)
+    assert torch.equal(expected, torch.autograd.grad(F.max_pool2d(xr, 3, 2, 1).sum(), xr)[0])
+    x.neg_()
+    assert torch.equal(where.mask, expected)
+    assert torch.equal(Unpool(pool)(torch.ones_like(what), where), expected)
+
+
 def test_ties_pick_the_winner_max_pool_picks_and_padding_never_wins():
     x = -torch.ones(1, 1, 4, 4)  # all tied, padded cells would be 0 > -1 if they could win
     _, where = WhatWherePool(kernel_size=3, stride=2, padding=1)(x)
