@@ -85,6 +85,20 @@ def test_hard_mask_counts_overlapping_wins():
     assert where.mask.max() > 1  # some pixel wins several windows
 
 
+def test_hard_mask_is_the_pools_switches_after_its_input_is_changed_in_place():
+    """The where keeps the input's memory, not a copy: the mask, read after an in-place op on the
+    pool's input (a skip path's relu_, a reused buffer), was the max pooling of the new values."""
+    x = torch.randn(2, 3, 8, 8, generator=torch.Generator().manual_seed(0))
+    pool = WhatWherePool(kernel_size=3, stride=2, padding=1)
+    what, where = pool(x)
+    expected = where.unpool(torch.ones_like(what)).clone()
+    xr = x.clone().requires_grad_(True)
+    assert torch.equal(expected, torch.autograd.grad(F.max_pool2d(xr, 3, 2, 1).sum(), xr)[0])
+    x.neg_()
+    assert torch.equal(where.mask, expected)
+    assert torch.equal(Unpool(pool)(torch.ones_like(what), where), expected)
+
+
 def test_ties_pick_the_winner_max_pool_picks_and_padding_never_wins():
     x = -torch.ones(1, 1, 4, 4)  # all tied, padded cells would be 0 > -1 if they could win
     _, where = WhatWherePool(kernel_size=3, stride=2, padding=1)(x)
@@ -582,8 +596,38 @@ def test_unpooling_without_a_where_to_a_size_the_values_do_not_come_from_is_one_
         unpool(what)
     assert unpool(what, output_size=(8, 8)).shape == (1, 3, 8, 8)
     if mode == "wavelet":  # 9x9 pools to 5x5: nothing brings 4x4 up to it
-        with pytest.raises(ValueError, match=r"^unpooling brings 4x4 values up to 8x8, not the 9x9 asked"):
+        with pytest.raises(ValueError, match=r"^unpooling brings 4x4 values up to 9x9, which pools to 5x5: "):
             unpool(what, output_size=(9, 9))
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_unpooling_to_an_output_size_its_values_do_not_pool_from_is_one_line(mode):
+    """Nearest upsampling (upsample, avg, a where dropped) brought 4x4 values up to any output_size
+    asked, 20x20 included, and the wavelet's inverse transform cropped them to a smaller one, without
+    a word; with a where, output_size was ignored; an output_size without (H, W) was Python's
+    unpacking error. (The transposed convolution says so itself: torch's line.)"""
+    pool = make_pool(mode, channels=3)
+    unpool = Unpool(pool)
+    what, where = pool(torch.randn(1, 3, 8, 8))
+    wrong = r"^(unpooling brings 4x4 values up to .*output_size must be the size|requested an output size of)"
+    for size in [(20, 20), (6, 6), (1, 3, 12, 8)]:
+        with pytest.raises(ValueError, match=wrong):
+            unpool(what, where, output_size=size)
+        with pytest.raises(ValueError, match=wrong):
+            unpool(what, output_size=size)
+    with pytest.raises(ValueError, match=r"^output_size must end with the \(H, W\) to unpool to, got \(8,\)$"):
+        unpool(what, where, output_size=(8,))
+    assert unpool(what, where, output_size=(1, 3, 8, 8)).shape == (1, 3, 8, 8)
+    if mode != "wavelet":  # 9x9 pools to 4x4 in floor mode (the wavelet pads it to 5x5)
+        assert unpool(what, output_size=(9, 9)).shape == (1, 3, 9, 9)
+
+
+def test_nearest_unpooling_takes_the_sizes_ceil_mode_pools_from_too():
+    """A registered mode may pad odd sizes (its entry's ``ceil``): 5 windows of 2 over 9 pixels."""
+    pool = make_pool("upsample")
+    v = torch.randn(1, 1, 5, 5)
+    up = Unpool(pool)(v, output_size=(9, 9))
+    assert torch.equal(up[..., ::2, ::2], v) and torch.equal(up[..., 1::2, 1::2], v[..., :4, :4])
 
 
 @pytest.mark.parametrize("mode", WHERE_MODES)

@@ -18,9 +18,12 @@ def pair(value: int | tuple[int, int], name: str = "size") -> tuple[int, int]:
     return tuple(int(v) for v in both)
 
 
-def pooled_size(size: int, kernel: int, stride: int, padding: int) -> int:
-    """Output length of a pooling window sliding over ``size`` cells (floor mode)."""
-    return (size + 2 * padding - kernel) // stride + 1
+def pooled_size(size: int, kernel: int, stride: int, padding: int, ceil: bool = False) -> int:
+    """Output length of a pooling window sliding over ``size`` cells: floor mode, or with ``ceil``
+    torch's ceil_mode (one more window where the last would cover past the padding, if it starts
+    inside the input or its left padding)."""
+    length = (size + 2 * padding - kernel + (stride - 1 if ceil else 0)) // stride + 1
+    return length - 1 if ceil and (length - 1) * stride >= size + padding else length
 
 
 class Geometry:
@@ -35,8 +38,8 @@ class Geometry:
         if any(p < 0 or p > k // 2 for p, k in zip(self.padding, self.kernel)):
             raise ValueError(f"padding must be between 0 and kernel_size // 2, got {self}")
 
-    def output_size(self, size: tuple[int, int]) -> tuple[int, int]:
-        return tuple(pooled_size(n, k, s, p) for n, k, s, p in zip(size, self.kernel, self.stride, self.padding))
+    def output_size(self, size: tuple[int, int], ceil: bool = False) -> tuple[int, int]:
+        return tuple(pooled_size(n, k, s, p, ceil) for n, k, s, p in zip(size, self.kernel, self.stride, self.padding))
 
     def tiles(self, size: tuple[int, int]) -> bool:
         """Whether the windows tile an image of ``size`` (H, W) exactly: each pixel one window's cell."""

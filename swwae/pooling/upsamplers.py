@@ -31,12 +31,32 @@ def window_owner_upsample(v: Tensor, size: tuple[int, int], geometry: Geometry) 
     return v[..., rows[:, None], cols[None, :]]
 
 
+def shown(size) -> str:
+    """The last two entries of a size (a shape, or an (H, W)) in words: ``12x12``."""
+    return "x".join(str(n) for n in tuple(size)[-2:])
+
+
+def not_pooled_from(v: Tensor, size, pooled) -> ValueError:
+    """The one line for values asked up to a ``size`` that pools to ``pooled``, not to theirs."""
+    return ValueError(
+        f"unpooling brings {shown(v.shape)} values up to {shown(size)}, which pools to {shown(pooled)}: "
+        "output_size must be the size they were pooled from"
+    )
+
+
 class NearestUnpool(nn.Module):
     def __init__(self, geometry: Geometry):
         super().__init__()
         self.geometry = geometry
 
     def forward(self, v: Tensor, size: tuple[int, int]) -> Tensor:
+        """``v`` up to ``size``, which its windows must pool to ``v``'s size (in floor or ceil mode: a
+        registered mode may pad odd sizes): nearest upsampling reaches any size (pixels past the last
+        window copy it), so a wrong ``output_size`` is one ValueError line here, not an image of that
+        size without a word."""
+        pooled = self.geometry.output_size(size)
+        if tuple(v.shape[-2:]) not in (pooled, self.geometry.output_size(size, ceil=True)):
+            raise not_pooled_from(v, size, pooled)
         return window_owner_upsample(v, size, self.geometry)
 
 
@@ -86,9 +106,12 @@ class WaveletUnpool(nn.Module):
     @in_float32  # half precision would round the filter and the sums
     def forward(self, v: Tensor, size: tuple[int, int]) -> Tensor:
         filter_len = len(self.low_pass)
-        sizes = [tuple(size)]  # the size before each level of the forward transform
-        for _ in range(self.levels - 1):
+        sizes = [tuple(size)]  # the size before each level of the forward transform, and after the last
+        for _ in range(self.levels):
             sizes.append(tuple(coefficient_length(n, filter_len) for n in sizes[-1]))
+        pooled = sizes.pop()
+        if pooled != tuple(v.shape[-2:]):  # each level crops to its size: a smaller one, without a word
+            raise not_pooled_from(v, size, pooled)
         low = v
         for height, width in reversed(sizes):
             low = wavelet_low_synthesis(low * 2, self.low_pass)[..., :height, :width]

@@ -7,7 +7,6 @@ from __future__ import annotations
 from functools import cached_property
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor
 
 from swwae.pooling.geometry import Geometry
@@ -24,8 +23,8 @@ def check_values(v: Tensor, what: torch.Size) -> None:
 class HardWhere:
     """Switches of a max pooling: ``indices`` (flat H*W index of each window's winner).
 
-    ``mask`` is computed lazily, on first read, with the gradient-of-sum trick, so training
-    pays nothing for it unless someone looks.
+    ``mask`` is computed lazily, on first read, from the switches, so training pays nothing
+    for it unless someone looks.
     """
 
     def __init__(self, indices: Tensor, input: Tensor, geometry: Geometry):
@@ -49,13 +48,14 @@ class HardWhere:
 
     @cached_property
     def mask(self) -> Tensor:
-        """d sum(max_pool2d(x)) / dx: a 0/1 bed of nails; a pixel winning K windows gets K."""
-        g = self.geometry
-        with torch.inference_mode(False), torch.enable_grad():
-            x = self.input.clone().requires_grad_(True)  # clone: inference tensors refuse grad
-            what = F.max_pool2d(x, g.kernel, g.stride, g.padding)
-            (mask,) = torch.autograd.grad(what.sum(), x)
-        return mask
+        """d sum(max_pool2d(x)) / dx: a 0/1 bed of nails; a pixel winning K windows gets K.
+
+        It is ``unpool(ones)``, from the switches alone: the recorded input shares the memory of
+        the pool's input, so pooling it again (the gradient-of-sum trick) saw whatever was
+        written there since (an in-place op after the pool), and a mask disagreeing with the
+        unpooling. Outside inference mode: a tensor that autograd may use later."""
+        with torch.inference_mode(False):
+            return self.unpool(torch.ones(self.indices.shape, dtype=self.input.dtype, device=self.indices.device))
 
 
 class SoftWhere:
