@@ -50,10 +50,11 @@ class HardWhere:
     def mask(self) -> Tensor:
         """d sum(max_pool2d(x)) / dx: a 0/1 bed of nails; a pixel winning K windows gets K.
 
-        It is ``unpool(ones)``, from the switches alone: the recorded input shares the memory of
-        the pool's input, so pooling it again (the gradient-of-sum trick) saw whatever was
-        written there since (an in-place op after the pool), and a mask disagreeing with the
-        unpooling. Outside inference mode: a tensor that autograd may use later."""
+        The gradient-of-sum trick through max pooling's own backward (``unpool``): d sum / d what
+        is ones, taken back through the switches recorded when pooling. Pooling the recorded input
+        again would see whatever was written there since (it shares the pool's input memory: an
+        in-place op after the pool), and give a mask disagreeing with the unpooling. Outside
+        inference mode: a tensor that autograd may use later."""
         with torch.inference_mode(False):
             return self.unpool(torch.ones(self.indices.shape, dtype=self.input.dtype, device=self.indices.device))
 
