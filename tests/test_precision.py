@@ -276,22 +276,27 @@ def test_the_evaluation_metrics_sum_in_float32_in_a_network_converted_to_half_pr
     """Lightning's ``*-true`` precisions convert the whole LightningModule with ``.to(dtype)``,
     torchmetrics' states included: in bfloat16 a sum of squared errors keeps 8 bits (the MSE of
     10,000 images came out 2.6% high) and a count stops at 8,192 (an evaluation loss of 0.1 came
-    out 0.125). The sums stay float32, the counts integers, after a reset too."""
+    out 0.125); and each batch's sum of squared errors, taken in the network's dtype, was rounded to
+    8 bits before it was added (0.03% off, by how the sum was split over threads). The sums stay
+    float32, the counts integers, after a reset too."""
     from lightning.pytorch.plugins.precision import HalfPrecision
 
     from swwae.training.module import SWWAEModule
 
-    module = HalfPrecision(precision).convert_module(SWWAEModule(widths=[4]))
+    module = HalfPrecision(precision).convert_module(SWWAEModule(widths=[4])).eval()
     assert next(module.net.parameters()).dtype != torch.float32  # the network is converted
     metrics = module.metrics["val"]
     torch.manual_seed(0)
-    x = torch.rand(10000, 784)
-    recon = (x + 0.15 * torch.randn_like(x)).clamp(0, 1)
-    for a, b in zip(recon.split(128), x.split(128)):
-        metrics["recon_mse"].update(a.to(module.dtype).flatten(), b.to(module.dtype).flatten())
-        metrics["loss"].update(torch.tensor(0.1, dtype=module.dtype), len(a))
-    exact = ((recon.to(module.dtype).float() - x.to(module.dtype).float()) ** 2).mean()
-    assert metrics["recon_mse"].compute().item() == pytest.approx(exact.item(), rel=1e-4)
-    assert metrics["loss"].compute().item() == pytest.approx(torch.tensor(0.1, dtype=module.dtype).item(), rel=1e-4)
+    x = torch.rand(10000, 1, 28, 28).to(module.dtype)
+    errors = []
+    with torch.no_grad():
+        for batch in x.split(128):
+            module._evaluate((batch, torch.zeros(len(batch), dtype=torch.long)), "val")
+            errors.append((module(batch).recon.float() - batch.float()).pow(2).flatten())
+    exact = torch.cat(errors).double().mean()
+    assert metrics["recon_mse"].compute().item() == pytest.approx(exact.item(), rel=1e-5)
     metrics["loss"].reset()
+    for batch in x.split(128):
+        metrics["loss"].update(torch.tensor(0.1, dtype=module.dtype), len(batch))
+    assert metrics["loss"].compute().item() == pytest.approx(torch.tensor(0.1, dtype=module.dtype).item(), rel=1e-4)
     assert (metrics["loss"].total.dtype, metrics["loss"].images.dtype) == (torch.float32, torch.int64)

@@ -56,6 +56,13 @@ def reaches_max_steps(trainer: L.Trainer) -> bool:
     return 0 < trainer.max_steps <= trainer.global_step
 
 
+def float32_pair(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``flat_pair`` in float32 for the evaluation metrics: in a network converted to half precision
+    (``bf16-true``) each batch's sum of squared errors was rounded to 8 bits before it reached the
+    float32 sums (``float32_states``). A no-op in float32."""
+    return tuple(t.float() for t in flat_pair(a, b))
+
+
 def every_process(t: torch.Tensor) -> list[torch.Tensor]:
     """``t`` of every DDP process (the same shape in each), in rank order: torch.distributed's
     all_gather (Lightning's goes through torch.distributed.nn's, deprecated: a warning a process)."""
@@ -229,14 +236,14 @@ class SWWAEModule(L.LightningModule):
         x = self._laid_out(x)
         out = self(x)
         metrics = self.metrics[stage]
-        metrics["recon_mse"].update(*flat_pair(out.recon, x))
+        metrics["recon_mse"].update(*float32_pair(out.recon, x))
         for i, (decoded, target) in enumerate(out.middle_pairs, start=1):
-            metrics[f"middle_mse_{i}"].update(*flat_pair(decoded, target))
+            metrics[f"middle_mse_{i}"].update(*float32_pair(decoded, target))
         if "acc" in metrics:
             metrics["acc"].update(out.logits, y)
         if stage == "test":  # per image, in the split's order: paired tests between runs (McNemar); host: at the end
             predicted = out.logits.argmax(1) if out.logits is not None else torch.full_like(y, -1)
-            mse = (out.recon - x).pow(2).flatten(1).mean(1)
+            mse = (out.recon.float() - x.float()).pow(2).flatten(1).mean(1)
             self.test_outcomes.append(torch.stack([y.double(), predicted.double(), mse.double()], 1))
         metrics["loss"].update(self.losses(out, x, y)["loss"], len(x))
 
