@@ -35,7 +35,15 @@ from swwae.errors import ConfigError, Unreadable
 from swwae.probe import random_like
 from swwae.progress import progress
 from swwae.stats import mean_std, mean_std_text
-from swwae.training.probing import check_same_split, encoder_key, load_data, parse_labels, probe_model, subsets_for
+from swwae.training.probing import (
+    check_probe_settings,
+    check_same_split,
+    encoder_key,
+    load_data,
+    parse_labels,
+    probe_model,
+    subsets_for,
+)
 from swwae.training.sweep.figures import save_figure
 from swwae.training.sweep.jobs import Job, collect
 from swwae.training.sweep.records import bad_job, none_left, not_ok, seed_of, trains_reconstruction
@@ -222,6 +230,7 @@ def main(argv=None) -> int:
     warnings.filterwarnings("ignore")
     args = parser.parse_args(argv)
     labels = parse_labels(args.labels)
+    check_probe_settings(args.k, args.seed, args.shifts)
     if 2 not in args.shifts:
         raise ConfigError("--shifts must include 2: the table reports the 2 px shift")
     out = report_prefix(args.out, "features", "--out")
