@@ -10,7 +10,8 @@ folder for semi_map.md and semi_map.png there; without it, semi_map.md and semi_
 current folder (never in a sweep folder, which may be read-only). A job pairs with the
 twin of the same seed, labels and pool; a pool the twin was not run at (its loss reads no
 unlabelled image, so only its dropout draws and epoch length change) takes the twin of the
-full pool at the same seed and labels, and the table says so. Each job's records are read as
+full pool at the same seed and labels, and the table says so; a cell run twice at one seed
+(sweeps that overlap) is refused in one line. Each job's records are read as
 data (its saved config as plain YAML, never resolved); a job whose records do not hold what
 the map needs is left out, in one line saying why. Exit status 0, 1 when a job failed or was
 left out (the rest is reported), 2 for bad input or when no job is left.
@@ -69,10 +70,24 @@ def job_run(job: Job) -> tuple[tuple, float, dict]:
     return (job.record.get("model"), cell, seed_of(job)), 100 * (1 - accuracy_of(job)), data
 
 
+def check_once(key: tuple, job: Job, seen: dict) -> None:
+    """``ConfigError`` when another job already ran ``key`` (model, cell, seed): a cell has one run
+    a seed, and which of two the map should pair is not for it to guess (the later one replaced
+    the earlier without a word). ``seen``: {key: job folder}."""
+    if key in seen:
+        model, cell, seed = key
+        pool = "all" if cell.pool is None else cell.pool
+        raise ConfigError(
+            f"{job.folder} and {seen[key]} are both {model} at {cell.labels} labels, unlabelled pool {pool}, "
+            f"with seed {seed}: a cell has one run a seed, and the map cannot tell which of the two to pair"
+        )
+    seen[key] = job.folder
+
+
 def read_runs(sweep_dirs) -> tuple[dict, list[str], list[str], int]:
     """{(model, Cell, seed): test error %}, the failed jobs, the lines of the jobs left out, and
     the training split's size (read from the first job's data config)."""
-    runs, failed, bad, first = {}, [], [], None
+    runs, failed, bad, first, seen = {}, [], [], None, {}
     for folder in progress(sweep_dirs, "semi map: reading", name=str):
         summary = collect(folder)
         failed_jobs, unreadable = not_ok(summary.jobs)
@@ -84,6 +99,7 @@ def read_runs(sweep_dirs) -> tuple[dict, list[str], list[str], int]:
             except Unreadable as err:
                 bad.append(bad_job(job, err))
                 continue
+            check_once(key, job, seen)
             runs[key] = error
             first = first or (job, data)
     if not runs:
