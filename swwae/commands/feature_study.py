@@ -30,7 +30,7 @@ from pathlib import Path
 
 import swwae
 from swwae.cli import add_checkpoint_folders, one_line_errors, script_parser
-from swwae.commands.outputs import report_prefix, writing
+from swwae.commands.outputs import report_file, report_prefix, writing
 from swwae.errors import ConfigError, Unreadable
 from swwae.probe import random_like
 from swwae.progress import progress
@@ -237,16 +237,16 @@ def main(argv=None) -> int:
     roots = args.checkpoints or [Path("checkpoints")]
     result = probe_sweep(args.sweep_dir, labels, args.seed, args.k, args.shifts, roots)
     text = markdown(result)
-    with writing(out.with_suffix(".md")) as path:
+    with writing(report_file(out, ".md")) as path:
         path.write_text(text)
-    with writing(out.with_suffix(".json")) as path:
+    with writing(report_file(out, ".json")) as path:
         path.write_text(json.dumps(result, indent=2))
-    with writing(out.with_suffix(".png")) as path:
+    with writing(report_file(out, ".png")) as path:
         figure(result, path)
     print(text, end="")
     for line in [*(f"failed: {name}" for name in result["failed"]), *result["left_out"]]:
         print(line)
-    print(f"-> {out.with_suffix('.md')}, {out.with_suffix('.png')}, {out.with_suffix('.json')}")
+    print(f"-> {report_file(out, '.md')}, {report_file(out, '.png')}, {report_file(out, '.json')}")
     return 1 if result["failed"] or result["left_out"] else 0
 
 

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from swwae.cli import one_line_errors, script_parser
-from swwae.commands.outputs import report_prefix, writing
+from swwae.commands.outputs import report_file, report_prefix, writing
 from swwae.errors import ConfigError, Unreadable
 from swwae.progress import progress
 from swwae.stats import mean_std, mean_std_text
@@ -208,16 +208,16 @@ def main(argv=None) -> int:
     if not table:
         raise none_left(f"{args.model} job", args.sweep_dirs, bad)
     text = markdown(table, args.model, train_size)
-    with writing(out.with_suffix(".md")) as path:
+    with writing(report_file(out, ".md")) as path:
         path.write_text(text)
-    with writing(out.with_suffix(".png")) as path:
+    with writing(report_file(out, ".png")) as path:
         figure(table, args.model, path, train_size)
     print(text, end="")
     for job in failed:
         print(f"failed: {job}")
     for line in bad:
         print(line)
-    print(f"-> {out.with_suffix('.md')}, {out.with_suffix('.png')}")
+    print(f"-> {report_file(out, '.md')}, {report_file(out, '.png')}")
     return 1 if failed or bad else 0
 
 
