@@ -27,6 +27,7 @@ from swwae.stats import mean_std
 from swwae.stored import parse_metrics, parse_overrides
 
 SEED_KEYS = ("seed", "+seed", "++seed")
+SWEEP_MARK = "multirun.yaml"  # the file Hydra writes into every sweep folder
 HYDRA_ESCAPED = re.compile(r"\\([\\()\[\]{}:=, \t])")  # what Hydra escapes in a sweep job's overrides
 
 # helpers
@@ -253,7 +254,7 @@ def sweeps_inside(folder: Path) -> str:
     names sort by time). A sweep folder is told by Hydra's ``multirun.yaml``: one look a folder,
     at the first ``SWEEPS_LOOKED_AT`` entries (a folder of images given by mistake may hold millions)."""
     entries = itertools.islice(Path(folder).iterdir(), SWEEPS_LOOKED_AT)
-    inside = sorted(p for p in entries if os.path.isfile(p / "multirun.yaml"))  # False where unreadable
+    inside = sorted(p for p in entries if os.path.isfile(p / SWEEP_MARK))  # False where unreadable
     if len(inside) > 1:
         return f"; it holds {plural(len(inside), 'sweep')}, the newest {inside[-1]}"
     return f"; it holds one sweep, {inside[0]}" if inside else ""
