@@ -355,6 +355,25 @@ def test_compare_on_a_folder_that_holds_no_sweep_is_one_line_and_writes_nothing(
     assert sorted(p.name for p in tmp_path.iterdir()) == ["images", "multirun"]
 
 
+def test_a_job_folder_given_for_its_sweep_names_the_sweep(tmp_path, capsys, monkeypatch):
+    """The error line said only that a sweep's folder holds one folder per job."""
+    from swwae.commands.compare import main
+    from swwae.commands.where_report import main as where_report
+
+    job = fake_job(tmp_path / "sweep", 0, ["seed=0"], {"test/acc": 0.9})
+    monkeypatch.chdir(tmp_path)
+    assert main(["sweep/0_job"]) == 2
+    assert (
+        capsys.readouterr().err.splitlines()[-1].endswith("(multirun/<date>_<time>/); it is one job of the sweep sweep")
+    )
+    monkeypatch.chdir(job)  # the job's own folder, as ./
+    assert where_report(["."]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        f"error: no finished job in .; it is one job of the sweep {job.parent}"
+    ]
+    assert sorted(p.name for p in job.iterdir()) == [".hydra", "metrics.json"]  # nothing written
+
+
 # presets
 
 register_resolvers()  # composed here as the job composes them
