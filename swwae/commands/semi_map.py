@@ -40,6 +40,7 @@ from swwae.training.sweep.jobs import Job, collect
 from swwae.training.sweep.records import (
     accuracy_of,
     bad_job,
+    check_distinct,
     count,
     none_left,
     not_ok,
@@ -87,6 +88,7 @@ def check_once(key: tuple, job: Job, seen: dict) -> None:
 def read_runs(sweep_dirs) -> tuple[dict, list[str], list[str], int]:
     """{(model, Cell, seed): test error %}, the failed jobs, the lines of the jobs left out, and
     the training split's size (read from the first job's data config)."""
+    check_distinct(sweep_dirs)
     runs, failed, bad, first, seen = {}, [], [], None, {}
     for folder in progress(sweep_dirs, "semi map: reading", name=str):
         summary = collect(folder)

@@ -43,6 +43,7 @@ from swwae.training.sweep.jobs import Job, collect
 from swwae.training.sweep.records import (
     accuracy_of,
     bad_job,
+    check_distinct,
     left_out,
     none_left,
     not_ok,
@@ -136,6 +137,7 @@ def job_run(job: Job, seen: dict, by: str = ARMS_BY_DEFAULT) -> Run:
 def read_runs(sweep_dirs: list[Path], by: str = ARMS_BY_DEFAULT) -> tuple[list[Run], list[str]]:
     """Every finished job's run (its arm by ``arm_of``), and one line for each job that failed or
     was left out."""
+    check_distinct(sweep_dirs)
     runs, failed, bad, seen = [], [], [], {}
     for sweep_dir in sweep_dirs:
         summary = collect(sweep_dir)
