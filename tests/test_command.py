@@ -426,6 +426,22 @@ def test_runs_of_a_missing_folder_is_one_error_line(tmp_path, capsys):
     assert capsys.readouterr().err.strip().endswith("(a folder of runs is given as --dir checkpoints/quick)")
 
 
+def test_runs_of_a_sweep_or_job_folder_is_one_line_not_a_run_a_job(tmp_path, capsys):
+    """A sweep folder holds its jobs' records, not their checkpoints: each job was listed as a run
+    that saved nothing ("no checkpoint")."""
+    sweep = tmp_path / "multirun" / "2026-12-01_10-00-00"
+    (sweep / "0_run_seed0" / ".hydra").mkdir(parents=True)
+    (sweep / "0_run_seed0" / "metrics.json").write_text("{}")
+    (sweep / "multirun.yaml").write_text("hydra: {}\n")
+    assert main(["runs", "--dir", str(sweep)]) == 2
+    [line] = capsys.readouterr().err.splitlines()
+    assert line.startswith(f"error: {sweep} is a sweep folder, its jobs' records without their checkpoints (--dir ")
+    assert line.endswith(f"; {install.command('compare')} {sweep} summarises the sweep")
+    assert main(["runs", "--dir", str(sweep / "0_run_seed0")]) == 2
+    [line] = capsys.readouterr().err.splitlines()
+    assert line.startswith(f"error: {sweep / '0_run_seed0'} is a job's output folder, its config and records without")
+
+
 def test_runs_knows_the_names_the_job_writes(tmp_path):
     """The moved-aside folder names are the job's own, a second one in the same second too."""
     from swwae.training.runs.folder import RunFolder

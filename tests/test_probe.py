@@ -281,3 +281,13 @@ def test_val_knn_acc_is_logged_when_asked_and_not_by_default_where_scikit_learn_
     result = train_here(tmp_path, "run_name=off", name="off")
     assert result.returncode == 0, result.stderr[-2000:]
     assert "val/knn_acc" not in json.loads((tmp_path / "outputs" / "off" / "metrics.json").read_text())["metrics"]
+
+
+@pytest.mark.parametrize("option", [["--k", "0"], ["--k", "-3"], ["--seed", "-1"], ["--shifts", "2", "-1"]])
+def test_feature_study_settings_a_probe_cannot_take_are_one_line_before_any_checkpoint(tmp_path, capsys, option):
+    """As swwae probe: not a scikit-learn traceback once every model is loaded."""
+    from swwae.commands.feature_study import main as feature_study_main
+
+    assert feature_study_main([str(tmp_path / "no sweep"), *option]) == 2
+    out, err = capsys.readouterr()
+    assert err.splitlines() == ["error: --k must be >= 1, --seed and --shifts >= 0"] and out == ""

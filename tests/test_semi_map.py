@@ -213,3 +213,19 @@ def test_an_out_that_cannot_be_written_is_one_line_before_anything_is_read(tmp_p
         f"error: cannot write the report map in {tmp_path / 'a file'}: {tmp_path / 'a file'} is a file, not a "
         "folder; set --out=... to write elsewhere"
     ]
+
+
+def test_two_runs_of_one_cell_and_seed_are_one_line_not_the_later_kept(tmp_path, capsys, monkeypatch):
+    """A seed run again into another sweep: the map cannot tell which to pair (it kept the later
+    one without a word)."""
+    fake_run(tmp_path / "a", 0, "swwae_hard", 100, None, 0, 10.0)
+    fake_run(tmp_path / "a", 1, "classifier_only", 100, None, 0, 12.0)
+    fake_run(tmp_path / "b", 0, "swwae_hard", 100, None, 0, 20.0)
+    monkeypatch.chdir(tmp_path)
+    assert semi_map_main(["a", "b"]) == 2
+    error = [line for line in capsys.readouterr().err.splitlines() if not line.startswith("semi map: reading")]
+    assert error == [
+        "error: b/0_job and a/0_job are both swwae_hard at 100 labels, unlabelled pool all, with seed 0: a cell has "
+        "one run a seed, and the map cannot tell which of the two to pair"
+    ]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a", "b"]  # nothing written

@@ -109,6 +109,22 @@ def test_an_output_named_with_a_slash_or_an_existing_folder_is_a_folder(tmp_path
     assert settled(out, "summary") == Path(path)
 
 
+@pytest.mark.parametrize(
+    "out, files",
+    [("lr0.001", ["lr0.001.md", "lr0.001.png"]), ("v1.2", ["v1.2.md", "v1.2.png"]), ("s.md", ["s.md", "s.png"])],
+)
+def test_a_report_prefix_keeps_its_dots(tmp_path, capsys, monkeypatch, out, files):
+    """--out lr0.001 names lr0.001.md, not lr0.md (where --out lr0.01's report went too); a name
+    given with a report's suffix is its prefix."""
+    from swwae.commands.compare import main
+
+    fake_job(tmp_path / "sweep", 0, ["model=swwae_hard", "seed=0"], {"test/acc": 0.9})
+    monkeypatch.chdir(tmp_path)
+    assert main(["sweep", "--out", out]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == f"-> {files[0]}, {files[1]}"
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["sweep", *files])
+
+
 def test_compare_runs_on_a_missing_folder_is_one_error_line(tmp_path, capsys):
     from swwae.commands.compare import main
 
@@ -337,6 +353,25 @@ def test_compare_on_a_folder_that_holds_no_sweep_is_one_line_and_writes_nothing(
         "error: no finished job in multirun; it holds 2 sweeps, the newest multirun/2026-12-02_09-00-00"
     )
     assert sorted(p.name for p in tmp_path.iterdir()) == ["images", "multirun"]
+
+
+def test_a_job_folder_given_for_its_sweep_names_the_sweep(tmp_path, capsys, monkeypatch):
+    """The error line said only that a sweep's folder holds one folder per job."""
+    from swwae.commands.compare import main
+    from swwae.commands.where_report import main as where_report
+
+    job = fake_job(tmp_path / "sweep", 0, ["seed=0"], {"test/acc": 0.9})
+    monkeypatch.chdir(tmp_path)
+    assert main(["sweep/0_job"]) == 2
+    assert (
+        capsys.readouterr().err.splitlines()[-1].endswith("(multirun/<date>_<time>/); it is one job of the sweep sweep")
+    )
+    monkeypatch.chdir(job)  # the job's own folder, as ./
+    assert where_report(["."]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        f"error: no finished job in .; it is one job of the sweep {job.parent}"
+    ]
+    assert sorted(p.name for p in job.iterdir()) == [".hydra", "metrics.json"]  # nothing written
 
 
 # presets

@@ -196,6 +196,23 @@ def test_arms_tested_on_other_images_are_refused(sweep, capsys):
     assert "seed 0: swwae_hard and upsample were tested on different images" in capsys.readouterr().err
 
 
+def test_a_sweep_given_twice_is_one_line_naming_it(sweep, tmp_path, capsys, monkeypatch):
+    """Not its first job named as a second run of itself."""
+    from swwae.commands.semi_map import main as semi_map
+
+    monkeypatch.chdir(tmp_path)
+    for report in (main, semi_map):
+        assert report(["sweep", "./sweep/"]) == 2
+        assert (
+            capsys.readouterr().err.splitlines()[-1] == "error: sweep folder sweep is given twice; give each sweep once"
+        )
+        assert report(["sweep", str(sweep)]) == 2
+        assert capsys.readouterr().err.splitlines()[-1] == (
+            f"error: sweep folder sweep (as {sweep}) is given twice; give each sweep once"
+        )
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["sweep"]  # nothing written
+
+
 def test_a_failed_job_is_listed_and_the_rest_reported(sweep, tmp_path, capsys):
     job = next(sweep.glob("2_classifier_only_seed0"))
     (job / "metrics.json").write_text(json.dumps({"status": "failed", "error": "boom", "metrics": {}}))

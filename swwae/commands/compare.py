@@ -34,7 +34,7 @@ import warnings
 from pathlib import Path
 
 from swwae.cli import add_checkpoint_folders, count, one_line_errors, script_parser
-from swwae.commands.outputs import picture_path, report_prefix, writing
+from swwae.commands.outputs import picture_path, report_file, report_prefix, writing
 from swwae.errors import ConfigError
 from swwae.install import command
 from swwae.training.sweep import (
@@ -116,10 +116,11 @@ def main(argv=None) -> int:
             f"writes it (multirun/<date>_<time>/){sweeps_inside(args.sweep_dir)}"
         )
     check_references(summary, args.reference)
-    with writing(prefix.with_suffix(".md")):  # its folder made (the check removed what it made), a failure one line
-        write_summary_files(summary, prefix, references=dict(args.reference))
+    md, png = report_file(prefix, ".md"), report_file(prefix, ".png")
+    with writing(md):  # its folder made (the check removed what it made), a failure one line
+        write_summary_files(summary, md, png, references=dict(args.reference))
     print(markdown(summary), end="")
-    print(f"-> {prefix.with_suffix('.md')}" + (f", {prefix.with_suffix('.png')}" if summary.columns else ""))
+    print(f"-> {md}" + (f", {png}" if summary.columns else ""))
     if recon is not None:
         roots = args.checkpoints or [Path("checkpoints")]
         with writing(recon):

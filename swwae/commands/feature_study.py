@@ -30,12 +30,20 @@ from pathlib import Path
 
 import swwae
 from swwae.cli import add_checkpoint_folders, one_line_errors, script_parser
-from swwae.commands.outputs import report_prefix, writing
+from swwae.commands.outputs import report_file, report_prefix, writing
 from swwae.errors import ConfigError, Unreadable
 from swwae.probe import random_like
 from swwae.progress import progress
 from swwae.stats import mean_std, mean_std_text
-from swwae.training.probing import check_same_split, encoder_key, load_data, parse_labels, probe_model, subsets_for
+from swwae.training.probing import (
+    check_probe_settings,
+    check_same_split,
+    encoder_key,
+    load_data,
+    parse_labels,
+    probe_model,
+    subsets_for,
+)
 from swwae.training.sweep.figures import save_figure
 from swwae.training.sweep.jobs import Job, collect
 from swwae.training.sweep.records import bad_job, none_left, not_ok, seed_of, trains_reconstruction
@@ -222,22 +230,23 @@ def main(argv=None) -> int:
     warnings.filterwarnings("ignore")
     args = parser.parse_args(argv)
     labels = parse_labels(args.labels)
+    check_probe_settings(args.k, args.seed, args.shifts)
     if 2 not in args.shifts:
         raise ConfigError("--shifts must include 2: the table reports the 2 px shift")
     out = report_prefix(args.out, "features", "--out")
     roots = args.checkpoints or [Path("checkpoints")]
     result = probe_sweep(args.sweep_dir, labels, args.seed, args.k, args.shifts, roots)
     text = markdown(result)
-    with writing(out.with_suffix(".md")) as path:
+    with writing(report_file(out, ".md")) as path:
         path.write_text(text)
-    with writing(out.with_suffix(".json")) as path:
+    with writing(report_file(out, ".json")) as path:
         path.write_text(json.dumps(result, indent=2))
-    with writing(out.with_suffix(".png")) as path:
+    with writing(report_file(out, ".png")) as path:
         figure(result, path)
     print(text, end="")
     for line in [*(f"failed: {name}" for name in result["failed"]), *result["left_out"]]:
         print(line)
-    print(f"-> {out.with_suffix('.md')}, {out.with_suffix('.png')}, {out.with_suffix('.json')}")
+    print(f"-> {report_file(out, '.md')}, {report_file(out, '.png')}, {report_file(out, '.json')}")
     return 1 if result["failed"] or result["left_out"] else 0
 
 

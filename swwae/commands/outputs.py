@@ -3,11 +3,11 @@ the file or folder it reads (a checkpoint's folder or a sweep folder may be read
 another user's).
 
 ``output_path`` (one file; ``picture_path``, one PNG) and ``report_prefix`` (a report's
-``.md``, ``.png``... files) settle the path and check that its folder takes a file before any
-work (one ``error:`` line, not a traceback after the evaluation); ``write_picture`` writes a
-picture atomically, ``writing`` turns any other write that fails anyway (a full disk) into one
-line naming the file. No torch until a picture is written: a report's bad input answers
-without it.
+``.md``, ``.png``... files, each named by ``report_file``) settle the path and check that its
+folder takes a file before any work (one ``error:`` line, not a traceback after the
+evaluation); ``write_picture`` writes a picture atomically, ``writing`` turns any other write
+that fails anyway (a full disk) into one line naming the file. No torch until a picture is
+written: a report's bad input answers without it.
 """
 
 from __future__ import annotations
@@ -19,6 +19,8 @@ from typing import TYPE_CHECKING
 
 from swwae.errors import ConfigError
 from swwae.training.folders import check_writable, write_failed
+
+REPORT_SUFFIXES = (".md", ".png", ".json")  # the files a report writes beside one another
 
 if TYPE_CHECKING:
     from torch import Tensor
@@ -53,12 +55,21 @@ def picture_path(out: str | Path | None, default: str, setting: str) -> Path:
 
 
 def report_prefix(out: str | Path | None, default: str, setting: str) -> Path:
-    """The prefix of a report's files (``<prefix>.md``, ``<prefix>.png``...): ``out`` (a folder:
-    ``default`` inside it; else the prefix itself), or ``default`` in the current folder;
-    ``DiskError`` unless its folder takes a file, checked as ``picture_path`` checks."""
+    """The prefix of a report's files (``report_file``: ``<prefix>.md``, ``<prefix>.png``...):
+    ``out`` (a folder: ``default`` inside it; else the prefix itself, less a report file's suffix:
+    ``--out results/sweep.md`` names ``sweep.md`` and ``sweep.png``), or ``default`` in the
+    current folder; ``DiskError`` unless its folder takes a file, checked as ``picture_path`` checks."""
     prefix = settled(out, default)
+    if prefix.suffix.lower() in REPORT_SUFFIXES:
+        prefix = prefix.with_suffix("")
     check_writable(prefix.parent, f"the report {prefix.name}", setting, keep=False)
     return prefix
+
+
+def report_file(prefix: Path, suffix: str) -> Path:
+    """``<prefix><suffix>``, the prefix's name kept whole: ``Path.with_suffix`` reads the ``.001``
+    of ``--out lr0.001`` as a suffix, and wrote ``lr0.md``, the file ``--out lr0.01`` writes too."""
+    return prefix.with_name(prefix.name + suffix)
 
 
 @contextlib.contextmanager

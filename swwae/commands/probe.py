@@ -29,10 +29,17 @@ from pathlib import Path
 import swwae
 from swwae.cli import one_line_errors, script_parser
 from swwae.commands.outputs import output_path, writing
-from swwae.errors import ConfigError
 from swwae.probe import random_like
 from swwae.progress import progress
-from swwae.training.probing import check_same_split, encoder_key, load_data, parse_labels, probe_model, subsets_for
+from swwae.training.probing import (
+    check_probe_settings,
+    check_same_split,
+    encoder_key,
+    load_data,
+    parse_labels,
+    probe_model,
+    subsets_for,
+)
 
 RESULTS = "probes.json"  # --json's file in a folder it names
 
@@ -143,8 +150,7 @@ def main(argv=None) -> int:
     parser.add_argument("--data-root", default=None, help="where the dataset lives, if not where training read it")
     warnings.filterwarnings("ignore")
     args = parser.parse_args(argv)
-    if args.k < 1 or args.seed < 0 or any(s < 0 for s in args.shifts):
-        raise ConfigError("--k must be >= 1, --seed and --shifts >= 0")
+    check_probe_settings(args.k, args.seed, args.shifts)
     results = None if args.json is None else output_path(args.json, RESULTS, "--json", "the results")
     started = time.perf_counter()
     result = run(

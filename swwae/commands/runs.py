@@ -19,7 +19,8 @@ reader (``swwae.checkpoint_file.read_checkpoint``: weights only, checksum checke
 
 Old runs moved aside by a fresh start (``<run>.previous-<time>``, named by
 ``swwae.training.runs.identity``) are counted, and listed with ``--previous``; hidden files (a
-run's ``.lock`` and ``.owner.json``) are not runs.
+run's ``.lock`` and ``.owner.json``) are not runs. A sweep folder or a job's output folder given
+as ``--dir`` is one error line: they hold records, not checkpoints (``swwae compare`` reads a sweep).
 """
 
 from __future__ import annotations
@@ -33,12 +34,18 @@ from pathlib import Path
 from swwae.checkpoint_file import mid_epoch_position, read_checkpoint
 from swwae.cli import OneLineParser, one_line_errors
 from swwae.errors import CheckpointError, ConfigError
+from swwae.install import command
 from swwae.training.runs.decision import Found, has_finished
 from swwae.training.runs.identity import is_moved_aside
+from swwae.training.sweep.jobs import SWEEP_MARK
 
 CHECKPOINTS = ("last.ckpt", "best.ckpt")  # newest first
 DEFAULT_DIR = Path("checkpoints")  # paths.checkpoint_dir's default, relative to the current folder
 NESTING = 3  # how deep folders of run folders are searched
+DIR_HINT = (
+    "--dir names the folder training saves checkpoints into: paths.checkpoint_dir, by default checkpoints/ of "
+    "the folder it ran in"
+)
 
 
 @dataclass
@@ -146,13 +153,26 @@ def read_run(name: str, folder: Path) -> RunRow:
     )
 
 
+def check_folder_of_runs(root: Path) -> None:
+    """``ConfigError`` unless ``root`` is a folder that may hold runs: not missing, and not a sweep
+    folder or a job's output folder, which hold records (``metrics.json``, ``.hydra/``) but no
+    checkpoint: each job would be listed as a run that saved nothing."""
+    if not root.is_dir():
+        raise ConfigError(f"{root} is not a folder of runs ({DIR_HINT})")
+    if (root / SWEEP_MARK).is_file():
+        raise ConfigError(
+            f"{root} is a sweep folder, its jobs' records without their checkpoints ({DIR_HINT}); "
+            f"{command('compare')} {root} summarises the sweep"
+        )
+    if (root / ".hydra").is_dir():
+        raise ConfigError(
+            f"{root} is a job's output folder, its config and records without its checkpoints ({DIR_HINT})"
+        )
+
+
 def list_runs(root: Path, previous: bool = False) -> tuple[list[RunRow], int]:
     """(the runs under ``root``, how many moved-aside old runs were left out)."""
-    if not root.is_dir():
-        raise ConfigError(
-            f"{root} is not a folder of runs (--dir names the folder training saves checkpoints "
-            f"into: paths.checkpoint_dir, by default checkpoints/ of the folder it ran in)"
-        )
+    check_folder_of_runs(root)
     rows, skipped = [], 0
     for folder in run_folders(root):
         aside = is_moved_aside(folder)

@@ -10,7 +10,8 @@ folder for semi_map.md and semi_map.png there; without it, semi_map.md and semi_
 current folder (never in a sweep folder, which may be read-only). A job pairs with the
 twin of the same seed, labels and pool; a pool the twin was not run at (its loss reads no
 unlabelled image, so only its dropout draws and epoch length change) takes the twin of the
-full pool at the same seed and labels, and the table says so. Each job's records are read as
+full pool at the same seed and labels, and the table says so; a cell run twice at one seed
+(sweeps that overlap) is refused in one line. Each job's records are read as
 data (its saved config as plain YAML, never resolved); a job whose records do not hold what
 the map needs is left out, in one line saying why. Exit status 0, 1 when a job failed or was
 left out (the rest is reported), 2 for bad input or when no job is left.
@@ -29,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from swwae.cli import one_line_errors, script_parser
-from swwae.commands.outputs import report_prefix, writing
+from swwae.commands.outputs import report_file, report_prefix, writing
 from swwae.errors import ConfigError, Unreadable
 from swwae.progress import progress
 from swwae.stats import mean_std, mean_std_text
@@ -39,6 +40,7 @@ from swwae.training.sweep.jobs import Job, collect
 from swwae.training.sweep.records import (
     accuracy_of,
     bad_job,
+    check_distinct,
     count,
     none_left,
     not_ok,
@@ -69,10 +71,25 @@ def job_run(job: Job) -> tuple[tuple, float, dict]:
     return (job.record.get("model"), cell, seed_of(job)), 100 * (1 - accuracy_of(job)), data
 
 
+def check_once(key: tuple, job: Job, seen: dict) -> None:
+    """``ConfigError`` when another job already ran ``key`` (model, cell, seed): a cell has one run
+    a seed, and which of two the map should pair is not for it to guess (the later one replaced
+    the earlier without a word). ``seen``: {key: job folder}."""
+    if key in seen:
+        model, cell, seed = key
+        pool = "all" if cell.pool is None else cell.pool
+        raise ConfigError(
+            f"{job.folder} and {seen[key]} are both {model} at {cell.labels} labels, unlabelled pool {pool}, "
+            f"with seed {seed}: a cell has one run a seed, and the map cannot tell which of the two to pair"
+        )
+    seen[key] = job.folder
+
+
 def read_runs(sweep_dirs) -> tuple[dict, list[str], list[str], int]:
     """{(model, Cell, seed): test error %}, the failed jobs, the lines of the jobs left out, and
     the training split's size (read from the first job's data config)."""
-    runs, failed, bad, first = {}, [], [], None
+    check_distinct(sweep_dirs)
+    runs, failed, bad, first, seen = {}, [], [], None, {}
     for folder in progress(sweep_dirs, "semi map: reading", name=str):
         summary = collect(folder)
         failed_jobs, unreadable = not_ok(summary.jobs)
@@ -84,6 +101,7 @@ def read_runs(sweep_dirs) -> tuple[dict, list[str], list[str], int]:
             except Unreadable as err:
                 bad.append(bad_job(job, err))
                 continue
+            check_once(key, job, seen)
             runs[key] = error
             first = first or (job, data)
     if not runs:
@@ -192,16 +210,16 @@ def main(argv=None) -> int:
     if not table:
         raise none_left(f"{args.model} job", args.sweep_dirs, bad)
     text = markdown(table, args.model, train_size)
-    with writing(out.with_suffix(".md")) as path:
+    with writing(report_file(out, ".md")) as path:
         path.write_text(text)
-    with writing(out.with_suffix(".png")) as path:
+    with writing(report_file(out, ".png")) as path:
         figure(table, args.model, path, train_size)
     print(text, end="")
     for job in failed:
         print(f"failed: {job}")
     for line in bad:
         print(line)
-    print(f"-> {out.with_suffix('.md')}, {out.with_suffix('.png')}")
+    print(f"-> {report_file(out, '.md')}, {report_file(out, '.png')}")
     return 1 if failed or bad else 0
 
 

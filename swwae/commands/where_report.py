@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from swwae.cli import one_line_errors, script_parser
-from swwae.commands.outputs import report_prefix, writing
+from swwae.commands.outputs import report_file, report_prefix, writing
 from swwae.errors import ConfigError, Unreadable, plural
 from swwae.files import read_text
 from swwae.stats import Interval, McNemar, PairedDifference, mcnemar, paired_difference, t_interval, verdict
@@ -43,6 +43,7 @@ from swwae.training.sweep.jobs import Job, collect
 from swwae.training.sweep.records import (
     accuracy_of,
     bad_job,
+    check_distinct,
     left_out,
     none_left,
     not_ok,
@@ -136,6 +137,7 @@ def job_run(job: Job, seen: dict, by: str = ARMS_BY_DEFAULT) -> Run:
 def read_runs(sweep_dirs: list[Path], by: str = ARMS_BY_DEFAULT) -> tuple[list[Run], list[str]]:
     """Every finished job's run (its arm by ``arm_of``), and one line for each job that failed or
     was left out."""
+    check_distinct(sweep_dirs)
     runs, failed, bad, seen = [], [], [], {}
     for sweep_dir in sweep_dirs:
         summary = collect(sweep_dir)
@@ -313,12 +315,12 @@ def main(argv=None) -> int:
         raise ConfigError(f"one arm ({arms[0]}): nothing to compare{left_out(failed)}")
     comparisons = [compare(runs, a, b) for a, b in itertools.combinations(arms, 2)]
     text = markdown([r for r in runs if r.arm in arms], arms, comparisons, failed, args.by)
-    with writing(out.with_suffix(".md")) as path:
+    with writing(report_file(out, ".md")) as path:
         path.write_text(text)
-    with writing(out.with_suffix(".png")) as path:
+    with writing(report_file(out, ".png")) as path:
         figure(comparisons, path)
     print(text, end="")
-    print(f"-> {out.with_suffix('.md')}, {out.with_suffix('.png')}")
+    print(f"-> {report_file(out, '.md')}, {report_file(out, '.png')}")
     return 1 if failed else 0
 
 

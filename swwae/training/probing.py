@@ -51,6 +51,14 @@ def parse_labels(values: list[str]) -> list[int | None]:
     return labels
 
 
+def check_probe_settings(k: int, seed: int, shifts) -> None:
+    """``ConfigError`` unless ``--k`` >= 1 and ``--seed``, ``--shifts`` >= 0, told before any
+    checkpoint is read: scikit-learn refuses a k-NN of no neighbour with a traceback, and only
+    after every model has been loaded (``swwae probe`` and ``swwae feature-study`` share the rule)."""
+    if k < 1 or seed < 0 or any(s < 0 for s in shifts):
+        raise ConfigError("--k must be >= 1, --seed and --shifts >= 0")
+
+
 def load_data(data: Mapping | None, data_root: str | None = None, source: str = "the run config"):
     """The run's data module (from the ``data`` section of its saved config, through the
     registry of shipped data sets) with every training label known and no augmentation: the

@@ -231,14 +231,14 @@ def write_summary(sweep_dir, plot_too: bool = True, references=None) -> Summary:
     """``summary.md`` and ``summary.png`` in the sweep folder (the Hydra callback, at the end of
     every multirun: the folder Hydra made for the sweep); returns what they show."""
     summary = collect(sweep_dir)
-    write_summary_files(summary, summary.folder / "summary", plot_too, references)
+    write_summary_files(summary, summary.folder / "summary.md", summary.folder / "summary.png", plot_too, references)
     return summary
 
 
-def write_summary_files(summary: Summary, prefix: Path, plot_too: bool = True, references=None) -> None:
-    """``<prefix>.md`` (and ``<prefix>.png``, with ``references`` as in ``plot``): one function
+def write_summary_files(summary: Summary, md: Path, png: Path, plot_too: bool = True, references=None) -> None:
+    """The table ``md`` (and the plot ``png``, with ``references`` as in ``plot``): one function
     for the Hydra callback and ``swwae compare`` (on demand, where its user says), so both write
     the same files."""
-    prefix.with_suffix(".md").write_text(markdown(summary))
+    md.write_text(markdown(summary))
     if plot_too and summary.columns:
-        plot(summary, prefix.with_suffix(".png"), references)
+        plot(summary, png, references)

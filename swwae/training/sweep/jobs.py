@@ -27,6 +27,7 @@ from swwae.stats import mean_std
 from swwae.stored import parse_metrics, parse_overrides
 
 SEED_KEYS = ("seed", "+seed", "++seed")
+SWEEP_MARK = "multirun.yaml"  # the file Hydra writes into every sweep folder
 HYDRA_ESCAPED = re.compile(r"\\([\\()\[\]{}:=, \t])")  # what Hydra escapes in a sweep job's overrides
 
 # helpers
@@ -247,13 +248,23 @@ def group_order(varying: list[str], groups: dict[tuple, Group]):
 SWEEPS_LOOKED_AT = 10_000
 
 
+def is_job_folder(folder: Path) -> bool:
+    """Whether ``folder`` is a sweep job's: Hydra's ``.hydra/`` in it, or the job's ``metrics.json``."""
+    return folder.is_dir() and ((folder / ".hydra").is_dir() or (folder / "metrics.json").is_file())
+
+
 def sweeps_inside(folder: Path) -> str:
     """The end of an error line about ``folder``, which holds no sweep's jobs: the sweep folders
     directly inside it (``multirun/`` holds one a day and time), if any, the newest last (Hydra's
     names sort by time). A sweep folder is told by Hydra's ``multirun.yaml``: one look a folder,
-    at the first ``SWEEPS_LOOKED_AT`` entries (a folder of images given by mistake may hold millions)."""
-    entries = itertools.islice(Path(folder).iterdir(), SWEEPS_LOOKED_AT)
-    inside = sorted(p for p in entries if os.path.isfile(p / "multirun.yaml"))  # False where unreadable
+    at the first ``SWEEPS_LOOKED_AT`` entries (a folder of images given by mistake may hold millions).
+    A job's own folder, given for its sweep's, names that sweep."""
+    folder = Path(folder)
+    if is_job_folder(folder):
+        sweep = folder.parent if folder.parent != Path(".") else Path(os.path.abspath(folder)).parent  # 0_run, or .
+        return f"; it is one job of the sweep {sweep}"
+    entries = itertools.islice(folder.iterdir(), SWEEPS_LOOKED_AT)
+    inside = sorted(p for p in entries if os.path.isfile(p / SWEEP_MARK))  # False where unreadable
     if len(inside) > 1:
         return f"; it holds {plural(len(inside), 'sweep')}, the newest {inside[-1]}"
     return f"; it holds one sweep, {inside[0]}" if inside else ""
@@ -265,9 +276,7 @@ def collect(sweep_dir) -> Summary:
     sweep_dir = Path(sweep_dir)
     if not sweep_dir.is_dir():
         raise ConfigError(f"sweep folder {sweep_dir} does not exist")
-    folders = [
-        p for p in sweep_dir.iterdir() if p.is_dir() and ((p / ".hydra").is_dir() or (p / "metrics.json").is_file())
-    ]
+    folders = [p for p in sweep_dir.iterdir() if is_job_folder(p)]
     jobs = [read_job(p) for p in sorted(folders, key=job_order)]
     keys = list(dict.fromkeys(k for j in jobs for k in j.overrides))
     varying = [k for k in keys if k not in SEED_KEYS and len({j.overrides.get(k) for j in jobs}) > 1]

@@ -14,6 +14,7 @@ line (``bad_job``) and goes on with the others.
 from __future__ import annotations
 
 import math
+import os
 import re
 
 from swwae.errors import ConfigError, Unreadable, plural, shortened
@@ -58,6 +59,19 @@ def left_out(lines: list[str]) -> str:
         return ""
     more = f" (and {plural(len(lines) - 1, 'more job')} left out)" if len(lines) > 1 else ""
     return f"; {lines[0]}{more}"
+
+
+def check_distinct(folders) -> None:
+    """``ConfigError`` when one sweep folder is given twice (``sw ./sw``): each of its runs would
+    meet itself as a second run of its arm and seed, and the report would name one job twice."""
+    seen = {}
+    for folder in folders:
+        key = os.path.realpath(folder)
+        if key in seen:
+            same = seen[key]
+            twice = str(folder) if str(folder) == str(same) else f"{same} (as {folder})"
+            raise ConfigError(f"sweep folder {twice} is given twice; give each sweep once")
+        seen[key] = folder
 
 
 def interpolation_in(value, where: str) -> str | None:
