@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import os
 import sys
 from pathlib import Path
 
@@ -57,9 +58,23 @@ def one_line_errors(main):
     @functools.wraps(main)
     def guarded(argv=None) -> int:
         try:
-            return main(argv)
+            status = main(argv)
+            sys.stdout.flush()  # here, where a reader gone is caught, not in Python's exit
+            return status
         except UserError as err:
             print(f"error: {err}", file=sys.stderr)
             return 2
+        except BrokenPipeError:
+            return reader_gone()
 
     return guarded
+
+
+def reader_gone() -> int:
+    """The exit status of a command whose output's reader stopped reading (``swwae runs | head``):
+    as a Unix tool's, killed by SIGPIPE, without a traceback. What is still buffered goes nowhere
+    (Python's recipe: stdout onto the null device), or Python's exit would fail on it again."""
+    null = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(null, sys.stdout.fileno())
+    os.close(null)
+    return 141  # 128 + SIGPIPE (13), as the shell reports it; signal.SIGPIPE is not on Windows

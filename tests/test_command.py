@@ -456,3 +456,20 @@ def test_runs_knows_the_names_the_job_writes(tmp_path):
     assert not runs.is_moved_aside(folder)
     assert runs.is_moved_aside(Path("x") / aside_name("run", "20260101-120000", 3))
     assert not runs.is_moved_aside("run") and not runs.is_moved_aside("run.previous-2026")
+
+
+def test_a_reader_that_stops_reading_ends_the_command_without_a_traceback(monkeypatch, capfd):
+    """``swwae runs | head``: head closes the pipe, and the command's next write (or Python's flush
+    at exit) was a BrokenPipeError traceback. Now the exit status of a tool the pipe stopped."""
+    import os
+
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # the reader is gone before the command writes
+    stdout = os.fdopen(write_end, "w")
+    monkeypatch.setattr(sys, "stdout", stdout)
+    try:
+        assert main(["--help"]) == 141
+        print("what is still to come goes nowhere", flush=True)  # Python's exit flushes without an error
+    finally:
+        stdout.close()
+    assert capfd.readouterr().err == ""

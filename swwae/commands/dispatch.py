@@ -14,8 +14,8 @@ import importlib
 import sys
 from dataclasses import dataclass
 
+from swwae.cli import one_line_errors
 from swwae.commands import completion
-from swwae.errors import UserError
 from swwae.plugins import load_plugins
 from swwae.version import __version__
 
@@ -95,6 +95,7 @@ def unknown(name: str) -> str:
     return f"unknown subcommand {name!r}: {hint}choose one of {', '.join(SUBCOMMANDS)} ({PROG} --help)"
 
 
+@one_line_errors  # the jobs report their own bad input, this is the last guard; and a reader gone (| head)
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else list(argv)
     if not args or args[0] in ("-h", "--help"):
@@ -116,6 +117,3 @@ def main(argv: list[str] | None = None) -> int:
         return SUBCOMMANDS[name].run(name, rest)
     except SystemExit as done:  # sys.exit in the job (argparse's --help, train's errors)
         return exit_status(done.code)
-    except UserError as err:  # the jobs report their own bad input; this is the last guard
-        print(f"error: {err}", file=sys.stderr)
-        return 2
