@@ -24,6 +24,7 @@ Lightning's own ``ckpt_path`` loads through ``AtomicCheckpointIO``) goes through
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import pickle
@@ -153,7 +154,10 @@ def load_weights_only(path) -> object:
             ) from None
         raise Unreadable(f"checkpoint {path} is unreadable: {why_unreadable(path)}") from None
     except OSError as err:
-        raise Unreadable(f"checkpoint {path} is unreadable: {err.strerror or one_line(err)}") from None
+        # EINVAL: torch's reader seeks before the file's start where a zip archive's directory is cut off, a fault
+        # of the bytes (as the file says); any other OSError is the disk's (EIO), said as the system says it
+        why = why_unreadable(path) if err.errno == errno.EINVAL else err.strerror or one_line(err)
+        raise Unreadable(f"checkpoint {path} is unreadable: {why}") from None
     except Exception:  # noqa: BLE001 - corrupt bytes fail the unpickler in any way (KeyError, IndexError, ...)
         raise Unreadable(f"checkpoint {path} is unreadable: {why_unreadable(path)}") from None
 

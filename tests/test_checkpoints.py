@@ -400,6 +400,17 @@ def test_a_file_that_is_no_checkpoint_is_unreadable_saying_what_it_is(tmp_path, 
     assert str(raised.value) == f"checkpoint {path} is unreadable: {why}"
 
 
+def test_a_file_cut_short_in_its_tensors_says_so_not_invalid_argument(tmp_path):
+    """Cut within its tensors, a file makes torch's reader seek before its start (OSError
+    EINVAL, "Invalid argument"): that is the file's fault, said as what the file is."""
+    data = saved_bytes({"a": torch.ones(9), "b": torch.zeros(1000)})
+    path = tmp_path / "last.ckpt"
+    path.write_bytes(data[: len(data) * 3 // 4])
+    with pytest.raises(Unreadable) as raised:
+        swwae.load(path)
+    assert str(raised.value).endswith(": a zip archive cut short or damaged (truncated or corrupt?)")
+
+
 # evaluate: the picture goes where the user said, the metrics come first
 
 
