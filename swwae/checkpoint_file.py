@@ -34,7 +34,7 @@ from pathlib import Path
 
 import torch
 
-from swwae.errors import CheckpointError, Unreadable, one_line
+from swwae.errors import CheckpointError, Corrupt, Unreadable, one_line
 from swwae.files import check_nesting, open_regular, sha256_of
 from swwae.model import SWWAE
 from swwae.pretrained import FLOAT_DTYPES, KEPT_DTYPES, check_tensors, meta_kinds, tensor_kinds
@@ -185,7 +185,7 @@ def verified(checkpoint: object, path="checkpoint") -> dict:
     check_nesting(checkpoint, f"checkpoint {path}", DEPTH_LIMIT, CHECKPOINT_ITEMS_LIMIT)  # before the checksum recurses
     expected = checkpoint.pop(CHECKPOINT_CHECKSUM_KEY, None)
     if expected is not None and content_checksum(checkpoint) != expected:
-        raise CheckpointError(f"checkpoint {path} is corrupt: its contents do not match the checksum written with it")
+        raise Corrupt(f"checkpoint {path} is corrupt: its contents do not match the checksum written with it")
     checkpoint = parse_checkpoint(checkpoint, f"checkpoint {path}", POSITION_KEY)
     kinds = tensor_kinds(checkpoint["state_dict"])
     odd = sorted(name for name, (_, dtype) in kinds.items() if dtype not in KEPT_DTYPES)

@@ -32,7 +32,7 @@ from helpers.cli import last_error_line, run_cli, train_cli, train_here
 from helpers.config import compose_config
 from helpers.disks import read_only_folder, read_only_reason
 from helpers.faults import Crash, crash_at
-from swwae.checkpoint_file import CHECKPOINT_CHECKSUM_KEY, content_checksum, read_checkpoint
+from swwae.checkpoint_file import CHECKPOINT_CHECKSUM_KEY, content_checksum, read_checkpoint, with_checksum
 from swwae.commands.evaluate import main as evaluate_main
 from swwae.errors import CheckpointError, DiskError, NonFiniteError, Unreadable
 from swwae.training.checkpoints import (
@@ -46,6 +46,7 @@ from swwae.training.checkpoints import (
 )
 from swwae.training.registry import data_of_run
 from swwae.training.run import train
+from swwae.training.runs.folder import RunFolder
 from swwae.training.spec import check_config
 
 RUN = "swwae_hard_mnist_sample_seed0"  # run_name of the default config with seed=0
@@ -260,6 +261,40 @@ def test_resume_falls_back_to_best_when_last_is_truncated(make_config, tmp_path,
     assert not (folder / ".last.ckpt.tmp-123-abcd").exists()
     last = torch.load(folder / "last.ckpt", weights_only=True)  # whole again
     assert last["global_step"] == 9  # 3 epochs of 3 batches: none lost, none twice
+
+
+def small_checkpoint(path: Path, epoch: int) -> Path:
+    """A checksummed checkpoint holding what the safe reader requires, written as train.py writes one."""
+    checkpoint = {
+        "epoch": epoch,
+        "global_step": 3 * (epoch + 1),
+        "state_dict": {"net.w": torch.zeros(2)},
+        "hyper_parameters": {},
+        "swwae_config": {"run_name": path.parent.name, "trainer": {"max_epochs": 4}},
+    }
+    atomic_torch_save(with_checksum(checkpoint), path)
+    return path
+
+
+def test_a_run_whose_best_checkpoint_no_longer_reads_back_is_tested_on_its_last(tmp_path, caplog):
+    """A flipped bit in best.ckpt after it was saved: the run (or the command asking again for
+    a finished one) tests last.ckpt, saying so, instead of ending in that error every time."""
+    folder = RunFolder(tmp_path, "run", {})
+    best, last = small_checkpoint(folder.path / "best.ckpt", 1), small_checkpoint(folder.path / "last.ckpt", 3)
+    assert folder.tested(str(best)) == best
+    checkpoint = torch.load(best, weights_only=True)
+    checkpoint["state_dict"]["net.w"] += 1  # other weights under the checksum written with the old ones
+    torch.save(checkpoint, best)
+    with caplog.at_level("WARNING"):
+        assert folder.tested(str(best)) == last.absolute()
+    assert f"{best} is corrupt" in caplog.text and f"testing {last.absolute()} instead" in caplog.text
+    crafted(best, tmp_path / "code-ran")  # not damage: a file swwae never wrote stays its one error line
+    with pytest.raises(CheckpointError, match=f"checkpoint {best} holds pickled objects"):
+        folder.tested(str(best))
+    torch.save(checkpoint, best)
+    last.write_bytes(b"")  # neither reads back: best.ckpt's own error
+    with pytest.raises(CheckpointError, match=f"checkpoint {best} is corrupt"):
+        folder.tested(str(best))
 
 
 @pytest.mark.parametrize("damage", ["truncated", "empty", "foreign"])
