@@ -37,7 +37,14 @@ import torch
 from swwae.errors import CheckpointError, Corrupt, Unreadable, one_line
 from swwae.files import check_nesting, open_regular, sha256_of
 from swwae.model import SWWAE
-from swwae.pretrained import FLOAT_DTYPES, KEPT_DTYPES, check_tensors, meta_kinds, tensor_kinds
+from swwae.pretrained import (
+    FLOAT_DTYPES,
+    KEPT_DTYPES,
+    check_tensors,
+    meta_kinds,
+    run_checkpoint_hint,
+    tensor_kinds,
+)
 from swwae.stored import parse_checkpoint
 
 CHECKPOINT_CHECKSUM_KEY = "swwae_checksum"  # in a checkpoint: the checksum of its other entries
@@ -138,9 +145,7 @@ def load_weights_only(path) -> object:
     """``torch.load`` of tensors and plain values only, or CheckpointError (one line)."""
     path = Path(path)
     if path.is_dir():
-        inside = [name for name in ("best.ckpt", "last.ckpt") if (path / name).is_file()]
-        hint = f" (the run's best checkpoint: {path / inside[0]})" if inside else ""
-        raise CheckpointError(f"checkpoint {path} is a folder, not a checkpoint file{hint}")
+        raise CheckpointError(f"checkpoint {path} is a folder, not a checkpoint file{run_checkpoint_hint(path)}")
     os.close(open_regular(path, "checkpoint"))  # a device or FIFO is never read
     try:
         return torch.load(path, map_location="cpu", weights_only=True)

@@ -311,6 +311,13 @@ def write_folder(
     return folder
 
 
+def run_checkpoint_hint(folder: Path) -> str:
+    """' (the run's best checkpoint: <folder>/best.ckpt)' where ``folder`` holds a run's
+    checkpoints, else '': what a run folder given for a checkpoint or a model folder meant."""
+    inside = [name for name in ("best.ckpt", "last.ckpt") if (folder / name).is_file()]
+    return f" (the run's {inside[0].removesuffix('.ckpt')} checkpoint: {folder / inside[0]})" if inside else ""
+
+
 def read_config(folder: Path) -> dict:
     """``folder/config.json``, read with bounds (a regular file of at most CONFIG_LIMIT bytes,
     nesting bounded) and parsed: the network's settings plain, its run config a run config."""
@@ -318,9 +325,9 @@ def read_config(folder: Path) -> dict:
     if not folder.is_dir():
         raise CheckpointError(f"model folder {folder} does not exist")
     if not (path.exists() or path.is_symlink()):  # anything else there is read with bounds, and refused
+        how = f" (write one with swwae.save_pretrained or {command('export')} --to)"
         raise CheckpointError(
-            f"{folder} holds no {CONFIG_FILE}: it is not a model folder (write one with "
-            f"swwae.save_pretrained or {command('export')} --to)"
+            f"{folder} holds no {CONFIG_FILE}: it is not a model folder{run_checkpoint_hint(folder) or how}"
         )
     config = read_json(path, "model folder file", CONFIG_LIMIT)  # size bounded before parsing
     if not isinstance(config, dict):

@@ -363,6 +363,14 @@ def test_bad_folders_are_one_line_each(tmp_path):
     with pytest.raises(CheckpointError, match="holds no config.json: it is not a model folder"):
         swwae.load(tmp_path / "empty")
 
+    run = tmp_path / "checkpoints" / "run"  # a run's folder, given for its checkpoint: which one it meant
+    run.mkdir(parents=True)
+    (run / "last.ckpt").write_bytes(b"")
+    with pytest.raises(
+        CheckpointError, match=f"it is not a model folder \\(the run's last checkpoint: {run}/last.ckpt\\)$"
+    ):
+        swwae.load(run)
+
     folder = saved(tmp_path)
     config = json.loads((folder / CONFIG_FILE).read_text())
     (folder / CONFIG_FILE).write_text("{ not json")
