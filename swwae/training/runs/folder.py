@@ -134,11 +134,12 @@ def describe_checkpoint(path: Path, checkpoint: Mapping) -> str:
 
 
 def resume_candidates(folder: Path) -> list[Path]:
-    """``last.ckpt``, ``best.ckpt``, then any other ``*.ckpt``, newest first."""
+    """``last.ckpt``, ``best.ckpt``, then any other ``*.ckpt``, newest first; a dangling symlink
+    is one more file that does not read back (its disk not mounted?), never no file at all."""
     named = [folder / "last.ckpt", folder / "best.ckpt"]
     others = [p for p in folder.glob("*.ckpt") if p not in named]
     others.sort(key=lambda p: p.lstat().st_mtime, reverse=True)  # lstat: a dangling symlink is one more unreadable file
-    return [p for p in named if p.is_file()] + others
+    return [p for p in named if p.is_file() or p.is_symlink()] + others
 
 
 # the owner
