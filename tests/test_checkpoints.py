@@ -449,6 +449,13 @@ def test_a_file_cut_short_in_its_tensors_says_so_not_invalid_argument(tmp_path):
 # evaluate: the picture goes where the user said, the metrics come first
 
 
+def test_evaluate_prints_its_metrics_not_lightnings_device_lines_and_tips(tmp_path, capsys, caplog, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert evaluate_main([str(LEGACY["0.2"][0]), "--num-images", "1"]) == 0
+    assert json.loads(capsys.readouterr().out)["png"] == "recon.png"
+    assert [r.getMessage() for r in caplog.records if r.name.startswith("lightning")] == []  # GPU available: ...
+
+
 def test_evaluate_writes_its_picture_here_never_beside_the_checkpoint(tmp_path, capsys, monkeypatch):
     """A checkpoint in a read-only folder (another user's, a mounted data set): the PNG goes
     to the current folder (or --out), the folder it came from is never written."""
