@@ -24,6 +24,7 @@ Lightning's own ``ckpt_path`` loads through ``AtomicCheckpointIO``) goes through
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import pickle
@@ -33,10 +34,17 @@ from pathlib import Path
 
 import torch
 
-from swwae.errors import CheckpointError, Unreadable, one_line
+from swwae.errors import CheckpointError, Corrupt, Unreadable, one_line
 from swwae.files import check_nesting, open_regular, sha256_of
 from swwae.model import SWWAE
-from swwae.pretrained import FLOAT_DTYPES, KEPT_DTYPES, check_tensors, meta_kinds, tensor_kinds
+from swwae.pretrained import (
+    FLOAT_DTYPES,
+    KEPT_DTYPES,
+    check_tensors,
+    meta_kinds,
+    run_checkpoint_hint,
+    tensor_kinds,
+)
 from swwae.stored import parse_checkpoint
 
 CHECKPOINT_CHECKSUM_KEY = "swwae_checksum"  # in a checkpoint: the checksum of its other entries
@@ -137,9 +145,7 @@ def load_weights_only(path) -> object:
     """``torch.load`` of tensors and plain values only, or CheckpointError (one line)."""
     path = Path(path)
     if path.is_dir():
-        inside = [name for name in ("best.ckpt", "last.ckpt") if (path / name).is_file()]
-        hint = f" (the run's best checkpoint: {path / inside[0]})" if inside else ""
-        raise CheckpointError(f"checkpoint {path} is a folder, not a checkpoint file{hint}")
+        raise CheckpointError(f"checkpoint {path} is a folder, not a checkpoint file{run_checkpoint_hint(path)}")
     os.close(open_regular(path, "checkpoint"))  # a device or FIFO is never read
     try:
         return torch.load(path, map_location="cpu", weights_only=True)
@@ -153,7 +159,10 @@ def load_weights_only(path) -> object:
             ) from None
         raise Unreadable(f"checkpoint {path} is unreadable: {why_unreadable(path)}") from None
     except OSError as err:
-        raise Unreadable(f"checkpoint {path} is unreadable: {err.strerror or one_line(err)}") from None
+        # EINVAL: torch's reader seeks before the file's start where a zip archive's directory is cut off, a fault
+        # of the bytes (as the file says); any other OSError is the disk's (EIO), said as the system says it
+        why = why_unreadable(path) if err.errno == errno.EINVAL else err.strerror or one_line(err)
+        raise Unreadable(f"checkpoint {path} is unreadable: {why}") from None
     except Exception:  # noqa: BLE001 - corrupt bytes fail the unpickler in any way (KeyError, IndexError, ...)
         raise Unreadable(f"checkpoint {path} is unreadable: {why_unreadable(path)}") from None
 
@@ -181,7 +190,7 @@ def verified(checkpoint: object, path="checkpoint") -> dict:
     check_nesting(checkpoint, f"checkpoint {path}", DEPTH_LIMIT, CHECKPOINT_ITEMS_LIMIT)  # before the checksum recurses
     expected = checkpoint.pop(CHECKPOINT_CHECKSUM_KEY, None)
     if expected is not None and content_checksum(checkpoint) != expected:
-        raise CheckpointError(f"checkpoint {path} is corrupt: its contents do not match the checksum written with it")
+        raise Corrupt(f"checkpoint {path} is corrupt: its contents do not match the checksum written with it")
     checkpoint = parse_checkpoint(checkpoint, f"checkpoint {path}", POSITION_KEY)
     kinds = tensor_kinds(checkpoint["state_dict"])
     odd = sorted(name for name, (_, dtype) in kinds.items() if dtype not in KEPT_DTYPES)

@@ -31,6 +31,12 @@ class Unreadable(CheckpointError):
     it does over a corrupt one."""
 
 
+class Corrupt(CheckpointError):
+    """A checkpoint whose contents do not match the checksum written with it: its bytes changed
+    since it was saved (a flipped bit). Damage, as an ``Unreadable`` file is, where a file
+    swwae never wrote (pickled objects, another model's weights) is a plain CheckpointError."""
+
+
 class ExportError(UserError):
     """A network that cannot be exported as asked (a missing exporter package, a graph the
     exporter refuses)."""

@@ -34,6 +34,8 @@ def open_regular(path, what: str = "file") -> int:
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except FileNotFoundError:
+        if os.path.islink(path):  # its disk not mounted? said as it is, not as no file at all
+            raise Unreadable(f"{what} {path} is a link to {os.readlink(path)}, which does not exist") from None
         raise Unreadable(f"{what} {path} does not exist") from None
     except OSError as err:
         raise Unreadable(f"{what} {path} is unreadable: {err.strerror or one_line(err)}") from None

@@ -257,8 +257,9 @@ def folder_config(settings: Mapping, *, network: str, weights: str, run_config: 
 def check_folder_target(folder: str | Path) -> Path:
     """One line (``CheckpointError``, ``DiskError``) when a model folder cannot be written at
     ``folder``: a file is there, it is (or holds) the current folder, which is replaced whole,
-    or the folder beside which it is written takes no new folder (read-only, not yours).
-    Cheap: ``swwae export`` asks it before any work."""
+    it holds a run's checkpoints (a run folder, the checkpoint folder), or the folder beside
+    which it is written takes no new folder (read-only, not yours). Cheap: ``swwae export``
+    asks it before any work."""
     folder = Path(folder)
     if folder.exists() and not folder.is_dir():
         raise CheckpointError(f"{folder} is a file: a model folder needs a folder of its own")
@@ -268,8 +269,19 @@ def check_folder_target(folder: str | Path) -> Path:
             f"the model folder {folder} is the current folder or holds it: a model folder is replaced whole, "
             f"so name one of its own (e.g. {folder / 'model'})"
         )
+    if folder.is_dir() and (checkpoints := checkpoints_in(folder)):
+        raise CheckpointError(
+            f"the model folder {folder} holds checkpoints ({checkpoints[0]}): a model folder is replaced whole, and a "
+            f"run saving there meanwhile would lose that save; name one of its own (e.g. models/{target.name})"
+        )
     check_can_write(target, f"the model folder {folder}")
     return folder
+
+
+def checkpoints_in(folder: Path) -> list[Path]:
+    """The checkpoints in ``folder`` or in a folder in it: a run's folder or the folder of runs
+    (paths.checkpoint_dir), which a model folder written over it would swap out under a run."""
+    return sorted([*folder.glob("*.ckpt"), *folder.glob("*/*.ckpt")])[:1]
 
 
 def check_can_write(path: Path, what: str) -> None:
@@ -311,6 +323,13 @@ def write_folder(
     return folder
 
 
+def run_checkpoint_hint(folder: Path) -> str:
+    """' (the run's best checkpoint: <folder>/best.ckpt)' where ``folder`` holds a run's
+    checkpoints, else '': what a run folder given for a checkpoint or a model folder meant."""
+    inside = [name for name in ("best.ckpt", "last.ckpt") if (folder / name).is_file()]
+    return f" (the run's {inside[0].removesuffix('.ckpt')} checkpoint: {folder / inside[0]})" if inside else ""
+
+
 def read_config(folder: Path) -> dict:
     """``folder/config.json``, read with bounds (a regular file of at most CONFIG_LIMIT bytes,
     nesting bounded) and parsed: the network's settings plain, its run config a run config."""
@@ -318,9 +337,9 @@ def read_config(folder: Path) -> dict:
     if not folder.is_dir():
         raise CheckpointError(f"model folder {folder} does not exist")
     if not (path.exists() or path.is_symlink()):  # anything else there is read with bounds, and refused
+        how = f" (write one with swwae.save_pretrained or {command('export')} --to)"
         raise CheckpointError(
-            f"{folder} holds no {CONFIG_FILE}: it is not a model folder (write one with "
-            f"swwae.save_pretrained or {command('export')} --to)"
+            f"{folder} holds no {CONFIG_FILE}: it is not a model folder{run_checkpoint_hint(folder) or how}"
         )
     config = read_json(path, "model folder file", CONFIG_LIMIT)  # size bounded before parsing
     if not isinstance(config, dict):

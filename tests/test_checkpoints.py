@@ -32,7 +32,7 @@ from helpers.cli import last_error_line, run_cli, train_cli, train_here
 from helpers.config import compose_config
 from helpers.disks import read_only_folder, read_only_reason
 from helpers.faults import Crash, crash_at
-from swwae.checkpoint_file import CHECKPOINT_CHECKSUM_KEY, content_checksum, read_checkpoint
+from swwae.checkpoint_file import CHECKPOINT_CHECKSUM_KEY, content_checksum, read_checkpoint, with_checksum
 from swwae.commands.evaluate import main as evaluate_main
 from swwae.errors import CheckpointError, DiskError, NonFiniteError, Unreadable
 from swwae.training.checkpoints import (
@@ -46,6 +46,7 @@ from swwae.training.checkpoints import (
 )
 from swwae.training.registry import data_of_run
 from swwae.training.run import train
+from swwae.training.runs.folder import RunFolder
 from swwae.training.spec import check_config
 
 RUN = "swwae_hard_mnist_sample_seed0"  # run_name of the default config with seed=0
@@ -262,6 +263,40 @@ def test_resume_falls_back_to_best_when_last_is_truncated(make_config, tmp_path,
     assert last["global_step"] == 9  # 3 epochs of 3 batches: none lost, none twice
 
 
+def small_checkpoint(path: Path, epoch: int) -> Path:
+    """A checksummed checkpoint holding what the safe reader requires, written as train.py writes one."""
+    checkpoint = {
+        "epoch": epoch,
+        "global_step": 3 * (epoch + 1),
+        "state_dict": {"net.w": torch.zeros(2)},
+        "hyper_parameters": {},
+        "swwae_config": {"run_name": path.parent.name, "trainer": {"max_epochs": 4}},
+    }
+    atomic_torch_save(with_checksum(checkpoint), path)
+    return path
+
+
+def test_a_run_whose_best_checkpoint_no_longer_reads_back_is_tested_on_its_last(tmp_path, caplog):
+    """A flipped bit in best.ckpt after it was saved: the run (or the command asking again for
+    a finished one) tests last.ckpt, saying so, instead of ending in that error every time."""
+    folder = RunFolder(tmp_path, "run", {})
+    best, last = small_checkpoint(folder.path / "best.ckpt", 1), small_checkpoint(folder.path / "last.ckpt", 3)
+    assert folder.tested(str(best)) == best
+    checkpoint = torch.load(best, weights_only=True)
+    checkpoint["state_dict"]["net.w"] += 1  # other weights under the checksum written with the old ones
+    torch.save(checkpoint, best)
+    with caplog.at_level("WARNING"):
+        assert folder.tested(str(best)) == last.absolute()
+    assert f"{best} is corrupt" in caplog.text and f"testing {last.absolute()} instead" in caplog.text
+    crafted(best, tmp_path / "code-ran")  # not damage: a file swwae never wrote stays its one error line
+    with pytest.raises(CheckpointError, match=f"checkpoint {best} holds pickled objects"):
+        folder.tested(str(best))
+    torch.save(checkpoint, best)
+    last.write_bytes(b"")  # neither reads back: best.ckpt's own error
+    with pytest.raises(CheckpointError, match=f"checkpoint {best} is corrupt"):
+        folder.tested(str(best))
+
+
 @pytest.mark.parametrize("damage", ["truncated", "empty", "foreign"])
 @pytest.mark.slow
 def test_resume_with_no_checkpoint_that_reads_back_is_one_error_and_deletes_nothing(
@@ -400,7 +435,25 @@ def test_a_file_that_is_no_checkpoint_is_unreadable_saying_what_it_is(tmp_path, 
     assert str(raised.value) == f"checkpoint {path} is unreadable: {why}"
 
 
+def test_a_file_cut_short_in_its_tensors_says_so_not_invalid_argument(tmp_path):
+    """Cut within its tensors, a file makes torch's reader seek before its start (OSError
+    EINVAL, "Invalid argument"): that is the file's fault, said as what the file is."""
+    data = saved_bytes({"a": torch.ones(9), "b": torch.zeros(1000)})
+    path = tmp_path / "last.ckpt"
+    path.write_bytes(data[: len(data) * 3 // 4])
+    with pytest.raises(Unreadable) as raised:
+        swwae.load(path)
+    assert str(raised.value).endswith(": a zip archive cut short or damaged (truncated or corrupt?)")
+
+
 # evaluate: the picture goes where the user said, the metrics come first
+
+
+def test_evaluate_prints_its_metrics_not_lightnings_device_lines_and_tips(tmp_path, capsys, caplog, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert evaluate_main([str(LEGACY["0.2"][0]), "--num-images", "1"]) == 0
+    assert json.loads(capsys.readouterr().out)["png"] == "recon.png"
+    assert [r.getMessage() for r in caplog.records if r.name.startswith("lightning")] == []  # GPU available: ...
 
 
 def test_evaluate_writes_its_picture_here_never_beside_the_checkpoint(tmp_path, capsys, monkeypatch):

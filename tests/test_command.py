@@ -24,6 +24,7 @@ from swwae.checkpoint_file import POSITION_KEY, with_checksum
 from swwae.commands import runs
 from swwae.commands.dispatch import SUBCOMMANDS, main
 from swwae.training.checkpoints import atomic_torch_save
+from swwae.training.runs.folder import RunFolder
 
 HEAVY = ("torch", "lightning", "pytorch_lightning", "hydra", "omegaconf")
 
@@ -401,6 +402,21 @@ def test_runs_table_reads_each_run_through_the_safe_reader(checkpoints):
     assert (by_name["fallback"].status, by_name["fallback"].checkpoint) == ("unfinished", "best.ckpt")
     assert by_name["fallback"].note.startswith("last.ckpt is unreadable")
     assert by_name["empty"].status == "no checkpoint"
+
+
+def test_checkpoints_linked_to_a_disk_that_is_gone_do_not_read_back_they_are_not_no_files(tmp_path):
+    """last.ckpt and best.ckpt as links into a disk not mounted: the listing says so (not 'no
+    checkpoint'), and resume=true refuses as for any checkpoint that does not read back, instead
+    of starting a fresh run over the links."""
+    folder = tmp_path / "run"
+    folder.mkdir()
+    for name in ("last.ckpt", "best.ckpt"):
+        (folder / name).symlink_to(tmp_path / "unmounted" / name)
+    row = runs.read_run("run", folder)
+    assert row.status == "unreadable"
+    assert row.note.startswith(f"last.ckpt is a link to {tmp_path / 'unmounted' / 'last.ckpt'}, which does not exist")
+    decision = RunFolder(tmp_path, "run", {}).decide("true", 1, -1)
+    assert decision.action == "refuse" and "holds no checkpoint that reads back" in decision.reason
 
 
 def test_runs_prints_a_table_and_json(checkpoints, capsys):

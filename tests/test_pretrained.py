@@ -282,6 +282,20 @@ def test_a_full_disk_is_one_line_and_leaves_nothing(tmp_path):
         assert not any(small.iterdir())
 
 
+def test_a_run_folder_or_the_folder_of_runs_is_never_swapped_for_a_model_folder(tmp_path):
+    """A model folder is replaced whole (a new one renamed in): over a run's folder, a run saving
+    there meanwhile would lose that save. Refused before anything is written."""
+    run = tmp_path / "checkpoints" / "run"
+    run.mkdir(parents=True)
+    (run / "last.ckpt").write_bytes(b"weights")
+    for target in (run, run.parent):
+        with pytest.raises(
+            CheckpointError, match=f"^the model folder {target} holds checkpoints \\({run}/last.ckpt\\)"
+        ):
+            swwae.save_pretrained(SWWAE(widths=[4]), target)
+    assert sorted(p.name for p in tmp_path.rglob("*")) == ["checkpoints", "last.ckpt", "run"]
+
+
 def test_the_current_folder_or_weights_that_are_not_finite_are_refused_before_writing(tmp_path, monkeypatch):
     net = scrambled(SWWAE(widths=[4, 8]))
     monkeypatch.chdir(tmp_path)
@@ -362,6 +376,14 @@ def test_bad_folders_are_one_line_each(tmp_path):
     (tmp_path / "empty").mkdir()
     with pytest.raises(CheckpointError, match="holds no config.json: it is not a model folder"):
         swwae.load(tmp_path / "empty")
+
+    run = tmp_path / "checkpoints" / "run"  # a run's folder, given for its checkpoint: which one it meant
+    run.mkdir(parents=True)
+    (run / "last.ckpt").write_bytes(b"")
+    with pytest.raises(
+        CheckpointError, match=f"it is not a model folder \\(the run's last checkpoint: {run}/last.ckpt\\)$"
+    ):
+        swwae.load(run)
 
     folder = saved(tmp_path)
     config = json.loads((folder / CONFIG_FILE).read_text())

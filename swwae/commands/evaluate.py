@@ -42,6 +42,7 @@ from swwae.images import evaluation_figure
 from swwae.training.checkpoints import load_model
 from swwae.training.embeddings import write_embedding
 from swwae.training.folders import check_writable
+from swwae.training.process import quiet_lightning
 from swwae.training.registry import data_of_run
 
 EMBEDDED_IMAGES = 1000
@@ -121,6 +122,7 @@ def main(argv=None) -> int:
         help=f"the top whats for TensorBoard's projector (default: {EMBEDDINGS_ROOT}/<checkpoint>_<split>_embeddings)",
     )
     warnings.filterwarnings("ignore")
+    quiet_lightning()  # its Trainer's device lines and tips: the metrics and the picture are what it says
     args = parser.parse_args(argv)
     evaluate(
         args.checkpoint,

@@ -130,7 +130,7 @@ def read_run(name: str, folder: Path) -> RunRow:
     ones did not."""
     problems = []
     for path in (folder / file for file in CHECKPOINTS):
-        if not path.is_file():
+        if not (path.is_file() or path.is_symlink()):  # a dangling link is a checkpoint that does not read back
             continue
         try:
             run = run_row(name, folder, path, read_checkpoint(path))

@@ -158,6 +158,19 @@ OWN_STATE_WARNINGS = (
 )
 
 
+def quiet_lightning(verbose: bool = False) -> None:
+    """Lightning's device lines and tips (``GPU available: ...``, ``Tip: ...``) only when
+    ``verbose``, on stderr, plain, as when it is imported before Hydra sets up logging (train.py
+    imports it after its checks: it would log them through Hydra's handler). Every command that
+    builds a Trainer (train, evaluate) asks it: the console shows the command's own lines."""
+    for name in LIGHTNING_LOGGERS:
+        logger = logging.getLogger(name)
+        if logger.propagate and not logger.handlers:
+            logger.addHandler(logging.StreamHandler())
+            logger.propagate = False
+        logger.setLevel(logging.INFO if verbose else logging.WARNING)
+
+
 def set_torch_defaults(verbose: bool = False) -> None:
     """Quieter, faster defaults for in-memory tensors on CPU; Lightning's info lines (banner,
     tips, summary, restore lines) only when ``verbose``."""
@@ -171,14 +184,7 @@ def set_torch_defaults(verbose: bool = False) -> None:
     logging.getLogger("lightning.pytorch.utilities.rank_zero").addFilter(
         lambda record: "Detected KeyboardInterrupt" not in record.getMessage()
     )
-    # Lightning's device lines and tips on stderr, plain, as when it is imported before Hydra sets
-    # up logging (train.py imports it after its checks: it would log them through Hydra's handler)
-    for name in LIGHTNING_LOGGERS:
-        logger = logging.getLogger(name)
-        if logger.propagate and not logger.handlers:
-            logger.addHandler(logging.StreamHandler())
-            logger.propagate = False
-        logger.setLevel(logging.INFO if verbose else logging.WARNING)
+    quiet_lightning(verbose)
     # the report of a profiler the config names (+trainer.profiler=simple): asked for, so printed
     logging.getLogger(PROFILER_LOGGER).setLevel(logging.INFO)
     torch.set_float32_matmul_precision("high")

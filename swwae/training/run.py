@@ -205,6 +205,7 @@ def report_finished_run(folder: RunFolder, job: Job, decision: Decision, spec: R
         trainer.callbacks = []
         trainer.validate(job.module, datamodule=job.datamodule, ckpt_path=str(path), verbose=False)
         best = path.with_name("best.ckpt") if path.with_name("best.ckpt").is_file() else path
+        best = folder.tested(best) if spec.test else best
         metrics = evaluate_best(trainer, job.module, job.datamodule, spec.test, str(best))
         summary = run_summary(job, epochs, str(best.absolute()), metrics)
         source = f"evaluated again from {best.name}"
@@ -256,7 +257,8 @@ def fit_and_test(
     try:
         trainer.fit(module, datamodule=datamodule, ckpt_path=None if ckpt_path is None else str(ckpt_path))
         best = trainer.checkpoint_callback.best_model_path if trainer.checkpoint_callback else ""
-        return evaluate_best(trainer, module, datamodule, spec.test, best), best or None
+        tested = str(folder.tested(best)) if best and spec.test else best or None
+        return evaluate_best(trainer, module, datamodule, spec.test, tested), tested
     except (NonFiniteError, DiskError) as err:  # one line for train.py, saying what is left to resume from
         stopped = type(err)(f"{err}; {folder.kept()}")
         stopped.during_training = True  # not a rejected input: train.py keeps the run's output folder

@@ -43,7 +43,7 @@ from pathlib import Path
 from filelock import FileLock, Timeout
 
 from swwae.checkpoint_file import file_sha256, mid_epoch_position, read_checkpoint
-from swwae.errors import CheckpointError, ConfigError, DiskError, RunInUseError, Unreadable
+from swwae.errors import CheckpointError, ConfigError, Corrupt, DiskError, RunInUseError, Unreadable
 from swwae.files import is_inside, read_json, sha256_of
 from swwae.settings import model_settings
 from swwae.stored import parse_metrics
@@ -134,11 +134,12 @@ def describe_checkpoint(path: Path, checkpoint: Mapping) -> str:
 
 
 def resume_candidates(folder: Path) -> list[Path]:
-    """``last.ckpt``, ``best.ckpt``, then any other ``*.ckpt``, newest first."""
+    """``last.ckpt``, ``best.ckpt``, then any other ``*.ckpt``, newest first; a dangling symlink
+    is one more file that does not read back (its disk not mounted?), never no file at all."""
     named = [folder / "last.ckpt", folder / "best.ckpt"]
     others = [p for p in folder.glob("*.ckpt") if p not in named]
     others.sort(key=lambda p: p.lstat().st_mtime, reverse=True)  # lstat: a dangling symlink is one more unreadable file
-    return [p for p in named if p.is_file()] + others
+    return [p for p in named if p.is_file() or p.is_symlink()] + others
 
 
 # the owner
@@ -222,6 +223,29 @@ class RunFolder:
             except CheckpointError:
                 continue
         return "no checkpoint was saved"
+
+    def tested(self, best: str | Path | None) -> Path | None:
+        """The checkpoint whose test metrics the run reports: ``best`` (its best.ckpt), or, where
+        that no longer reads back (a flipped bit, a file cut short since it was saved), its
+        last.ckpt, with a warning (``metrics.json`` names it): else a run whose training is whole
+        would end in that one error after its last epoch, and so would every command asking for
+        it again. Damage only (``Corrupt``, ``Unreadable``): a file swwae never wrote there (pickled
+        objects) stays its one error line, as does damage where last.ckpt does not read back either."""
+        if not best:
+            return None
+        best, last = Path(best), (self.path / "last.ckpt").absolute()
+        try:
+            self.loaded.get(best) or read_checkpoint(best)
+            return best
+        except (Corrupt, Unreadable) as err:
+            if best.absolute() == last or not last.is_file():
+                raise
+            try:
+                read_checkpoint(last)
+            except CheckpointError:
+                raise err from None
+            log.warning("%s; testing %s instead (metrics.json names it)", err, last)
+            return last
 
     def move_aside(self) -> Path | None:
         """A fresh start moves an old run's folder aside (``<run>.previous-<time>``); of the
