@@ -257,8 +257,7 @@ def fit_and_test(
     try:
         trainer.fit(module, datamodule=datamodule, ckpt_path=None if ckpt_path is None else str(ckpt_path))
         best = trainer.checkpoint_callback.best_model_path if trainer.checkpoint_callback else ""
-        tested = str(folder.tested(best)) if best and spec.test else best or None
-        return evaluate_best(trainer, module, datamodule, spec.test, tested), tested
+        return evaluate_best(trainer, module, datamodule, spec.test, best), best or None
     except (NonFiniteError, DiskError) as err:  # one line for train.py, saying what is left to resume from
         stopped = type(err)(f"{err}; {folder.kept()}")
         stopped.during_training = True  # not a rejected input: train.py keeps the run's output folder

@@ -227,10 +227,11 @@ class RunFolder:
     def tested(self, best: str | Path | None) -> Path | None:
         """The checkpoint whose test metrics the run reports: ``best`` (its best.ckpt), or, where
         that no longer reads back (a flipped bit, a file cut short since it was saved), its
-        last.ckpt, with a warning (``metrics.json`` names it): else a run whose training is whole
-        would end in that one error after its last epoch, and so would every command asking for
-        it again. Damage only (``Corrupt``, ``Unreadable``): a file swwae never wrote there (pickled
-        objects) stays its one error line, as does damage where last.ckpt does not read back either."""
+        last.ckpt, with a warning (``metrics.json`` names it): else a finished run reported again
+        (its ``metrics.json`` gone) would end in that one error each time it is asked for. (At the
+        end of training, best.ckpt was saved moments before: it is not read once more there.)
+        Damage only (``Corrupt``, ``Unreadable``): a file swwae never wrote there (pickled objects)
+        stays its one error line, as does damage where last.ckpt does not read back either."""
         if not best:
             return None
         best, last = Path(best), (self.path / "last.ckpt").absolute()
