@@ -632,12 +632,50 @@ def test_the_device_check_on_a_gpu_machine_without_swwae_installed_is_one_line_n
     assert "**A GPU machine without internet**" in (ROOT / "docs" / "development.md").read_text()
 
 
+def preflight(monkeypatch, capsys, lacking: set[str]) -> tuple[str, str | int | None]:
+    """What the device check's install check (its python block, run in this process) prints and
+    exits with, where the distributions ``lacking`` are not installed."""
+    import importlib.metadata
+
+    script = (ROOT / "scripts" / "device_check.sh").read_text()
+    (block,) = re.findall(r"<<'EOF'\n(.*?)^EOF$", script, re.S | re.M)
+    version = importlib.metadata.version
+
+    def version_here(name: str) -> str:
+        if name in lacking:
+            raise importlib.metadata.PackageNotFoundError(name)
+        return version(name)
+
+    monkeypatch.setattr(importlib.metadata, "version", version_here)
+    status = None
+    try:
+        exec(compile(block, "device_check.sh", "exec"), {"__name__": "__main__"})
+    except SystemExit as exit:
+        status = exit.code
+    return capsys.readouterr().out, status
+
+
+def test_the_device_check_names_the_test_stack_it_lacks_for_its_test_steps(monkeypatch, capsys):
+    """A GPU machine with swwae's requirements but not pytest-xdist (the test steps' -n 4) nor
+    hypothesis (conftest.py's import) ran both test steps to a usage error or a collection error:
+    the install check names what those steps lack, so they say so and the benchmarks still run."""
+    assert preflight(monkeypatch, capsys, set()) == ("\n", None)
+    assert preflight(monkeypatch, capsys, {"pytest-xdist", "hypothesis"}) == ("pytest-xdist, hypothesis\n", None)
+    out, status = preflight(monkeypatch, capsys, {"hydra-core", "pytest"})
+    assert out == "" and status.startswith("device check: swwae needs hydra-core, not installed here: pip install")
+    script = (ROOT / "scripts" / "device_check.sh").read_text()
+    assert re.findall(r"^pytest_step ", script, re.M) and not re.findall(r"^step .* -m pytest", script, re.M)
+    dev = re.search(r"^dev = \[(.*?)\]", (ROOT / "pyproject.toml").read_text(), re.M).group(1)
+    stack = re.search(r"^TEST_STACK = \((.*?)\)", script, re.M).group(1)
+    assert {name.strip('" ') for name in stack.split(",")} <= {r.split(">")[0].strip('" ') for r in dev.split(",")}
+
+
 def test_the_device_checks_steps_fit_its_budget_and_the_budget_its_8_minutes():
     """Each step that must run gets its whole time limit within the check's budget (the budget cuts
     the last ones short otherwise), and the budget fits the 8 minutes the check promises."""
     script = (ROOT / "scripts" / "device_check.sh").read_text()
     budget = int(re.search(r"^budget=(\d+)", script, re.M).group(1))
-    limits = [int(limit) for limit in re.findall(r'^step "[^"]+" (\d+) ', script, re.M)]
+    limits = [int(limit) for limit in re.findall(r'^(?:step|pytest_step) "[^"]+" (\d+) ', script, re.M)]
     assert len(limits) >= 10 and sum(limits) <= budget <= 8 * 60
 
 
