@@ -691,6 +691,7 @@ def test_the_device_checks_tally_of_a_test_step_finished_or_cut_short():
     assert device_summary.tally(finished, failures=False) == [closing]
     cut = lines("tests/test_cuda.py::a PASSED  [ 1%]", "tests/test_cuda.py::b FAILED  [ 2%]")
     cut += lines("tests/test_cuda.py::c PASSED  [ 3%]")  # -v lines, and no closing line: its time ran out
+    assert device_summary.tally("") == device_summary.tally("\n", failures=False) == ["not run (no output)"]
     assert device_summary.tally(cut) == [
         "cut short: 2 passed, 1 failed, 0 errors before its time ran out",
         "tests/test_cuda.py::b FAILED  [ 2%]",
@@ -742,7 +743,7 @@ def test_the_device_checks_summary_holds_its_steps_tallies_and_tables_set_apart(
     assert summary.startswith("# device check, ") and summary.splitlines()[0].endswith(", NVIDIA H200")
     assert lines("|---|---|---:|", *steps) in summary
     assert "\nCUDA tests: ==== 74 passed in 101.00s ====\n" in summary
-    assert "\nfused kernels against the reference on the GPU: cut short: 0 passed, 0 failed, 0 errors" in summary
+    assert "\nfused kernels against the reference on the GPU: not run (no output)\n" in summary
     quoted_rows = [*training[:4], training[5], "", *training[-4:-1]]  # no native row, no prose; tables apart
     title = next(q.title for q in device_summary.QUOTES if q.file == "bench_training.md")
     assert f"{title}\n" + lines(*quoted_rows) + "\n" in summary
