@@ -290,6 +290,23 @@ def test_bench_presets_measured_table_the_one_a_gpu_prints(capsys):
     assert lines[4:] == [title, *breakdown]
 
 
+def test_bench_presets_on_the_cpu_measures_the_settings_it_is_given(monkeypatch, capsys):
+    """``--channels-last``, ``--compile`` and ``--loader`` on the CPU were parsed and dropped: its
+    table was of the plain step, its line naming none of them. Each is measured, and named."""
+    asked = []
+
+    def measure(*args, **options):
+        asked.append(options)
+        raise Parsed()
+
+    monkeypatch.setattr(bench_presets, "measure", measure)
+    argv = ["--presets", "cifar10", "--channels-last", "--compile", "--loader", "--profile"]
+    with pytest.raises(Parsed):
+        bench_presets.main(argv)
+    assert asked == [{"channels_last": True, "compile": True, "loader": True, "profile": True}]
+    assert "training steps, channels_last, compile, fed by the loader; GPU estimate" in capsys.readouterr().out
+
+
 def test_bench_presets_loader_gathers_on_a_gpu_named_without_its_index(monkeypatch):
     """``--device cuda --loader``: the images made on ``torch.device("cuda")`` are on cuda:0, and the
     loader gathers them there (batch_loader refuses a device other than the images'). Fake tensors:
