@@ -207,13 +207,26 @@ def hours(seconds: float) -> str:
     return f"{seconds / 3600:.1f} h" if seconds >= 3600 else f"{seconds / 60:.1f} min"
 
 
+def step_options(args) -> dict:
+    """What ``measure`` takes of the command line beyond the preset, batch and precision: the same
+    on the CPU as on a GPU (a flag the CPU table dropped would be a figure measured without it)."""
+    return {f: getattr(args, f, False) for f in ("channels_last", "compile", "loader", "profile")}
+
+
+def settings_named(args) -> list[str]:
+    """The job's settings measured (``--channels-last``, ``--compile``), as the tables' lines name them."""
+    return [f for f in ("channels_last", "compile") if getattr(args, f, False)]
+
+
 def print_cpu_table(args, threads: int) -> None:
     """Measured on the CPU at a reduced batch; the GPU columns estimated from the FLOPs."""
     batch = args.batch or 32
+    settings = settings_named(args)
+    loader = getattr(args, "loader", False)
     print(
         f"{threads} CPU threads, batch {batch}, median of {args.steps} training steps"
-        f"{'' if args.precision == '32-true' else f' in {args.precision}'}; "
-        f"GPU estimate at {args.gpu_tflops:g} TFLOP/s sustained\n"
+        f"{'' if args.precision == '32-true' else f' in {args.precision}'}{''.join(f', {f}' for f in settings)}"
+        f"{', fed by the loader' if loader else ''}; GPU estimate at {args.gpu_tflops:g} TFLOP/s sustained\n"
     )
     print(
         "| preset | data | parameters | GFLOP/image (step) | CPU s/image | CPU per epoch | peak MiB (step) "
@@ -222,7 +235,7 @@ def print_cpu_table(args, threads: int) -> None:
     print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     results = []
     for preset in args.presets:
-        r = measure(preset, batch, args.steps, torch.device("cpu"), args.precision, profile=args.profile)
+        r = measure(preset, batch, args.steps, torch.device("cpu"), args.precision, **step_options(args))
         results.append(r)
         gpu_epoch = r["flops_per_image"] * r["epoch_images"] / (args.gpu_tflops * 1e12)
         print(
@@ -230,14 +243,14 @@ def print_cpu_table(args, threads: int) -> None:
             f"| {r['s_per_image'] * 1e3:.1f} ms | {hours(r['s_per_epoch'])} | {r['peak_mib']:.0f} "
             f"| {hours(gpu_epoch)} | {r['epochs']} | {hours(gpu_epoch * r['epochs'])} |"
         )
-    print_breakdowns(results, f"CPU, {args.precision}")
+    print_breakdowns(results, ", ".join(["CPU", args.precision, *settings, *(["loader"] if loader else [])]))
 
 
 def print_measured_table(args, device: torch.device) -> None:
     """Every figure measured on the GPU, at the presets' own batch sizes unless told."""
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else str(device)
     batch = f"batch {args.batch}" if args.batch else "each preset's batch size"
-    settings = [f for f in ("channels_last", "compile") if getattr(args, f, False)]
+    settings = settings_named(args)
     loader = getattr(args, "loader", False)
     rate = matrix_rate(device, args.precision, size=getattr(args, "matrix_size", 8192))
     print(
@@ -253,8 +266,7 @@ def print_measured_table(args, device: torch.device) -> None:
     print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     results = []
     for preset in args.presets:
-        options = {f: getattr(args, f, False) for f in ("channels_last", "compile", "loader", "profile")}
-        r = measure(preset, args.batch, args.steps, device, args.precision, **options)
+        r = measure(preset, args.batch, args.steps, device, args.precision, **step_options(args))
         results.append(r)
         achieved = r["flops_per_image"] / r["s_per_image"] / 1e12
         print(

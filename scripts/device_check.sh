@@ -4,7 +4,7 @@
 #     bash scripts/device_check.sh          # figures into $OUT, or outputs/device_check/<date>/
 #
 # On a CUDA device it runs, each step with its own time limit (under 8 minutes in all, the
-# machine's start aside; no optional extra needed):
+# machine's start aside; the test steps need the dev extra's test stack, the rest no optional extra):
 #   1. the CUDA tests (pytest -m cuda: tests/test_cuda.py, and a network compiled by inductor on
 #      the GPU against eager, tests/test_compile.py), then the fused soft-where kernels against
 #      the reference, compiled on the GPU (tests/test_fused.py)
@@ -42,8 +42,10 @@ if [ "$cuda" != 1 ]; then
     echo "device check: no CUDA device here (torch.cuda.is_available() is False); nothing to check"
     exit 0
 fi
-# every step needs swwae installed with its requirements: what is missing, in one line, not in every step
-"$PYTHON" - <<'EOF' || exit 1
+# every step needs swwae installed with its requirements: what is missing, in one line, not in every step.
+# The test steps need the dev extra's test stack too: the names it lacks are printed (tests_lack), and
+# those steps alone are not run, each saying so, while the benchmarks still use the GPU's minutes
+tests_lack=$("$PYTHON" - <<'EOF'
 import re
 import sys
 from importlib.metadata import PackageNotFoundError, requires, version
@@ -54,16 +56,25 @@ try:
     wanted = [r for r in requires("swwae") or [] if "extra ==" not in r]
 except PackageNotFoundError:
     sys.exit(f"device check: swwae is not installed here: {install} in this folder first {offline}")
-missing = []
-for requirement in wanted:
-    name = re.match(r"[A-Za-z0-9_.-]+", requirement).group()
+
+
+def installed(name: str) -> bool:
     try:
         version(name)
     except PackageNotFoundError:
-        missing.append(name)
+        return False
+    return True
+
+
+names = [re.match(r"[A-Za-z0-9_.-]+", requirement).group() for requirement in wanted]
+missing = [name for name in names if not installed(name)]
 if missing:
     sys.exit(f"device check: swwae needs {', '.join(missing)}, not installed here: {install} {offline}")
+# of the dev extra, what the test steps run: pytest, its -n (pytest-xdist), and conftest.py's imports
+TEST_STACK = ("pytest", "pytest-xdist", "hypothesis", "sybil")
+print(", ".join(name for name in TEST_STACK if not installed(name)))
 EOF
+) || exit 1
 
 out=${OUT:-outputs/device_check/$(date +%Y%m%d-%H%M%S)}
 mkdir -p "$out"
@@ -106,6 +117,17 @@ step() {
     noted "$name" "$status" $((SECONDS - begun))
 }
 
+# pytest_step NAME LIMIT FILE ARGS...: pytest ARGS as a step, or, where the test stack is not all installed,
+# the step noted as not run, with what it needs (a failure: the check did not check the tests)
+pytest_step() {
+    if [ -n "$tests_lack" ]; then
+        noted "$1" "not run: needs $tests_lack (pip install -e '.[dev]')" 0
+        failed=1
+        return
+    fi
+    step "$1" "$2" "$3" "$PYTHON" -m pytest "${@:4}"
+}
+
 # optional NAME LIMIT FILE COMMAND...: a step run only if the budget still holds LIMIT seconds, and
 # whose failure or time-out is reported but fails nothing: figures that help decide the GPU
 # defaults, after those the check exists for
@@ -129,10 +151,10 @@ optional() {
 # steps' limits; each worker has its own process and CUDA context, and counts its own syncs and peak memory.
 # -v: a line a test as it ends ("[gw0] [ 5%] PASSED tests/..."), kept if the step runs out of time
 tests=(-n 4 -v -p no:cacheprovider --durations=5)
-step "CUDA tests (pytest -m cuda)" 160 cuda_tests.txt "$PYTHON" -m pytest -m cuda "${tests[@]}"
+pytest_step "CUDA tests (pytest -m cuda)" 160 cuda_tests.txt -m cuda "${tests[@]}"
 # not its slow test, which compiles every kernel for four GPU generations (about 20 s on a fresh machine):
 # CI runs it on the CPU, and here the GPU compiles and runs the kernels for itself
-step "fused kernels on the GPU (tests/test_fused.py)" 40 fused_tests.txt "$PYTHON" -m pytest tests/test_fused.py -m "not slow" \
+pytest_step "fused kernels on the GPU (tests/test_fused.py)" 40 fused_tests.txt tests/test_fused.py -m "not slow" \
     "${tests[@]}"
 step "bench_pooling.py --device cuda --profile" 25 bench_pooling.md \
     "$PYTHON" scripts/bench_pooling.py --device cuda --repeats 20 --profile

@@ -290,6 +290,23 @@ def test_bench_presets_measured_table_the_one_a_gpu_prints(capsys):
     assert lines[4:] == [title, *breakdown]
 
 
+def test_bench_presets_on_the_cpu_measures_the_settings_it_is_given(monkeypatch, capsys):
+    """``--channels-last``, ``--compile`` and ``--loader`` on the CPU were parsed and dropped: its
+    table was of the plain step, its line naming none of them. Each is measured, and named."""
+    asked = []
+
+    def measure(*args, **options):
+        asked.append(options)
+        raise Parsed()
+
+    monkeypatch.setattr(bench_presets, "measure", measure)
+    argv = ["--presets", "cifar10", "--channels-last", "--compile", "--loader", "--profile"]
+    with pytest.raises(Parsed):
+        bench_presets.main(argv)
+    assert asked == [{"channels_last": True, "compile": True, "loader": True, "profile": True}]
+    assert "training steps, channels_last, compile, fed by the loader; GPU estimate" in capsys.readouterr().out
+
+
 def test_bench_presets_loader_gathers_on_a_gpu_named_without_its_index(monkeypatch):
     """``--device cuda --loader``: the images made on ``torch.device("cuda")`` are on cuda:0, and the
     loader gathers them there (batch_loader refuses a device other than the images'). Fake tensors:
@@ -632,12 +649,50 @@ def test_the_device_check_on_a_gpu_machine_without_swwae_installed_is_one_line_n
     assert "**A GPU machine without internet**" in (ROOT / "docs" / "development.md").read_text()
 
 
+def preflight(monkeypatch, capsys, lacking: set[str]) -> tuple[str, str | int | None]:
+    """What the device check's install check (its python block, run in this process) prints and
+    exits with, where the distributions ``lacking`` are not installed."""
+    import importlib.metadata
+
+    script = (ROOT / "scripts" / "device_check.sh").read_text()
+    (block,) = re.findall(r"<<'EOF'\n(.*?)^EOF$", script, re.S | re.M)
+    version = importlib.metadata.version
+
+    def version_here(name: str) -> str:
+        if name in lacking:
+            raise importlib.metadata.PackageNotFoundError(name)
+        return version(name)
+
+    monkeypatch.setattr(importlib.metadata, "version", version_here)
+    status = None
+    try:
+        exec(compile(block, "device_check.sh", "exec"), {"__name__": "__main__"})
+    except SystemExit as exit:
+        status = exit.code
+    return capsys.readouterr().out, status
+
+
+def test_the_device_check_names_the_test_stack_it_lacks_for_its_test_steps(monkeypatch, capsys):
+    """A GPU machine with swwae's requirements but not pytest-xdist (the test steps' -n 4) nor
+    hypothesis (conftest.py's import) ran both test steps to a usage error or a collection error:
+    the install check names what those steps lack, so they say so and the benchmarks still run."""
+    assert preflight(monkeypatch, capsys, set()) == ("\n", None)
+    assert preflight(monkeypatch, capsys, {"pytest-xdist", "hypothesis"}) == ("pytest-xdist, hypothesis\n", None)
+    out, status = preflight(monkeypatch, capsys, {"hydra-core", "pytest"})
+    assert out == "" and status.startswith("device check: swwae needs hydra-core, not installed here: pip install")
+    script = (ROOT / "scripts" / "device_check.sh").read_text()
+    assert re.findall(r"^pytest_step ", script, re.M) and not re.findall(r"^step .* -m pytest", script, re.M)
+    dev = re.search(r"^dev = \[(.*?)\]", (ROOT / "pyproject.toml").read_text(), re.M).group(1)
+    stack = re.search(r"^TEST_STACK = \((.*?)\)", script, re.M).group(1)
+    assert {name.strip('" ') for name in stack.split(",")} <= {r.split(">")[0].strip('" ') for r in dev.split(",")}
+
+
 def test_the_device_checks_steps_fit_its_budget_and_the_budget_its_8_minutes():
     """Each step that must run gets its whole time limit within the check's budget (the budget cuts
     the last ones short otherwise), and the budget fits the 8 minutes the check promises."""
     script = (ROOT / "scripts" / "device_check.sh").read_text()
     budget = int(re.search(r"^budget=(\d+)", script, re.M).group(1))
-    limits = [int(limit) for limit in re.findall(r'^step "[^"]+" (\d+) ', script, re.M)]
+    limits = [int(limit) for limit in re.findall(r'^(?:step|pytest_step) "[^"]+" (\d+) ', script, re.M)]
     assert len(limits) >= 10 and sum(limits) <= budget <= 8 * 60
 
 
@@ -653,6 +708,7 @@ def test_the_device_checks_tally_of_a_test_step_finished_or_cut_short():
     assert device_summary.tally(finished, failures=False) == [closing]
     cut = lines("tests/test_cuda.py::a PASSED  [ 1%]", "tests/test_cuda.py::b FAILED  [ 2%]")
     cut += lines("tests/test_cuda.py::c PASSED  [ 3%]")  # -v lines, and no closing line: its time ran out
+    assert device_summary.tally("") == device_summary.tally("\n", failures=False) == ["not run (no output)"]
     assert device_summary.tally(cut) == [
         "cut short: 2 passed, 1 failed, 0 errors before its time ran out",
         "tests/test_cuda.py::b FAILED  [ 2%]",
@@ -704,7 +760,7 @@ def test_the_device_checks_summary_holds_its_steps_tallies_and_tables_set_apart(
     assert summary.startswith("# device check, ") and summary.splitlines()[0].endswith(", NVIDIA H200")
     assert lines("|---|---|---:|", *steps) in summary
     assert "\nCUDA tests: ==== 74 passed in 101.00s ====\n" in summary
-    assert "\nfused kernels against the reference on the GPU: cut short: 0 passed, 0 failed, 0 errors" in summary
+    assert "\nfused kernels against the reference on the GPU: not run (no output)\n" in summary
     quoted_rows = [*training[:4], training[5], "", *training[-4:-1]]  # no native row, no prose; tables apart
     title = next(q.title for q in device_summary.QUOTES if q.file == "bench_training.md")
     assert f"{title}\n" + lines(*quoted_rows) + "\n" in summary

@@ -97,7 +97,10 @@ def set_apart(lines: list[str]) -> list[str]:
 
 def tally(text: str, failures: bool = True) -> list[str]:
     """pytest's closing line, or, for a run cut short, what its ``-v`` lines say; then (with
-    ``failures``) the tests that failed, at most 20 lines."""
+    ``failures``) the tests that failed, at most 20 lines. No output at all is a step that never
+    ran (skipped for time, or its test stack missing): not a run cut short with nothing passed."""
+    if not text.strip():
+        return ["not run (no output)"]
     closing = [line for line in text.splitlines() if CLOSING.match(line)]
     if closing:
         lines = [closing[-1]]
