@@ -229,3 +229,21 @@ def test_two_runs_of_one_cell_and_seed_are_one_line_not_the_later_kept(tmp_path,
         "one run a seed, and the map cannot tell which of the two to pair"
     ]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a", "b"]  # nothing written
+
+
+def test_a_seed_without_its_twin_is_named_where_the_columns_would_not_subtract_to_the_gain():
+    """The model's mean counts every seed, the gain only the paired ones: said in the row."""
+    from swwae.commands.semi_map import TWIN, Cell, markdown, pairs
+
+    cell = Cell(100, None)
+    runs = {("swwae_hard", cell, seed): 10.0 + seed for seed in range(3)}
+    runs |= {(TWIN, cell, seed): 12.0 for seed in range(2)}
+    row = markdown(pairs(runs, "swwae_hard"), "swwae_hard", 4000).splitlines()[2]
+    cells = [c.strip() for c in row.split("|")[1:-1]]
+    assert cells[2:] == [
+        "11.00 ± 1.00",
+        "12.00 ± 0.00",
+        "+1.50 ± 0.71",
+        "+2.0, +1.0",
+        "same cell; no twin at seed 2 (in its mean, not the gain's)",
+    ]

@@ -121,12 +121,16 @@ def pairs(runs: dict, model: str) -> dict[Cell, dict]:
             continue
         twin_cell = cell if (TWIN, cell, seed) in runs else Cell(cell.labels, None)
         twin = runs.get((TWIN, twin_cell, seed))
-        entry = table.setdefault(cell, {"model": [], "twin": [], "gain": [], "seeds": [], "twin_cell": twin_cell})
+        entry = table.setdefault(
+            cell, {"model": [], "twin": [], "gain": [], "seeds": [], "unpaired": [], "twin_cell": twin_cell}
+        )
         entry["model"].append(error)
         if twin is not None:
             entry["twin"].append(twin)
             entry["gain"].append(twin - error)
             entry["seeds"].append(seed)
+        else:  # in the model's mean, not in the gain's: the table says so (the columns do not subtract)
+            entry["unpaired"].append(seed)
     return table
 
 
@@ -144,6 +148,9 @@ def markdown(table: dict, model: str, train_size: int | None) -> str:
     for cell, e in table.items():
         per_seed = ", ".join(f"{g:+.1f}" for g in e["gain"]) or "-"
         twin = "same cell" if e["twin_cell"] == cell else f"full pool ({pool_text(e['twin_cell'], train_size)})"
+        if e["unpaired"]:
+            seeds = "seed" if len(e["unpaired"]) == 1 else "seeds"
+            twin += f"; no twin at {seeds} {', '.join(map(str, e['unpaired']))} (in its mean, not the gain's)"
         lines.append(
             f"| {cell.labels} | {pool_text(cell, train_size)} | {mean_std_text(e['model'])} | "
             f"{mean_std_text(e['twin'])} | {mean_std_text(e['gain'], sign=True)} | {per_seed} | {twin} |"
