@@ -225,6 +225,21 @@ def test_the_summary_flags_arms_of_other_lengths_and_runs_reported_again(tmp_pat
     assert "Warning" not in markdown(collect(tmp_path)) and "Reported again" not in markdown(collect(tmp_path))
 
 
+def test_the_summary_says_whose_decoder_was_never_trained(tmp_path):
+    """classifier_only's test MSE is that of a decoder left as initialised: said under the table,
+    as where-report and feature-study say it."""
+    for num, (model, lambda_rec) in enumerate([("swwae_hard", 1.0), ("classifier_only", 0.0)]):
+        folder = fake_job(tmp_path, num, [f"model={model}", "seed=0"], {"test/recon_mse": 0.01, "test/acc": 0.9})
+        (folder / ".hydra" / "config.yaml").write_text(f"seed: 0\nmodel:\n  lambda_rec: {lambda_rec}\n")
+    text = markdown(collect(tmp_path))
+    assert (
+        "Not trained: the decoder of `model=classifier_only` (`model.lambda_rec=0`): its MSE columns measure a "
+        "decoder left as it was initialised."
+    ) in text
+    (tmp_path / "1_job" / ".hydra" / "config.yaml").write_text("seed: 0\nmodel:\n  lambda_rec: 0.5\n")
+    assert "Not trained" not in markdown(collect(tmp_path))
+
+
 def test_unfinished_jobs_count_as_failed_and_numeric_keys_become_an_axis(tmp_path):
     jobs = list(itertools.product(["swwae_hard", "upsample"], ["2", "4", "7"]))
     for num, (model, pool) in enumerate(jobs):

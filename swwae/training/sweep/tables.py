@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import math
 
-from swwae.errors import plural
-from swwae.training.sweep.jobs import Summary, readable
+from swwae.errors import Unreadable, plural
+from swwae.training.sweep.jobs import Job, Summary, readable
+from swwae.training.sweep.records import saved_config, trains_reconstruction
 
 NAMES = {"recon_mse": ("recon MSE", ".4f"), "acc": ("acc", ".4f"), "error_pct": ("error %", ".2f")}
 
@@ -41,10 +42,28 @@ def by_value(summary: Summary, value) -> dict[str, list[str]]:
     return found
 
 
+def untrained_decoder(job: Job) -> bool:
+    """Whether the job's saved config trains no decoder (``model.lambda_rec`` = 0: a classifier
+    alone); unknown (no saved config, or one that does not read) is False: its MSE stands as measured."""
+    try:
+        return not trains_reconstruction(saved_config(job, required=False))
+    except Unreadable:
+        return False
+
+
 def notes_on_runs(summary: Summary) -> list[str]:
     """What a reader must know before comparing rows: configs trained for different numbers of
-    epochs, and jobs that reported a run an earlier command had trained (nothing trained here)."""
+    epochs, jobs that reported a run an earlier command had trained (nothing trained here), and
+    configs whose reconstruction errors are those of a decoder never trained."""
     lines = []
+    if any("mse" in column for column in summary.columns):
+        untrained = by_value(summary, lambda job: "untrained" if untrained_decoder(job) else None)
+        if untrained:
+            lines += [
+                "",
+                "Not trained: the decoder of `" + "`, `".join(untrained["untrained"]) + "` (`model.lambda_rec=0`): "
+                "its MSE columns measure a decoder left as it was initialised.",
+            ]
     epochs = by_value(summary, lambda job: job.record.get("epochs"))
     if len(epochs) > 1:
         lines += [
