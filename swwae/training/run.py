@@ -230,13 +230,13 @@ def start_training(folder: RunFolder, job: Job, decision: Decision, logger_nodes
     """Every check passed and the run goes on: its loggers, the old run moved aside (a fresh
     start over it), a pre-empted epoch's position; the checkpoint it continues from, if any."""
     continuing = decision.action == "continue"
-    job.trainer.loggers = build_loggers(logger_nodes, resuming=continuing)  # Lightning reads them from fit on
+    path, checkpoint = folder.checkpoint(decision.checkpoint) if continuing else (None, None)
+    job.trainer.loggers = build_loggers(logger_nodes, resumed=checkpoint)  # Lightning reads them from fit on
     job.trainer.callbacks = for_the_loggers(job.trainer.callbacks, job.trainer.loggers)
     if decision.action == "start_over" and job.owns_run:  # only now touch what is on disk
         folder.move_aside()
     if not continuing:
         return None
-    path, checkpoint = folder.checkpoint(decision.checkpoint)
     if (position := mid_epoch_position(checkpoint)) is not None:
         job.datamodule.resume_at(*position)
         if job.owns_run and (means := mid_epoch_means(checkpoint)) is not None:  # every process's: one holds them
