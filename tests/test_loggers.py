@@ -372,3 +372,39 @@ def test_a_resumed_run_logs_on_into_the_mlflow_run_its_checkpoint_names(tmp_path
     checkpoint[TRACKER_RUNS_KEY] = {"mlflow": "0" * 32}  # not in this store
     [logger] = build_loggers(node, resumed=checkpoint)
     assert logger.run_id not in (first.run_id, "0" * 32)
+
+
+def test_the_hparams_table_holds_the_data_settings_and_the_model_chosen_not_target(tmp_path):
+    """A semi-supervised sweep's rows differ in data.num_labels: the table must show it."""
+    from lightning.pytorch.loggers import TensorBoardLogger
+    from tensorboard.plugins.hparams import plugin_data_pb2
+
+    from swwae.training.callbacks import log_final
+
+    logger = TensorBoardLogger(tmp_path, name=RUN, default_hp_metric=False)
+    run_config = {
+        "model": {"_target_": "swwae.training.module.SWWAEModule", "lr": 0.002},
+        "data": {"_target_": "swwae.training.data.MNISTSample", "num_labels": 100},
+    }
+    summary = {"model": "swwae_soft", "data": "mnist_sample", "arch": "(4)3c-2p-10fc", "metrics": {"test/acc": 0.5}}
+    log_final([logger], run_config, 1, summary, step=10)
+    acc = EventAccumulator(str(next(tmp_path.rglob("events.out.tfevents.*"))))
+    acc.Reload()
+    contents = acc.PluginTagToContent("hparams").values()
+    [start] = [
+        p.session_start_info
+        for p in map(plugin_data_pb2.HParamsPluginData.FromString, contents)
+        if p.HasField("session_start_info")
+    ]
+    columns = {
+        name: value.WhichOneof("kind") and getattr(value, value.WhichOneof("kind"))
+        for name, value in start.hparams.items()
+    }
+    assert columns == {
+        "lr": 0.002,
+        "data/num_labels": 100,
+        "seed": 1,
+        "model": "swwae_soft",
+        "data": "mnist_sample",
+        "arch": "(4)3c-2p-10fc",
+    }

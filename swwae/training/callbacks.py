@@ -251,12 +251,21 @@ def job_callbacks(
     return callbacks
 
 
-def log_final(loggers: list, model: Mapping, seed: int | None, summary: dict, step: int) -> None:
+def log_final(loggers: list, run_config: Mapping, seed: int | None, summary: dict, step: int) -> None:
     """The final metrics to every logger (TensorBoard's hparams table, MLflow, W&B, CSV), with
-    the model's resolved settings, the seed, the data and the network as its params."""
-    hparams = dict(model) | {"seed": seed, "data": summary["data"], "arch": summary["arch"]}
+    ``table_params`` as their params."""
+    hparams = table_params(run_config.get("model") or {}, run_config.get("data") or {}, seed, summary)
     for logger in loggers:
         log_summary(logger, hparams, summary["metrics"], step=step)
+
+
+def table_params(model: Mapping, data: Mapping, seed: int | None, summary: dict) -> dict:
+    """The hparams table's columns: the model's settings, the data's (``data/num_labels``: the rows
+    of a semi-supervised sweep differ there), the seed, the model and data chosen and the network.
+    Not the classes the settings build (``_target_``): a column that says nothing."""
+    settings = {k: v for k, v in model.items() if k != "_target_"}
+    settings |= {f"data/{k}": v for k, v in data.items() if k != "_target_"}
+    return settings | {"seed": seed, "model": summary.get("model"), "data": summary["data"], "arch": summary["arch"]}
 
 
 def register_tracker_resolvers() -> None:

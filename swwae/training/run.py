@@ -342,7 +342,7 @@ def report(folder: RunFolder, job: Job, spec: RunSpec, run_config: dict, metrics
     if trainer.is_global_zero:
         folder.write_metrics(summary)
         write_test_outcomes(folder.output_dir, job.module)
-        log_final(trainer.loggers, run_config["model"], spec.seed, summary, trainer.global_step)
+        log_final(trainer.loggers, run_config, spec.seed, summary, trainer.global_step)
         print(
             f"done: {spec.run_name}: {metrics_line(metrics, spec.optimized_metric)} "
             f"({metrics['train_time_s']:.0f} s) -> {spec.paths.output_dir}"
