@@ -82,3 +82,25 @@ def test_evaluate_writes_the_projector_files_under_logs_here_or_where_asked(make
     assert main([str(best), "--embeddings", str(tmp_path / "tb")]) == 0
     assert json.loads(capsys.readouterr().out)["embeddings"] == str(tmp_path / "tb")
     assert projector_files(tmp_path / "tb")["vectors"].shape == (500, 392)
+
+
+class Projector:
+    """A writer that keeps what ``add_embedding`` is handed."""
+
+    def add_embedding(self, codes, metadata, label_img, global_step, tag):
+        self.metadata = metadata
+
+    def flush(self):
+        pass
+
+
+def test_the_projector_names_a_folders_classes_by_their_names():
+    """Its legend colours ``cat`` and ``dog``, not 0 and 1; numbers where the data name none."""
+    from swwae.training.embeddings import write_embedding
+
+    net, projector = SWWAE(widths=[4]), Projector()
+    labels = torch.tensor([1, 0, 1])
+    assert write_embedding(projector, net, torch.rand(3, 1, 28, 28), labels, names=("cat", "dog\tcat")) == 3
+    assert projector.metadata == ["dog cat", "cat", "dog cat"]  # a tab would split the metadata file's row
+    write_embedding(projector, net, torch.rand(3, 1, 28, 28), labels)
+    assert projector.metadata == ["1", "0", "1"]

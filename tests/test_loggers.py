@@ -318,5 +318,93 @@ def test_a_resumed_run_continues_its_newest_tensorboard_version(tmp_path, target
     for version in ("version_0", "version_3", "version_x"):
         (tmp_path / RUN / version).mkdir(parents=True)
     node = OmegaConf.create({"tb": {"_target_": target, "save_dir": str(tmp_path), "name": RUN}})
-    assert [logger.version for logger in build_loggers(node, resuming=True)] == [3]
-    assert [logger.version for logger in build_loggers(node, resuming=False)] == [4]  # a fresh run: a new version
+    assert [logger.version for logger in build_loggers(node, resumed={"global_step": 5})] == [3]
+    assert [logger.version for logger in build_loggers(node, resumed=None)] == [4]  # a fresh run: a new version
+
+
+def test_a_resumed_run_writes_on_in_its_csv_file_from_the_step_it_continues(tmp_path):
+    """One metrics.csv holds the whole run: not a new version, nor the old file deleted by
+    Lightning's writer; rows the interrupted process wrote after its checkpoint go (logged again)."""
+    from omegaconf import OmegaConf
+
+    from swwae.training.composing import build_loggers
+
+    folder = tmp_path / RUN / "version_0"
+    folder.mkdir(parents=True)
+    (folder / "metrics.csv").write_text("epoch,step,train/loss_step,val/acc\n0,9,2.2,\n1,63,,0.8\n2,69,0.7,\n")
+    node = OmegaConf.create({"csv": {"_target_": "lightning.pytorch.loggers.CSVLogger", "save_dir": str(tmp_path)}})
+    node.csv.name = RUN
+    [logger] = build_loggers(node, resumed={"global_step": 66})
+    assert logger.version == 0
+    logger.log_metrics({"train/loss_step": 0.6, "lr": 0.001}, step=69)
+    logger.save()
+    with open(folder / "metrics.csv", newline="") as file:
+        rows = list(csv.DictReader(file))
+    assert [(row["step"], row["train/loss_step"], row["val/acc"], row["lr"]) for row in rows] == [
+        ("9", "2.2", "", ""),
+        ("63", "", "0.8", ""),
+        ("69", "0.6", "", "0.001"),
+    ]
+
+
+@pytest.mark.extra("mlflow")
+def test_a_resumed_run_logs_on_into_the_mlflow_run_its_checkpoint_names(tmp_path, request):
+    """Not a second MLflow run of the same name beside the first, left FAILED with half the curves;
+    a new run where the store does not hold the checkpoint's (another MLFLOW_TRACKING_URI)."""
+    from lightning.pytorch.loggers import MLFlowLogger
+    from mlflow import MlflowClient
+    from omegaconf import OmegaConf
+
+    from swwae.training.callbacks import TRACKER_RUNS_KEY, tracker_runs
+    from swwae.training.composing import build_loggers
+
+    uri = empty_mlflow_db(request, tmp_path)
+    first = MLFlowLogger(experiment_name="swwae", run_name=RUN, tracking_uri=uri, artifact_location=str(tmp_path))
+    first.log_metrics({"val/acc": 0.5}, step=31)
+    first.finalize("failed")  # pre-empted
+    checkpoint = {"global_step": 40, TRACKER_RUNS_KEY: tracker_runs([first])}
+    node = OmegaConf.create(
+        {"mlflow": {"_target_": "lightning.pytorch.loggers.MLFlowLogger", "tracking_uri": uri, "run_name": RUN}}
+    )
+    [logger] = build_loggers(node, resumed=checkpoint)
+    assert logger.run_id == first.run_id
+    assert MlflowClient(uri).get_run(first.run_id).info.status == "RUNNING"
+    checkpoint[TRACKER_RUNS_KEY] = {"mlflow": "0" * 32}  # not in this store
+    [logger] = build_loggers(node, resumed=checkpoint)
+    assert logger.run_id not in (first.run_id, "0" * 32)
+
+
+def test_the_hparams_table_holds_the_data_settings_and_the_model_chosen_not_target(tmp_path):
+    """A semi-supervised sweep's rows differ in data.num_labels: the table must show it."""
+    from lightning.pytorch.loggers import TensorBoardLogger
+    from tensorboard.plugins.hparams import plugin_data_pb2
+
+    from swwae.training.callbacks import log_final
+
+    logger = TensorBoardLogger(tmp_path, name=RUN, default_hp_metric=False)
+    run_config = {
+        "model": {"_target_": "swwae.training.module.SWWAEModule", "lr": 0.002},
+        "data": {"_target_": "swwae.training.data.MNISTSample", "num_labels": 100},
+    }
+    summary = {"model": "swwae_soft", "data": "mnist_sample", "arch": "(4)3c-2p-10fc", "metrics": {"test/acc": 0.5}}
+    log_final([logger], run_config, 1, summary, step=10)
+    acc = EventAccumulator(str(next(tmp_path.rglob("events.out.tfevents.*"))))
+    acc.Reload()
+    contents = acc.PluginTagToContent("hparams").values()
+    [start] = [
+        p.session_start_info
+        for p in map(plugin_data_pb2.HParamsPluginData.FromString, contents)
+        if p.HasField("session_start_info")
+    ]
+    columns = {
+        name: value.WhichOneof("kind") and getattr(value, value.WhichOneof("kind"))
+        for name, value in start.hparams.items()
+    }
+    assert columns == {
+        "lr": 0.002,
+        "data/num_labels": 100,
+        "seed": 1,
+        "model": "swwae_soft",
+        "data": "mnist_sample",
+        "arch": "(4)3c-2p-10fc",
+    }

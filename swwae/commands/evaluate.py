@@ -95,7 +95,7 @@ def evaluate(
     if embeddings:
         labels = getattr(datamodule, f"{split}_y")[:EMBEDDED_IMAGES]
         with SummaryWriter(str(embeddings)) as writer:
-            write_embedding(writer, module.net, embedded, labels)
+            write_embedding(writer, module.net, embedded, labels, names=tuple(getattr(datamodule, "class_names", ())))
     return result
 
 

@@ -24,6 +24,7 @@ the ``wandb login`` entry in ``~/.netrc``).
 
 from __future__ import annotations
 
+import csv
 import logging
 import netrc
 import os
@@ -33,13 +34,15 @@ import time
 from collections.abc import Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from functools import partial
+from pathlib import Path
 from urllib.parse import urlparse
 
 import lightning as L
 import numpy as np
 import torch
 from lightning.pytorch.callbacks import DeviceStatsMonitor, LearningRateMonitor, ProgressBar, TQDMProgressBar
-from lightning.pytorch.loggers import Logger, MLFlowLogger, TensorBoardLogger, WandbLogger
+from lightning.pytorch.loggers import CSVLogger, Logger, MLFlowLogger, TensorBoardLogger, WandbLogger
+from lightning.pytorch.utilities import rank_zero_only
 from lightning.pytorch.utilities.model_helpers import is_overridden
 from omegaconf import OmegaConf
 from torch import Tensor
@@ -49,6 +52,8 @@ from swwae.training.callback_settings import parse_callback
 from swwae.training.runs.identity import IDENTITY_KEY
 
 log = logging.getLogger(__name__)
+
+TRACKER_RUNS_KEY = "swwae_tracker_runs"  # in every checkpoint: tracker_runs
 
 # helpers
 
@@ -128,6 +133,64 @@ def log_config(logger: Logger, params: dict) -> None:
     logger.log_hyperparams(params)
 
 
+def tracker_runs(loggers: list) -> dict[str, str]:
+    """The runs the trackers opened for this run (``{"mlflow": <run id>}``), which every checkpoint
+    keeps so that the run, resumed, goes on logging into the same ones (``mlflow_run_to_continue``)."""
+    ids = [logger.run_id for logger in loggers if isinstance(logger, MLFlowLogger) and logger.run_id]
+    return {"mlflow": ids[0]} if ids else {}
+
+
+def mlflow_run_to_continue(node: Mapping, checkpoint: Mapping) -> str | None:
+    """The MLflow run that logged ``checkpoint``, reopened (RUNNING again), for the run that continues
+    from it: else its curves would restart in a second run of the same name, the first left FAILED
+    with half of them. None (a new run) where the checkpoint names none, or the store ``node`` logs to
+    does not hold it (another ``MLFLOW_TRACKING_URI``, a deleted run)."""
+    run_id = (checkpoint.get(TRACKER_RUNS_KEY) or {}).get("mlflow")
+    if not isinstance(run_id, str):  # a checkpoint from an older swwae, or not one of ours
+        return None
+    from mlflow.exceptions import MlflowException
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=node.get("tracking_uri"))
+    try:
+        if client.get_run(run_id).info.lifecycle_stage != "active":
+            return None
+        client.update_run(run_id, status="RUNNING")
+    except MlflowException:
+        return None
+    return run_id
+
+
+def continue_csv(logger: CSVLogger, step: int) -> None:
+    """A resumed run's CSV logger (of its newest version: ``build_loggers``) writes on in the
+    ``metrics.csv`` it finds, so that one file holds the whole run; Lightning's writer would delete
+    it. The rows written at or after ``step`` (the checkpoint's: a process killed after its last
+    save) go: the resumed run logs those steps again."""
+    if rank_zero_only.rank != 0:  # the one process that writes the file
+        return
+    path = Path(logger.log_dir) / "metrics.csv"
+    try:
+        with path.open(newline="") as file:
+            reader = csv.DictReader(file)
+            rows = [row for row in reader if not _at_or_after(row.get("step"), step)]
+            columns = sorted(reader.fieldnames or [])
+    except FileNotFoundError:
+        return
+    writer = logger.experiment  # deletes the file
+    writer.metrics_keys = columns
+    with path.open("w", newline="") as file:
+        table = csv.DictWriter(file, fieldnames=columns)
+        table.writeheader()
+        table.writerows(rows)
+
+
+def _at_or_after(value: str | None, step: int) -> bool:
+    try:
+        return int(float(value)) >= step
+    except (TypeError, ValueError):
+        return False
+
+
 def log_summary(logger: Logger, params: dict, metrics: dict[str, float], step: int) -> None:
     """The final metrics, as ``hp/<metric>``; TensorBoard's hparams table pairs them with
     ``params`` (the other loggers got the whole run config from ``log_config``)."""
@@ -188,12 +251,21 @@ def job_callbacks(
     return callbacks
 
 
-def log_final(loggers: list, model: Mapping, seed: int | None, summary: dict, step: int) -> None:
+def log_final(loggers: list, run_config: Mapping, seed: int | None, summary: dict, step: int) -> None:
     """The final metrics to every logger (TensorBoard's hparams table, MLflow, W&B, CSV), with
-    the model's resolved settings, the seed, the data and the network as its params."""
-    hparams = dict(model) | {"seed": seed, "data": summary["data"], "arch": summary["arch"]}
+    ``table_params`` as their params."""
+    hparams = table_params(run_config.get("model") or {}, run_config.get("data") or {}, seed, summary)
     for logger in loggers:
         log_summary(logger, hparams, summary["metrics"], step=step)
+
+
+def table_params(model: Mapping, data: Mapping, seed: int | None, summary: dict) -> dict:
+    """The hparams table's columns: the model's settings, the data's (``data/num_labels``: the rows
+    of a semi-supervised sweep differ there), the seed, the model and data chosen and the network.
+    Not the classes the settings build (``_target_``): a column that says nothing."""
+    settings = {k: v for k, v in model.items() if k != "_target_"}
+    settings |= {f"data/{k}": v for k, v in data.items() if k != "_target_"}
+    return settings | {"seed": seed, "model": summary.get("model"), "data": summary["data"], "arch": summary["arch"]}
 
 
 def register_tracker_resolvers() -> None:
@@ -300,7 +372,8 @@ def _paint(rows: dict, size: tuple[int, int], loggers: list[Logger], epoch: int)
 class SaveRunConfig(L.Callback):
     """Store the resolved run config, and the run's identity (``swwae.training.runs``), in every
     checkpoint, so that the scripts can rebuild the data and the model from the checkpoint alone
-    and a later run can tell whether the checkpoint is its own."""
+    and a later run can tell whether the checkpoint is its own; and the trackers' runs
+    (``tracker_runs``), which the run, resumed, goes on logging into."""
 
     def __init__(self, stored: dict, identity: dict | None = None):
         self.stored, self.identity = stored, identity  # data to store, as the job resolved it once
@@ -309,6 +382,8 @@ class SaveRunConfig(L.Callback):
         checkpoint["swwae_config"] = self.stored
         if self.identity is not None:
             checkpoint[IDENTITY_KEY] = self.identity
+        if runs := tracker_runs(trainer.loggers):
+            checkpoint[TRACKER_RUNS_KEY] = runs
 
 
 class LogRunConfig(L.Callback):

@@ -221,23 +221,32 @@ def build_all(nodes: Mapping | None) -> list:
 
 
 def latest_version(save_dir: str, name: str) -> int | None:
-    """The newest TensorBoard version folder of this run, so a resumed run continues its curves."""
+    """The newest version folder of this run (TensorBoard's, CSV's), so a resumed run continues its curves."""
     root = Path(save_dir) / name
     versions = [int(p.name.split("_")[1]) for p in root.glob("version_*") if p.name.split("_")[1].isdigit()]
     return max(versions) if versions else None
 
 
-def build_loggers(configured: Mapping | None, resuming: bool) -> list:
-    """The loggers of the config's ``logger`` section; a resumed run's TensorBoard logger
-    continues its newest version. A logger set to null is switched off (``logger.csv=null``)."""
+def build_loggers(configured: Mapping | None, resumed: Mapping | None) -> list:
+    """The loggers of the config's ``logger`` section. A resumed run (``resumed``: the checkpoint
+    it continues) continues its curves where they are: TensorBoard's and CSV's newest version,
+    the MLflow run that logged the checkpoint (``swwae.training.callbacks``: ``continue_csv``,
+    ``mlflow_run_to_continue``). A logger set to null is switched off (``logger.csv=null``)."""
+    from swwae.training.callbacks import continue_csv, mlflow_run_to_continue
+
     loggers = []
     for logger in (configured or {}).values():
         if logger is None:
             continue
-        extra = {}
-        if resuming and is_tensorboard(logger.get("_target_")):
+        extra, kind = {}, str(logger.get("_target_") or "").rpartition(".")[2]
+        if resumed is not None and (is_tensorboard(kind) or kind == "CSVLogger"):
             extra["version"] = latest_version(logger.save_dir, logger.name)
-        loggers.append(build(logger, **extra))
+        if resumed is not None and kind == "MLFlowLogger":
+            extra["run_id"] = mlflow_run_to_continue(logger, resumed)
+        built = build(logger, **extra)
+        if resumed is not None and kind == "CSVLogger":
+            continue_csv(built, resumed.get("global_step", 0))
+        loggers.append(built)
     return loggers
 
 

@@ -29,13 +29,22 @@ def top_codes(net: SWWAE, images: Tensor, batch_size: int = 250) -> Tensor:
         return torch.cat([net.encode(x)[0][-1].flatten(1) for x in images.split(batch_size)])
 
 
-def write_embedding(writer, net: SWWAE, images: Tensor, labels: Tensor, *, step: int = 0, tag: str = TAG) -> int:
+def label_names(labels: Tensor, names: tuple[str, ...] = ()) -> list[str]:
+    """Each label as the projector's legend shows it: its class's name where the data name their
+    classes (a folder's: ``cat``, not ``0``), else its number; one line of the metadata file each."""
+    shown = [names[y] if 0 <= y < len(names) else str(y) for y in map(int, labels)]
+    return [" ".join(name.split()) or "?" for name in shown]  # a tab or line break would split the file's rows
+
+
+def write_embedding(
+    writer, net: SWWAE, images: Tensor, labels: Tensor, *, names: tuple[str, ...] = (), step: int = 0, tag: str = TAG
+) -> int:
     """Hand the projector the top whats of ``images`` (floats in [0, 1], on the network's
-    device), ``labels`` as metadata and the images as thumbnails; the number of points."""
+    device), ``labels`` (named by ``names``: ``label_names``) as metadata and the images as
+    thumbnails; the number of points."""
     codes = top_codes(net, images)
-    writer.add_embedding(
-        codes.cpu(), metadata=[str(int(y)) for y in labels], label_img=images.cpu(), global_step=step, tag=tag
-    )
+    metadata = label_names(labels, names)
+    writer.add_embedding(codes.cpu(), metadata=metadata, label_img=images.cpu(), global_step=step, tag=tag)
     writer.flush()
     return len(codes)
 
@@ -64,4 +73,5 @@ class Embeddings(L.Callback):
         images = data.images(split, count).to(module.device, module.dtype)
         labels = getattr(data, f"{split}_y")[:count]
         for logger in loggers:
-            write_embedding(logger.experiment, module.net, images, labels, step=trainer.global_step)
+            names = tuple(getattr(data, "class_names", ()))
+            write_embedding(logger.experiment, module.net, images, labels, names=names, step=trainer.global_step)

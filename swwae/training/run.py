@@ -230,13 +230,13 @@ def start_training(folder: RunFolder, job: Job, decision: Decision, logger_nodes
     """Every check passed and the run goes on: its loggers, the old run moved aside (a fresh
     start over it), a pre-empted epoch's position; the checkpoint it continues from, if any."""
     continuing = decision.action == "continue"
-    job.trainer.loggers = build_loggers(logger_nodes, resuming=continuing)  # Lightning reads them from fit on
+    path, checkpoint = folder.checkpoint(decision.checkpoint) if continuing else (None, None)
+    job.trainer.loggers = build_loggers(logger_nodes, resumed=checkpoint)  # Lightning reads them from fit on
     job.trainer.callbacks = for_the_loggers(job.trainer.callbacks, job.trainer.loggers)
     if decision.action == "start_over" and job.owns_run:  # only now touch what is on disk
         folder.move_aside()
     if not continuing:
         return None
-    path, checkpoint = folder.checkpoint(decision.checkpoint)
     if (position := mid_epoch_position(checkpoint)) is not None:
         job.datamodule.resume_at(*position)
         if job.owns_run and (means := mid_epoch_means(checkpoint)) is not None:  # every process's: one holds them
@@ -342,7 +342,7 @@ def report(folder: RunFolder, job: Job, spec: RunSpec, run_config: dict, metrics
     if trainer.is_global_zero:
         folder.write_metrics(summary)
         write_test_outcomes(folder.output_dir, job.module)
-        log_final(trainer.loggers, run_config["model"], spec.seed, summary, trainer.global_step)
+        log_final(trainer.loggers, run_config, spec.seed, summary, trainer.global_step)
         print(
             f"done: {spec.run_name}: {metrics_line(metrics, spec.optimized_metric)} "
             f"({metrics['train_time_s']:.0f} s) -> {spec.paths.output_dir}"
