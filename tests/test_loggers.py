@@ -372,6 +372,10 @@ def test_a_resumed_run_logs_on_into_the_mlflow_run_its_checkpoint_names(tmp_path
     checkpoint[TRACKER_RUNS_KEY] = {"mlflow": "0" * 32}  # not in this store
     [logger] = build_loggers(node, resumed=checkpoint)
     assert logger.run_id not in (first.run_id, "0" * 32)
+    for odd in (["x"], {"mlflow": {"a": 1}}, {"mlflow": "../x"}):  # a checkpoint's value is parsed, never trusted
+        checkpoint[TRACKER_RUNS_KEY] = odd
+        [logger] = build_loggers(node, resumed=checkpoint)
+        assert logger.run_id != first.run_id
 
 
 def test_the_hparams_table_holds_the_data_settings_and_the_model_chosen_not_target(tmp_path):

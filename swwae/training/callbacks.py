@@ -145,8 +145,9 @@ def mlflow_run_to_continue(node: Mapping, checkpoint: Mapping) -> str | None:
     from it: else its curves would restart in a second run of the same name, the first left FAILED
     with half of them. None (a new run) where the checkpoint names none, or the store ``node`` logs to
     does not hold it (another ``MLFLOW_TRACKING_URI``, a deleted run)."""
-    run_id = (checkpoint.get(TRACKER_RUNS_KEY) or {}).get("mlflow")
-    if not isinstance(run_id, str):  # a checkpoint from an older swwae, or not one of ours
+    runs = checkpoint.get(TRACKER_RUNS_KEY)
+    run_id = runs.get("mlflow") if isinstance(runs, Mapping) else None
+    if not (isinstance(run_id, str) and run_id.isalnum() and len(run_id) <= 64):  # an older swwae's, or not ours
         return None
     from mlflow.exceptions import MlflowException
     from mlflow.tracking import MlflowClient
