@@ -5,6 +5,7 @@ then trained, saved and loaded. Each registration is undone after its test."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -121,6 +122,38 @@ def test_a_registered_data_set_shows_in_the_registry_and_goes_again():
         assert entry.target == f"{__name__}.ToyDataModule"
         assert data_spec(entry.target) is entry and DATASETS["ToyDataModule"].load() is ToyDataModule
     assert "ToyDataModule" not in DATASETS and "toy" not in DATA_SETS
+
+
+def shadow(name: str) -> PoolMode:
+    """A mode whose one setting is called ``name``."""
+    return PoolMode("shadow", ToyPool, "x", settings={name: Setting(1.0, "x")})
+
+
+def weighing(weight: str) -> LossTerm:
+    return LossTerm(weight, 0.0, "tv", "reconstruction", "x", total_variation)
+
+
+MODE = "pooling mode 'shadow': its setting"
+
+
+@pytest.mark.parametrize(
+    ("table", "entry", "line"),
+    [
+        (POOL_MODES, shadow("lr"), f"{MODE} lr is already model.lr (Adam's learning rate)"),
+        (POOL_MODES, shadow("beta"), f"{MODE} beta is already model.beta (the setting of pooling mode soft)"),
+        (POOL_MODES, shadow("lambda_m"), f"{MODE} lambda_m is already model.lambda_m (a loss term's weight)"),
+        (TERMS, weighing("dropout"), "loss term 'dropout': its weight dropout is already model.dropout"),
+        (TERMS, weighing("beta"), "loss term 'beta': its weight beta is already model.beta (the setting of"),
+    ],
+    ids=["mode-lr", "mode-other-mode", "mode-weight", "term-dropout", "term-mode-setting"],
+)  # fmt: skip
+def test_a_registered_setting_named_as_one_the_model_has_is_refused(table, entry, line):
+    """It would replace that setting (its type, default and bounds) in every run, silently."""
+    with table.registered(entry), pytest.raises(ConfigError, match=f"^{re.escape(line)}.*: give it a name of its own$"):
+        model_settings()
+    shared = PoolMode("shared", ToyPool, "x", settings={"beta": POOL_MODES["soft"].settings["beta"]})
+    with POOL_MODES.registered(shared):
+        assert "beta" in model_settings().model_fields  # declared as the mode soft does: one setting
 
 
 # each, set from the command line, checked before the run, trained, saved and loaded
