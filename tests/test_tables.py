@@ -124,6 +124,24 @@ def test_a_registered_data_set_shows_in_the_registry_and_goes_again():
     assert "ToyDataModule" not in DATASETS and "toy" not in DATA_SETS
 
 
+class Poolless(Pool):
+    """A lab's class that forgot ``pool``."""
+
+
+@pytest.mark.parametrize(
+    ("cls", "line"),
+    [
+        (Poolless, "Poolless defines no pool(x), which returns (what, where): a Pool subclass implements it"),
+        (torch.nn.MaxPool2d, "'MaxPool2d' is no Pool subclass (swwae.pooling.Pool)"),
+    ],
+    ids=["no-pool", "no-Pool"],
+)
+def test_a_registered_class_that_cannot_pool_is_one_line_before_a_network_is_built(cls, line):
+    """Not Pool's bare NotImplementedError from the model's first batch."""
+    with POOL_MODES.registered(PoolMode("broken", cls, "x")), pytest.raises(TypeError, match=re.escape(line)):
+        make_pool("broken", channels=3)
+
+
 def shadow(name: str) -> PoolMode:
     """A mode whose one setting is called ``name``."""
     return PoolMode("shadow", ToyPool, "x", settings={name: Setting(1.0, "x")})
