@@ -6,6 +6,7 @@ then trained, saved and loaded. Each registration is undone after its test."""
 from __future__ import annotations
 
 import re
+import warnings
 from pathlib import Path
 
 import pytest
@@ -201,6 +202,16 @@ def config_dir(tmp_path: Path) -> Path:
     (folder / "data").mkdir(parents=True)
     (folder / "data" / "toy.yaml").write_text("defaults:\n  - /settings/data@_here_: toy\n")
     return folder
+
+
+def test_the_config_of_a_registered_data_set_composes_without_hydras_schema_warning(tmp_path):
+    """The config architecture.md asks for (``data/<name>.yaml``) meets the node stored for the
+    set under the same name: the file wins, and Hydra's four-line deprecation warning is not shown."""
+    with DATA_SETS.registered(TOY_DATA), warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        cfg = compose_config(tmp_path, [f"hydra.searchpath=[file://{config_dir(tmp_path)}]", "data=toy"])
+    assert cfg.data.val_size == 16 and cfg.data._target_.endswith("ToyDataModule")
+    assert not [w for w in caught if "ConfigStore schema" in str(w.message)]
 
 
 @pytest.mark.slow
