@@ -175,6 +175,25 @@ def test_a_registered_setting_named_as_one_the_model_has_is_refused(table, entry
         assert "beta" in model_settings().model_fields  # declared as the mode soft does: one setting
 
 
+def test_a_network_of_a_mode_not_registered_here_says_to_load_its_plugin(tmp_path):
+    """A run of a lab's own mode read without its plugin: not 'not written by swwae' (its mode's
+    settings unknown) nor an unknown model.pool_mode, but which mode, and what to load."""
+    from swwae.checkpoint_file import network_of
+    from swwae.errors import CheckpointError
+    from swwae.model import SWWAE
+
+    with POOL_MODES.registered(TOY_MODE):
+        swwae.save_pretrained(
+            SWWAE.from_settings({"widths": [4], "pool_mode": "toy", "gain": 3.0}, (1, 8, 8), 2), tmp_path / "m"
+        )
+    line = "was trained with the pooling mode 'toy', which is not registered here (hard, soft, "
+    with pytest.raises(CheckpointError, match=f"^model folder {tmp_path / 'm'} {re.escape(line)}.*SWWAE_PLUGINS"):
+        swwae.load(tmp_path / "m")
+    checkpoint = {"hyper_parameters": {"widths": [4], "pool_mode": "toy", "gain": 3.0}, "state_dict": {}}
+    with pytest.raises(CheckpointError, match=f"^checkpoint x.ckpt {re.escape(line)}"):
+        network_of(checkpoint, "x.ckpt")
+
+
 # each, set from the command line, checked before the run, trained, saved and loaded
 
 
