@@ -40,6 +40,7 @@ from swwae.model import SWWAE
 from swwae.pretrained import (
     FLOAT_DTYPES,
     KEPT_DTYPES,
+    check_pool_mode,
     check_tensors,
     meta_kinds,
     run_checkpoint_hint,
@@ -215,6 +216,7 @@ def network_of(checkpoint: dict, path="checkpoint") -> SWWAE:
     entries) held to the network's names, shapes and dtypes (on the meta device, before
     anything is allocated), then loaded."""
     state = {k.removeprefix("net."): v for k, v in checkpoint["state_dict"].items() if k.startswith("net.")}
+    check_pool_mode(checkpoint["hyper_parameters"], f"checkpoint {path}")
     build = network_builder(checkpoint)
     try:
         expected = meta_kinds(build)

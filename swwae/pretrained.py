@@ -362,6 +362,22 @@ def read_config(folder: Path) -> dict:
     }
 
 
+def check_pool_mode(settings: Mapping, source: str) -> None:
+    """A stored network's pooling mode is one registered here. A run made with a lab's own mode
+    and read where its plugin is not loaded would otherwise read as a file swwae did not write
+    (its mode's settings unknown) or a bad setting; CheckpointError (one line) saying what to load."""
+    from swwae.plugins import ENVIRONMENT, GROUP
+    from swwae.pooling.modes import POOL_MODES
+
+    mode = settings.get("pool_mode")
+    if isinstance(mode, str) and mode not in POOL_MODES:
+        raise CheckpointError(
+            f"{source} was trained with the pooling mode {mode[:80]!r}, which is not registered here "
+            f"({', '.join(POOL_MODES)}): load the lab's plugin that registers it ({ENVIRONMENT}=<module>, "
+            f"or its package's {GROUP} entry point)"
+        )
+
+
 def meta_kinds(build: Callable[[], torch.nn.Module]) -> dict[str, tuple[tuple[int, ...], str]]:
     """(shape, dtype name) of each tensor of the module ``build()`` makes, built on the meta
     device: nothing allocated, whatever the settings ask for."""
@@ -477,6 +493,7 @@ class Pretrained:
         folder raises ``CheckpointError`` (one line)."""
         folder = Path(folder)
         config = read_config(folder)
+        check_pool_mode(config, f"model folder {folder}")
         known = cls.setting_names()
         unknown = sorted(set(config) - known - set(META_KEYS))
         if unknown:

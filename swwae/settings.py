@@ -239,12 +239,41 @@ def pool_settings() -> dict[str, Setting]:
     return {name: s for mode in POOL_MODES.values() for name, s in mode.settings.items()}
 
 
+def check_model_names() -> None:
+    """Every mode's setting and every term's weight is a key of its own in the model section:
+    one named as a network or training setting (``lr``), as a term's weight, or as another mode's
+    setting declared otherwise would replace that setting's type, default and bounds for every
+    run, silently. ConfigError (one line) naming the registered part and whose the name is."""
+    fixed = {**NetworkSettings.model_fields, **TrainingSettings.model_fields}
+    owners: dict[str, tuple[str, Setting | None]] = {name: (f.description, None) for name, f in fixed.items()}
+    claims = [
+        (
+            mode.name in POOL_MODES.shipped,
+            f"pooling mode {mode.name!r}: its setting",
+            name,
+            setting,
+            f"the setting of pooling mode {mode.name}",
+        )
+        for mode in POOL_MODES.values()
+        for name, setting in mode.settings.items()
+    ]
+    claims += [
+        (t.weight in TERMS.shipped, f"loss term {t.weight!r}: its weight", t.weight, None, "a loss term's weight")
+        for t in TERMS.values()
+    ]
+    for _, part, name, setting, whose in sorted(claims, key=lambda claim: not claim[0]):  # shipped ones first
+        owner, declared = owners.setdefault(name, (whose, setting))
+        if owner != whose and (setting is None or declared != setting):
+            raise ConfigError(f"{part} {name} is already model.{name} ({owner}): give it a name of its own")
+
+
 def weight_field(term) -> tuple[Any, Any]:
     return finite_number(ge=0), number(term.default, f"weight of the {term.description}")
 
 
 @functools.lru_cache(maxsize=8)
 def _model_settings(tables: tuple) -> type[Settings]:
+    check_model_names()
     fields = {name: pool_field(s) for name, s in pool_settings().items()}
     fields |= {t.weight: weight_field(t) for t in TERMS.values()}
     return create_model("ModelSettings", __base__=(TrainingSettings, NetworkSettings), **fields)

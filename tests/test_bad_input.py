@@ -154,3 +154,30 @@ def test_a_bad_value_in_a_sweep_stops_it_before_its_first_job(tmp_path):
         "error: trainer.max_epoch is not a setting; did you mean trainer.max_epochs?"
     ]
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("preset", "line"),
+    [
+        ("defaults:\n  - override /model: swwae_hrad\n", "model/swwae_hrad (named by a config's override /model)"),
+        ("defaults:\n  - /trainer@trainer: cuda\n", "trainer/cuda (named in the defaults of experiment/mine)"),
+    ],
+    ids=["override", "defaults"],
+)
+def test_a_missing_option_that_a_preset_names_is_one_line(tmp_path, preset, line):
+    """Not Hydra's dozen lines of choices and search path: the option, where it is named, the
+    nearest choice (or the choices)."""
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.errors import MissingConfigException
+
+    from helpers.config import compose_config
+    from swwae.commands.overrides import line_for
+
+    (tmp_path / "mine" / "experiment").mkdir(parents=True)
+    (tmp_path / "mine" / "experiment" / "mine.yaml").write_text(f"# @package _global_\n{preset}")
+    argv = [f"hydra.searchpath=[file://{tmp_path / 'mine'}]", "experiment=mine"]
+    with pytest.raises(MissingConfigException) as caught:
+        compose_config(tmp_path, argv)
+    GlobalHydra.instance().clear()
+    near = "did you mean swwae_hard?" if "model" in line else "the choices are: ddp, default, gpu"
+    assert line_for(caught.value, argv) == f"{line} is no {line.partition('/')[0]} config; {near}"

@@ -5,6 +5,8 @@ then trained, saved and loaded. Each registration is undone after its test."""
 
 from __future__ import annotations
 
+import re
+import warnings
 from pathlib import Path
 
 import pytest
@@ -123,6 +125,75 @@ def test_a_registered_data_set_shows_in_the_registry_and_goes_again():
     assert "ToyDataModule" not in DATASETS and "toy" not in DATA_SETS
 
 
+class Poolless(Pool):
+    """A lab's class that forgot ``pool``."""
+
+
+@pytest.mark.parametrize(
+    ("cls", "line"),
+    [
+        (Poolless, "Poolless defines no pool(x), which returns (what, where): a Pool subclass implements it"),
+        (torch.nn.MaxPool2d, "'MaxPool2d' is no Pool subclass (swwae.pooling.Pool)"),
+    ],
+    ids=["no-pool", "no-Pool"],
+)
+def test_a_registered_class_that_cannot_pool_is_one_line_before_a_network_is_built(cls, line):
+    """Not Pool's bare NotImplementedError from the model's first batch."""
+    with POOL_MODES.registered(PoolMode("broken", cls, "x")), pytest.raises(TypeError, match=re.escape(line)):
+        make_pool("broken", channels=3)
+
+
+def shadow(name: str) -> PoolMode:
+    """A mode whose one setting is called ``name``."""
+    return PoolMode("shadow", ToyPool, "x", settings={name: Setting(1.0, "x")})
+
+
+def weighing(weight: str) -> LossTerm:
+    return LossTerm(weight, 0.0, "tv", "reconstruction", "x", total_variation)
+
+
+MODE = "pooling mode 'shadow': its setting"
+
+
+@pytest.mark.parametrize(
+    ("table", "entry", "line"),
+    [
+        (POOL_MODES, shadow("lr"), f"{MODE} lr is already model.lr (Adam's learning rate)"),
+        (POOL_MODES, shadow("beta"), f"{MODE} beta is already model.beta (the setting of pooling mode soft)"),
+        (POOL_MODES, shadow("lambda_m"), f"{MODE} lambda_m is already model.lambda_m (a loss term's weight)"),
+        (TERMS, weighing("dropout"), "loss term 'dropout': its weight dropout is already model.dropout"),
+        (TERMS, weighing("beta"), "loss term 'beta': its weight beta is already model.beta (the setting of"),
+    ],
+    ids=["mode-lr", "mode-other-mode", "mode-weight", "term-dropout", "term-mode-setting"],
+)  # fmt: skip
+def test_a_registered_setting_named_as_one_the_model_has_is_refused(table, entry, line):
+    """It would replace that setting (its type, default and bounds) in every run, silently."""
+    with table.registered(entry), pytest.raises(ConfigError, match=f"^{re.escape(line)}.*: give it a name of its own$"):
+        model_settings()
+    shared = PoolMode("shared", ToyPool, "x", settings={"beta": POOL_MODES["soft"].settings["beta"]})
+    with POOL_MODES.registered(shared):
+        assert "beta" in model_settings().model_fields  # declared as the mode soft does: one setting
+
+
+def test_a_network_of_a_mode_not_registered_here_says_to_load_its_plugin(tmp_path):
+    """A run of a lab's own mode read without its plugin: not 'not written by swwae' (its mode's
+    settings unknown) nor an unknown model.pool_mode, but which mode, and what to load."""
+    from swwae.checkpoint_file import network_of
+    from swwae.errors import CheckpointError
+    from swwae.model import SWWAE
+
+    with POOL_MODES.registered(TOY_MODE):
+        swwae.save_pretrained(
+            SWWAE.from_settings({"widths": [4], "pool_mode": "toy", "gain": 3.0}, (1, 8, 8), 2), tmp_path / "m"
+        )
+    line = "was trained with the pooling mode 'toy', which is not registered here (hard, soft, "
+    with pytest.raises(CheckpointError, match=f"^model folder {tmp_path / 'm'} {re.escape(line)}.*SWWAE_PLUGINS"):
+        swwae.load(tmp_path / "m")
+    checkpoint = {"hyper_parameters": {"widths": [4], "pool_mode": "toy", "gain": 3.0}, "state_dict": {}}
+    with pytest.raises(CheckpointError, match=f"^checkpoint x.ckpt {re.escape(line)}"):
+        network_of(checkpoint, "x.ckpt")
+
+
 # each, set from the command line, checked before the run, trained, saved and loaded
 
 
@@ -150,6 +221,16 @@ def config_dir(tmp_path: Path) -> Path:
     (folder / "data").mkdir(parents=True)
     (folder / "data" / "toy.yaml").write_text("defaults:\n  - /settings/data@_here_: toy\n")
     return folder
+
+
+def test_the_config_of_a_registered_data_set_composes_without_hydras_schema_warning(tmp_path):
+    """The config architecture.md asks for (``data/<name>.yaml``) meets the node stored for the
+    set under the same name: the file wins, and Hydra's four-line deprecation warning is not shown."""
+    with DATA_SETS.registered(TOY_DATA), warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        cfg = compose_config(tmp_path, [f"hydra.searchpath=[file://{config_dir(tmp_path)}]", "data=toy"])
+    assert cfg.data.val_size == 16 and cfg.data._target_.endswith("ToyDataModule")
+    assert not [w for w in caught if "ConfigStore schema" in str(w.message)]
 
 
 @pytest.mark.slow

@@ -44,6 +44,8 @@ NO_CONFIG_DIR = re.compile(r"Additional config directory '(.+)' not found")
 GROUP_OVERRIDE = "Config group override must be a string or a list. Got "  # ... NoneType: group=null
 GROUP_SET_TO_NULL = f"{GROUP_OVERRIDE}NoneType"
 MISSING_KEY = re.compile(r"Interpolation key '([^']+)' not found")
+IN_CONFIG = re.compile(r"In '([^']+)': Could not find")  # Hydra: the config whose defaults name it
+PRIMARY = "train"  # the primary config, whose defaults list a preset's overrides change
 WHY_LIMIT = 200  # characters of a parser's or Hydra's reason (it may quote the input)
 
 # helpers
@@ -163,14 +165,35 @@ def missing_choice_line(err: MissingConfigException, argv: list[str]) -> str:
         if sep and name in value.split(","):  # one option, or one of a sweep's
             break
     else:
+        return missing_in_config_line(err)
+    return with_choices(f"{excerpt(arg)}: there is no {group} config {name}", name, err.options)
+
+
+def missing_in_config_line(err: MissingConfigException) -> str:
+    """'model/gian (named in the defaults of experiment/bad) is no model config; did you mean
+    gain?' for a group's option that a config file names (a preset of the user's own, most often),
+    where Hydra answers with its choices and the search path, a dozen lines; "" for a config that is
+    no group's option (Hydra's own report names it)."""
+    group, _, name = (err.missing_cfg_file or "").rpartition("/")
+    if not group or err.options is None:
         return ""
-    line = f"{excerpt(arg)}: there is no {group} config {name}"
-    if "/" in name or not err.options:  # a subfolder's option: Hydra lists the group's top level only
+    named_in = IN_CONFIG.match(str(err))
+    where = (
+        f"in the defaults of {named_in[1]}"
+        if named_in and named_in[1] != PRIMARY
+        else f"by a config's override /{group}"
+    )
+    return with_choices(f"{excerpt(group + '/' + name)} (named {where}) is no {group} config", name, err.options)
+
+
+def with_choices(line: str, name: str, options: list[str] | None) -> str:
+    """``line`` with the nearest of a group's ``options`` to ``name``, or the choices there are."""
+    if "/" in name or not options:  # a subfolder's option: Hydra lists the group's top level only
         return line
-    near = difflib.get_close_matches(name, err.options, n=1, cutoff=0.6)
+    near = difflib.get_close_matches(name, options, n=1, cutoff=0.6)
     if near:
         return f"{line}; did you mean {near[0]}?"
-    return f"{line}; the choices are: {', '.join(sorted(err.options))}"
+    return f"{line}; the choices are: {', '.join(sorted(options))}"
 
 
 def null_group_line(argv: list[str]) -> str:

@@ -189,6 +189,20 @@ def __getattr__(name: str):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
+def check_pool_class(mode: str, cls: object) -> type[Pool]:
+    """``cls``, if it can pool: a ``Pool`` subclass with its own ``pool``. A mode's entry may
+    name any class (a lab's own), and one without ``pool`` would build and then fail on the
+    model's first batch with Pool's bare NotImplementedError; TypeError (one line) naming it."""
+    if not (isinstance(cls, type) and issubclass(cls, Pool)):
+        raise TypeError(f"{mode} pooling: {getattr(cls, '__name__', cls)!r} is no Pool subclass (swwae.pooling.Pool)")
+    if cls.pool is Pool.pool:
+        raise TypeError(
+            f"{mode} pooling: {cls.__name__} defines no pool(x), which returns (what, where): "
+            "a Pool subclass implements it"
+        )
+    return cls
+
+
 def make_pool(
     mode: str,
     channels: int | None = None,
@@ -205,7 +219,7 @@ def make_pool(
 
     ValueError (one line) for an unknown mode, a bad setting, a number of channels the class
     needs and is not given, or a stride or padding that a class without them is given; TypeError
-    for a setting that no mode of the table declares."""
+    for a setting that no mode of the table declares, or a class that cannot pool."""
     entry = POOL_MODES.entry(mode, "mode")
     declared = {name for other in POOL_MODES.values() for name in other.settings}
     if unknown := sorted(set(settings) - declared):
@@ -213,7 +227,7 @@ def make_pool(
             f"make_pool got {unknown[0]!r}, a setting of no pooling mode; the modes' settings: "
             + (", ".join(sorted(declared)) or "none")
         )
-    cls = entry.load()
+    cls = check_pool_class(mode, entry.load())
     parameters = inspect.signature(cls).parameters
     takes_any = any(p.kind == p.VAR_KEYWORD for p in parameters.values())
     chosen = entry.checked(settings)

@@ -48,7 +48,7 @@ from lightning_utilities.core.apply_func import apply_to_collection
 
 from swwae.checkpoint_file import read_checkpoint, verified, with_checksum
 from swwae.errors import CheckpointError, one_line
-from swwae.pretrained import check_tensors, meta_kinds, tensor_kinds
+from swwae.pretrained import check_pool_mode, check_tensors, meta_kinds, tensor_kinds
 from swwae.training.callbacks import skip_empty_hooks
 from swwae.training.composing import build
 from swwae.training.folders import write_failed
@@ -67,6 +67,7 @@ def load_model(path) -> tuple[SWWAEModule, dict]:
     """(module in eval mode, the run config stored by ``SaveRunConfig``)."""
     checkpoint = read_checkpoint(path)
     settings = plain_settings(checkpoint["hyper_parameters"], "model", f"checkpoint {path}")
+    check_pool_mode(settings, f"checkpoint {path}")
     try:
         expected = meta_kinds(lambda: SWWAEModule(**settings))
     except (TypeError, RuntimeError, KeyError, ValueError, ArithmeticError) as err:  # UserError is a ValueError

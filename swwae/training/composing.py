@@ -30,6 +30,7 @@ so that an explicit ``optimized_metric=...`` still wins, and sweepers (Optuna's
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from importlib.resources import files
@@ -114,6 +115,10 @@ def store_settings() -> None:
     from swwae.training.callback_settings import CALLBACKS
     from swwae.training.run_settings import PathSettings, RunSettings
 
+    # a lab's data/<name>.yaml (its registered set's config, docs/architecture.md) meets the node
+    # stored below: Hydra merges the file onto it, as a config's own defaults would, and warns in
+    # four lines, twice, of a deprecated match; the same config either way
+    warnings.filterwarnings("ignore", SCHEMA_MATCH)
     tables = tuple((name, id(entry)) for table in (POOL_MODES, TERMS, DATA_SETS) for name, entry in table.items())
     if tables == _stored_for:  # the nodes follow the tables: stored again only when one changed
         return
@@ -131,6 +136,7 @@ def store_settings() -> None:
     _stored_for = tables
 
 
+SCHEMA_MATCH = r"\s*'data/[^']+' is validated against ConfigStore schema with the same name"  # Hydra's warning
 _stored_for: tuple = ()  # the tables' entries when store_settings last stored their nodes
 
 
