@@ -102,6 +102,8 @@ def test_a_data_target_that_is_not_a_shipped_data_set_is_refused_naming_it(targe
     with pytest.raises(CheckpointError, match="is not one that swwae ships") as caught:
         data_spec(target, "checkpoint x.ckpt")
     assert str(target)[:40] in str(caught.value)
+    hint = "a lab's own data set is found once its plugin is loaded (SWWAE_PLUGINS=<module>, or its package's"
+    assert str(caught.value).endswith(f"{hint} swwae.plugins entry point)")
 
 
 def test_every_shipped_data_set_is_found_by_its_current_and_its_old_path():

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 from swwae.datasets import BY_CLASS
 from swwae.errors import CheckpointError
+from swwae.plugins import ENVIRONMENT, GROUP
 
 
 @dataclass(frozen=True)
@@ -69,8 +70,15 @@ def shipped(target: object, table: Mapping, modules: tuple[str, ...], what: str,
 
 
 def data_spec(target: object, source: str = "the config") -> Shipped:
-    """The shipped data set that a ``data._target_`` names (CheckpointError if none)."""
-    return shipped(target, DATASETS, DATA_MODULES, "the data class", source)
+    """The shipped or registered data set that a ``data._target_`` names (CheckpointError if none,
+    saying how a lab's own set is registered: a run of one, read where its plugin is not loaded)."""
+    try:
+        return shipped(target, DATASETS, DATA_MODULES, "the data class", source)
+    except CheckpointError as err:
+        raise CheckpointError(
+            f"{err}; a lab's own data set is found once its plugin is loaded ({ENVIRONMENT}=<module>, or its "
+            f"package's {GROUP} entry point)"
+        ) from None
 
 
 def plain_settings(settings: Mapping, section: str, source: str) -> dict:
