@@ -264,3 +264,32 @@ def test_noisy_inputs_are_reconstructed_into_the_clean_images_and_clean_features
         clean = module.net.encode(x)[0][0]  # no noise, no dropout
     assert torch.equal(seen["middle"][0], clean) and not seen["middle"][0].requires_grad
     assert not torch.equal(seen["out"].whats[0].detach(), clean)  # the training pass saw noise
+
+
+def test_the_nll_warmup_counts_epochs_in_optimiser_steps_under_gradient_accumulation():
+    """Accumulating 2 batches a step, a warm-up of one epoch reaches full weight at the epoch's
+    last step (counted in batches, it stood at half weight there)."""
+    from swwae.training.module import SWWAEModule
+
+    torch.manual_seed(0)
+    data = MNISTSampleDataModule(batch_size=32, num_labels=100, labelled_per_batch=8)
+    module = SWWAEModule(widths=[4], lambda_nll=1.0, nll_warmup_epochs=1.0)
+    weights, losses = [], module.losses
+
+    def recording(*args):
+        weights.append(module.nll_weight())
+        return losses(*args)
+
+    module.losses = recording
+    trainer = L.Trainer(
+        max_epochs=1,
+        limit_train_batches=4,
+        limit_val_batches=0,
+        accumulate_grad_batches=2,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+    )
+    trainer.fit(module, data)
+    assert weights == pytest.approx([0.5, 0.5, 1.0, 1.0])
