@@ -148,6 +148,18 @@ def test_the_default_monitor_of_a_model_without_a_classifier_is_its_reconstructi
     assert (cfg.optimized_metric, cfg.optimized_mode) == ("val/recon_mse", "min")
 
 
+def test_a_loss_weight_a_model_config_leaves_out_is_its_default_for_the_head_and_the_monitor():
+    """The loss weighs lambda_nll and lambda_rec 1 where a flat model config leaves them out: the
+    network gets its head, and the monitor follows what it trains."""
+    from swwae.model import SWWAE
+    from swwae.training.composing import default_monitor
+
+    assert SWWAE.from_settings({"widths": [4]}, (1, 28, 28)).classifier is not None
+    assert default_monitor({"widths": [4]}, {"num_labels": 100}) == "val/acc"
+    assert default_monitor({"widths": [4], "lambda_nll": 1.0}, {}) == "val/recon_mse"
+    assert default_monitor({"widths": [4], "lambda_rec": 0.0, "lambda_m": 0.0}, {}) == "val/acc"
+
+
 def test_stl10_with_its_unlabelled_images_is_semi_supervised_too(make_config):
     assert make_config("data=stl10").optimized_metric == "val/acc"
     assert make_config("data=stl10", "data.unlabelled=false").optimized_metric == "val/recon_mse"
