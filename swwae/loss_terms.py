@@ -77,6 +77,13 @@ def loss_weights(settings: Mapping) -> dict[str, float]:
     return {t.weight: float(settings.get(t.weight, t.default)) for t in TERMS.values()}
 
 
+def weight_of(settings: Mapping, weight: str) -> float:
+    """A flat model config's ``weight``, the term's default where the config has none, as the
+    loss weighs it. (Read as 0 there, a model config without ``lambda_nll`` got no head from
+    ``SWWAE.from_settings`` and a semi-supervised run was monitored by ``val/recon_mse``.)"""
+    return float(settings.get(weight, TERMS[weight].default) or 0)
+
+
 def trains_reconstruction(settings: Mapping) -> bool:
     """Whether a flat model config weighs any reconstruction term above 0."""
-    return any(float(settings.get(t.weight, 0) or 0) > 0 for t in TERMS.values() if t.trains == "reconstruction")
+    return any(weight_of(settings, t.weight) > 0 for t in TERMS.values() if t.trains == "reconstruction")

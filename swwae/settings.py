@@ -41,7 +41,7 @@ from pydantic import (
 from swwae.arch import Arch, shorthand
 from swwae.arch import parse as parse_arch
 from swwae.errors import ConfigError, excerpt
-from swwae.loss_terms import TERMS, loss_weights
+from swwae.loss_terms import TERMS, loss_weights, weight_of
 from swwae.pooling.modes import POOL_MODES, PoolMode, Setting
 
 # the nonlinearities: config name -> the torch.nn layer (swwae.model builds it)
@@ -302,7 +302,7 @@ def trains_classifier(settings: Mapping) -> bool:
     """Whether a flat model config trains a classifier head: ``lambda_nll > 0`` and, when the
     network is written out (``arch``), an ``Nfc`` token in it. The one place this is decided:
     the network gets a head by it, the checkpoint monitor picks ``val/acc`` by it."""
-    if not float(settings.get("lambda_nll", 0) or 0) > 0:
+    if not weight_of(settings, "lambda_nll") > 0:
         return False
     return settings.get("arch") is None or parse_arch(settings["arch"]).classes is not None
 

@@ -148,6 +148,18 @@ def test_the_default_monitor_of_a_model_without_a_classifier_is_its_reconstructi
     assert (cfg.optimized_metric, cfg.optimized_mode) == ("val/recon_mse", "min")
 
 
+def test_a_loss_weight_a_model_config_leaves_out_is_its_default_for_the_head_and_the_monitor():
+    """The loss weighs lambda_nll and lambda_rec 1 where a flat model config leaves them out: the
+    network gets its head, and the monitor follows what it trains."""
+    from swwae.model import SWWAE
+    from swwae.training.composing import default_monitor
+
+    assert SWWAE.from_settings({"widths": [4]}, (1, 28, 28)).classifier is not None
+    assert default_monitor({"widths": [4]}, {"num_labels": 100}) == "val/acc"
+    assert default_monitor({"widths": [4], "lambda_nll": 1.0}, {}) == "val/recon_mse"
+    assert default_monitor({"widths": [4], "lambda_rec": 0.0, "lambda_m": 0.0}, {}) == "val/acc"
+
+
 def test_stl10_with_its_unlabelled_images_is_semi_supervised_too(make_config):
     assert make_config("data=stl10").optimized_metric == "val/acc"
     assert make_config("data=stl10", "data.unlabelled=false").optimized_metric == "val/recon_mse"
@@ -264,3 +276,32 @@ def test_noisy_inputs_are_reconstructed_into_the_clean_images_and_clean_features
         clean = module.net.encode(x)[0][0]  # no noise, no dropout
     assert torch.equal(seen["middle"][0], clean) and not seen["middle"][0].requires_grad
     assert not torch.equal(seen["out"].whats[0].detach(), clean)  # the training pass saw noise
+
+
+def test_the_nll_warmup_counts_epochs_in_optimiser_steps_under_gradient_accumulation():
+    """Accumulating 2 batches a step, a warm-up of one epoch reaches full weight at the epoch's
+    last step (counted in batches, it stood at half weight there)."""
+    from swwae.training.module import SWWAEModule
+
+    torch.manual_seed(0)
+    data = MNISTSampleDataModule(batch_size=32, num_labels=100, labelled_per_batch=8)
+    module = SWWAEModule(widths=[4], lambda_nll=1.0, nll_warmup_epochs=1.0)
+    weights, losses = [], module.losses
+
+    def recording(*args):
+        weights.append(module.nll_weight())
+        return losses(*args)
+
+    module.losses = recording
+    trainer = L.Trainer(
+        max_epochs=1,
+        limit_train_batches=4,
+        limit_val_batches=0,
+        accumulate_grad_batches=2,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+    )
+    trainer.fit(module, data)
+    assert weights == pytest.approx([0.5, 0.5, 1.0, 1.0])

@@ -22,6 +22,7 @@ from swwae.stored import plain
 from swwae.training.data.batching import EvaluationShare
 from swwae.training.nonfinite import LossWatch
 from swwae.training.term_means import ImageMean, TermMeans, float32_states
+from swwae.training.trainer_settings import steps_an_epoch
 
 
 def loggers_write_this_step(trainer: L.Trainer | None) -> bool:
@@ -135,11 +136,16 @@ class SWWAEModule(L.LightningModule):
     def nll_weight(self) -> float:
         """lambda_nll, ramped up linearly over the first ``nll_warmup_epochs`` of training (in
         fractions of an epoch, counting the step being taken): the reconstructions shape the
-        features before the classifier can fit its few labels. Full weight outside training."""
+        features before the classifier can fit its few labels. Full weight outside training.
+        The epoch is counted in optimiser steps (``global_step``), as many as its batches only
+        without ``accumulate_grad_batches``: counted in batches, accumulating 4 took 4 times the
+        epochs asked to reach full weight."""
         hp = self.hparams
         if not hp.nll_warmup_epochs or not self.training or self._trainer is None:
             return hp.lambda_nll
-        progress = (self.global_step + 1) / max(1, self.trainer.num_training_batches)
+        trainer = self.trainer
+        steps = steps_an_epoch(trainer.num_training_batches, trainer.accumulate_grad_batches)
+        progress = (self.global_step + 1) / max(1, steps)
         return hp.lambda_nll * min(1.0, progress / hp.nll_warmup_epochs)
 
     def losses(

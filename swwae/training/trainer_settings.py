@@ -387,12 +387,19 @@ def check_epoch(settings: CheckedTrainer, datamodule, world_size: int = 1) -> No
     check_first_validation(settings, epoch)
 
 
+def steps_an_epoch(batches: int, accumulate: int) -> int:
+    """The optimiser steps of an epoch of ``batches`` training batches whose gradients add up
+    ``accumulate`` at a time (``accumulate_grad_batches``): Lightning steps after every
+    ``accumulate``-th batch, and after the epoch's last one whatever its count."""
+    return math.ceil(batches / accumulate)
+
+
 def first_validation(settings: CheckedTrainer, epoch: int) -> tuple[int, int] | None:
     """(training batches, optimiser steps) before the run first validates, as Lightning counts
     them for an epoch of ``epoch`` batches; None when it depends on the clock."""
     interval, every = settings.val_check_interval, settings.check_val_every_n_epoch
     accumulate = settings.accumulate_grad_batches
-    steps_an_epoch = math.ceil(epoch / accumulate)  # the epoch's last batch always steps
+    per_epoch = steps_an_epoch(epoch, accumulate)
     if every is None:  # every `interval` batches, counted across epochs
         if not whole(interval):
             return None
@@ -407,7 +414,7 @@ def first_validation(settings: CheckedTrainer, epoch: int) -> tuple[int, int] | 
         else:  # a time: the clock decides
             return None
         done_epochs = every - 1
-    steps = done_epochs * steps_an_epoch + (steps_an_epoch if within >= epoch else within // accumulate)
+    steps = done_epochs * per_epoch + (per_epoch if within >= epoch else within // accumulate)
     return done_epochs * epoch + within, steps
 
 
@@ -418,8 +425,7 @@ def validates_at_step(settings: CheckedTrainer, epoch: int, step: int) -> bool:
     every = settings.check_val_every_n_epoch
     if every is None:
         return True
-    steps_an_epoch = math.ceil(epoch / settings.accumulate_grad_batches)
-    return ((step - 1) // steps_an_epoch + 1) % every == 0
+    return ((step - 1) // steps_an_epoch(epoch, settings.accumulate_grad_batches) + 1) % every == 0
 
 
 def check_first_validation(settings: CheckedTrainer, epoch: int) -> None:
