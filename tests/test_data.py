@@ -22,6 +22,7 @@ from lightning.fabric.utilities.data import _set_sampler_epoch
 
 from helpers.config import CONFIG_DIR
 from helpers.datasets import md5, write_cifar, write_mnist
+from helpers.steps import quiet_trainer
 from swwae.errors import ConfigError, DataError
 from swwae.splits import balanced_subset, stratified_split
 from swwae.training.data import CIFAR10DataModule, MNISTDataModule, MNISTSampleDataModule
@@ -386,10 +387,7 @@ def test_lightning_fit_uses_the_loaders(tmp_path):
 
     dm = MNISTSampleDataModule(batch_size=64, num_labels=100)
     probe = Probe()
-    trainer = lightning.Trainer(
-        max_epochs=2, limit_train_batches=2, limit_val_batches=1, logger=False, enable_checkpointing=False,
-        enable_progress_bar=False, enable_model_summary=False, default_root_dir=tmp_path,
-    )  # fmt: skip
+    trainer = quiet_trainer(max_epochs=2, limit_train_batches=2, limit_val_batches=1, default_root_dir=tmp_path)
     trainer.fit(probe, datamodule=dm)
     a, b = probe.first_labels
     assert not torch.equal(a, b)  # a new order each epoch

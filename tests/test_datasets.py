@@ -9,6 +9,7 @@ from hydra.utils import instantiate
 
 from helpers.config import CONFIG_DIR, compose_config
 from helpers.datasets import write_cifar, write_stl10, write_svhn
+from helpers.steps import quiet_trainer
 from swwae.datasets import DATA_SETS
 from swwae.errors import ConfigError, DataError
 from swwae.training import data
@@ -174,16 +175,8 @@ def test_augmentation_runs_on_training_batches_only_and_is_seeded(make_config):
     def run(augment: bool, seed: int = 0):
         dm = data.MNISTSampleDataModule(batch_size=16, augment=augment, seed=seed)
         probe = Record()
-        trainer = L.Trainer(
-            max_epochs=1,
-            limit_train_batches=2,
-            limit_val_batches=1,
-            logger=False,
-            enable_checkpointing=False,
-            enable_progress_bar=False,
-            enable_model_summary=False,
-            num_sanity_val_steps=0,
-            callbacks=[probe],
+        trainer = quiet_trainer(
+            max_epochs=1, limit_train_batches=2, limit_val_batches=1, num_sanity_val_steps=0, callbacks=[probe]
         )
         from swwae.training.module import SWWAEModule
 

@@ -13,7 +13,7 @@ import torch
 
 from helpers.config import MODEL_CONFIGS
 from helpers.faults import Crash, crash_at
-from helpers.steps import WITHOUT_A_TRAINER
+from helpers.steps import WITHOUT_A_TRAINER, quiet_trainer
 from swwae.errors import ConfigError
 from swwae.training.data import MNISTSampleDataModule
 from swwae.training.data.batching import UNLABELLED, LabelledBatchSampler, SemiSupervisedBatch, batch_loader
@@ -293,15 +293,6 @@ def test_the_nll_warmup_counts_epochs_in_optimiser_steps_under_gradient_accumula
         return losses(*args)
 
     module.losses = recording
-    trainer = L.Trainer(
-        max_epochs=1,
-        limit_train_batches=4,
-        limit_val_batches=0,
-        accumulate_grad_batches=2,
-        logger=False,
-        enable_checkpointing=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-    )
+    trainer = quiet_trainer(max_epochs=1, limit_train_batches=4, limit_val_batches=0, accumulate_grad_batches=2)
     trainer.fit(module, data)
     assert weights == pytest.approx([0.5, 0.5, 1.0, 1.0])
