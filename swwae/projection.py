@@ -50,10 +50,13 @@ def encode_to(net: SWWAE, x: Tensor, stage: int):
 def deconvolve(net: SWWAE, v: Tensor, wheres: list, sizes: list, stage: int) -> Tensor:
     """Send ``v`` (shaped like stage ``stage``'s what) down to pixel space: per stage,
     unpool (recorded switches), then for each of the stage's convs, last first: ReLU ->
-    transposed encoder conv."""
+    transposed encoder conv; no bias anywhere, so a zero ``v`` projects to zero."""
     check_stage(net, stage)
     for i in reversed(range(stage)):
-        v = net.unpools[i](v, wheres[i], output_size=sizes[i])
+        unpool = net.unpools[i]
+        # less what zeros unpool to: the bias of a learned way up (strided's transposed conv), which
+        # would paint every projection with the same pattern; 0 for switches and fixed upsamplers
+        v = unpool(v, wheres[i], output_size=sizes[i]) - unpool(torch.zeros_like(v), wheres[i], output_size=sizes[i])
         for conv in reversed(convs(net.encoders[i])):
             v = F.conv_transpose2d(
                 F.relu(v),

@@ -30,6 +30,7 @@ from swwae.probe import (
     shift,
 )
 from swwae.training.module import SWWAEModule
+from swwae.training.probing import encoder_key
 
 DATA = SAMPLE_DATA
 
@@ -188,6 +189,18 @@ def test_random_weights_keep_the_architecture_and_leave_the_global_generator_alo
     assert torch.equal(random_like(tiny_net, seed=0).state_dict()[conv], twin.state_dict()[conv])
     fresh = SWWAE(widths=(4, 8), num_classes=None).state_dict()[conv]
     assert twin.state_dict()[conv].abs().max() <= fresh.abs().max() * 1.5  # the default init's scale
+
+
+@pytest.mark.parametrize("setting", [{"batch_norm": True}, {"nonlinearity": "tanh"}, {"pool_stride": 1}])
+def test_networks_that_compute_another_encoder_get_their_own_random_weights_control(setting):
+    # one key, one control: a batch-norm (or tanh, or overlapping-pool) network shared a plain one's
+    plain = SWWAE(widths=(4, 8), num_classes=None)
+    other = SWWAE(widths=(4, 8), num_classes=None, **setting)
+    assert plain.arch == other.arch and encoder_key(plain) != encoder_key(other)
+    assert encoder_key(plain) == encoder_key(SWWAE(widths=(4, 8), num_classes=10, dropout=0.5))  # the same encoder
+    assert encoder_key(SWWAE(widths=(4, 8), pool_mode="soft", beta=1.0)) != encoder_key(
+        SWWAE(widths=(4, 8), pool_mode="soft", beta=10.0)
+    )
 
 
 def test_probe_features_uses_the_given_subsets_for_every_probe():

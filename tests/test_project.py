@@ -51,6 +51,18 @@ def test_projections_have_the_image_shape(mode):
         assert grid.shape[0] == 3 and 0 <= grid.min() and grid.max() <= 1
 
 
+@pytest.mark.parametrize("mode", MODES)
+def test_projections_carry_no_bias_so_they_scale_with_the_kept_activation(mode):
+    # strided's way up is a transposed conv with a bias: every projection had its pattern added
+    model, x = net(mode), images(2)
+    whats, wheres, sizes = encode_to(model, x, 2)
+    v = torch.zeros_like(whats[-1])
+    v[:, 0, 1, 1] = 1.0
+    assert deconvolve(model, torch.zeros_like(v), wheres, sizes, 2).abs().max() == 0
+    once, twice = deconvolve(model, v, wheres, sizes, 2), deconvolve(model, 2 * v, wheres, sizes, 2)
+    torch.testing.assert_close(twice, 2 * once)  # unpool, ReLU and bias-free filters are positively homogeneous
+
+
 def test_picks_are_the_strongest_activations():
     model, x = net("hard"), images()
     picks = strongest(model, x, 2, top=3, distinct_channels=False)

@@ -10,6 +10,8 @@ from collections.abc import Mapping
 import torch
 
 from swwae.errors import ConfigError
+from swwae.model import NETWORK
+from swwae.pooling.modes import POOL_MODES
 from swwae.probe import (
     DIRECTIONS,
     features,
@@ -34,6 +36,9 @@ SPLIT_FREE_DATA_KEYS = (
     "num_unlabelled",
     "augment",
 )
+# network settings outside the network string that change what the encoder computes in eval mode
+# (dropout does not): a random-weights control is shared only by networks that agree on them
+ENCODER_SETTINGS = ("nonlinearity", "batch_norm", "pool_stride", "pool_padding")
 INVARIANCE_IMAGES = 500  # the first test images, shifted
 
 
@@ -88,10 +93,14 @@ def subsets_for(data, labels, seed: int) -> dict[str, torch.Tensor]:
 
 def encoder_key(net) -> str:
     """What the random-weights control of ``net`` shares with others: its encoder (network
-    string without the classifier) and pooling."""
+    string without the classifier), pooling and the settings of its mode (``beta=``, ``wavelet=``),
+    and any of ``ENCODER_SETTINGS`` off its default. Two networks of one key get one control:
+    a key without ``batch_norm`` gave a batch-norm checkpoint the control of a plain one."""
     arch = net.arch.rsplit("-", 1)[0] if net.arch.endswith("fc") else net.arch
-    model = net.config.get("model", {}) if isinstance(getattr(net, "config", None), dict) else {}
-    return f"{arch} {net.pool_mode}" + (f" beta={model.get('beta')}" if net.pool_mode == "soft" else "")
+    settings = net.settings
+    named = [f"{name}={settings.get(name)}" for name in POOL_MODES.entry(net.pool_mode).parameters]
+    named += [f"{name}={settings[name]}" for name in ENCODER_SETTINGS if settings[name] != getattr(NETWORK, name)]
+    return " ".join([arch, net.pool_mode, *named])
 
 
 def probe_model(name: str, data, subsets, net=None, k: int = 20, stages: str = "top", shifts=(1, 2, 3)) -> dict:
