@@ -1,4 +1,4 @@
-"""Experiment trackers (configs/logger/, swwae/training/callbacks.py): CSV, MLflow, several at once, the
+"""Experiment trackers (configs/logger/, swwae/training/callbacks.py): CSV, MLflow, W&B (offline), several at once, the
 panels to every logger that takes images, a missing extra as one error line."""
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 import swwae.training.callbacks
 from helpers.cli import command_here
 from helpers.config import ROOT
-from helpers.faults import with_callback
+from helpers.faults import Crash, crash_at, with_callback
 from swwae.errors import ConfigError
 from swwae.install import importable
 from swwae.training.callbacks import ReconstructionImages, log_image, wandb_offline
@@ -376,6 +376,43 @@ def test_a_resumed_run_logs_on_into_the_mlflow_run_its_checkpoint_names(tmp_path
         checkpoint[TRACKER_RUNS_KEY] = odd
         [logger] = build_loggers(node, resumed=checkpoint)
         assert logger.run_id != first.run_id
+
+
+def test_a_stored_tracker_run_id_is_parsed_never_trusted():
+    from swwae.training.callbacks import TRACKER_RUNS_KEY, stored_run_id
+
+    def stored(runs):
+        return stored_run_id({TRACKER_RUNS_KEY: runs}, "wandb")
+
+    assert stored({"wandb": "zjhflopm", "mlflow": "x"}) == "zjhflopm"
+    assert stored({"wandb": "my-run_2"}) == "my-run_2"  # an id of the user's own
+    for odd in (["zjhflopm"], {"wandb": 7}, {"wandb": ""}, {"wandb": "../x"}, {"wandb": "a/b"}, {"wandb": "x" * 65}):
+        assert stored(odd) is None
+    assert stored_run_id({}, "wandb") is None  # an older swwae's checkpoint
+
+
+@pytest.mark.slow
+@pytest.mark.extra("wandb")
+def test_wandb_offline_holds_the_panels_and_a_resumed_run_logs_on_into_the_same_run(make_config, tmp_path, monkeypatch):
+    """Offline files under the run's log folder, with the panels; the run resumed continues the W&B run
+    its checkpoint names (one run to ``wandb sync``, not a second of the same name with half the curves)."""
+    for name in ("WANDB_MODE", "WANDB_API_KEY", "WANDB_BASE_URL", "NETRC"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))  # no `wandb login` of the machine's; W&B's own settings here
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    import wandb
+
+    overrides = ("logger=wandb", "model.widths=[8]", "trainer.max_epochs=2")
+    with pytest.raises(Crash):  # pre-empted in its second epoch
+        train(make_config(*overrides, "callbacks.reconstruction_images.every_n_epochs=1", *crash_at(epoch=1)))
+    wandb.finish()  # as the process's end would: the resumed run must not just find this one still open
+    train(make_config(*overrides, "resume=true"))
+
+    folders = sorted((tmp_path / "logs").rglob("offline-run-*"))
+    assert len(folders) == 2 and len({folder.name.rsplit("-", 1)[1] for folder in folders}) == 1
+    media = next(folders[0].rglob("media/images"))
+    images = {path.relative_to(media).parts[0].split("_")[0] for path in media.rglob("*.png")}
+    assert {"reconstructions", "where"} <= images
 
 
 def test_the_hparams_table_holds_the_data_settings_and_the_model_chosen_not_target(tmp_path):

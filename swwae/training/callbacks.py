@@ -134,20 +134,36 @@ def log_config(logger: Logger, params: dict) -> None:
 
 
 def tracker_runs(loggers: list) -> dict[str, str]:
-    """The runs the trackers opened for this run (``{"mlflow": <run id>}``), which every checkpoint
-    keeps so that the run, resumed, goes on logging into the same ones (``mlflow_run_to_continue``)."""
-    ids = [logger.run_id for logger in loggers if isinstance(logger, MLFlowLogger) and logger.run_id]
-    return {"mlflow": ids[0]} if ids else {}
+    """The runs the trackers opened for this run (``{"mlflow": <run id>, "wandb": <run id>}``), which
+    every checkpoint keeps so that the run, resumed, goes on logging into the same ones
+    (``mlflow_run_to_continue``, ``stored_run_id``)."""
+    runs = {}
+    for logger in loggers:
+        if isinstance(logger, MLFlowLogger) and logger.run_id:
+            runs.setdefault("mlflow", logger.run_id)
+        elif isinstance(logger, WandbLogger) and logger.version:
+            runs.setdefault("wandb", logger.version)
+    return runs
+
+
+def stored_run_id(checkpoint: Mapping, tracker: str) -> str | None:
+    """The id of the ``tracker``'s run that logged ``checkpoint`` (``tracker_runs``), parsed, never
+    trusted: a name of letters, digits, ``-`` and ``_`` (what MLflow and W&B make), else None."""
+    runs = checkpoint.get(TRACKER_RUNS_KEY)
+    run_id = runs.get(tracker) if isinstance(runs, Mapping) else None
+    if isinstance(run_id, str) and 0 < len(run_id) <= 64 and run_id.replace("-", "").replace("_", "").isalnum():
+        return run_id
+    return None  # an older swwae's checkpoint, or not ours
 
 
 def mlflow_run_to_continue(node: Mapping, checkpoint: Mapping) -> str | None:
     """The MLflow run that logged ``checkpoint``, reopened (RUNNING again), for the run that continues
     from it: else its curves would restart in a second run of the same name, the first left FAILED
     with half of them. None (a new run) where the checkpoint names none, or the store ``node`` logs to
-    does not hold it (another ``MLFLOW_TRACKING_URI``, a deleted run)."""
-    runs = checkpoint.get(TRACKER_RUNS_KEY)
-    run_id = runs.get("mlflow") if isinstance(runs, Mapping) else None
-    if not (isinstance(run_id, str) and run_id.isalnum() and len(run_id) <= 64):  # an older swwae's, or not ours
+    does not hold it (another ``MLFLOW_TRACKING_URI``, a deleted run). (W&B continues the run of the id
+    it is given by itself: ``resume="allow"``, Lightning's default.)"""
+    run_id = stored_run_id(checkpoint, "mlflow")
+    if run_id is None:
         return None
     from mlflow.exceptions import MlflowException
     from mlflow.tracking import MlflowClient

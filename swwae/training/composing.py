@@ -236,9 +236,9 @@ def latest_version(save_dir: str, name: str) -> int | None:
 def build_loggers(configured: Mapping | None, resumed: Mapping | None) -> list:
     """The loggers of the config's ``logger`` section. A resumed run (``resumed``: the checkpoint
     it continues) continues its curves where they are: TensorBoard's and CSV's newest version,
-    the MLflow run that logged the checkpoint (``swwae.training.callbacks``: ``continue_csv``,
-    ``mlflow_run_to_continue``). A logger set to null is switched off (``logger.csv=null``)."""
-    from swwae.training.callbacks import continue_csv, mlflow_run_to_continue
+    the MLflow and W&B runs that logged the checkpoint (``swwae.training.callbacks``: ``continue_csv``,
+    ``mlflow_run_to_continue``, ``stored_run_id``). A logger set to null is switched off (``logger.csv=null``)."""
+    from swwae.training.callbacks import continue_csv, mlflow_run_to_continue, stored_run_id
 
     loggers = []
     for logger in (configured or {}).values():
@@ -249,6 +249,8 @@ def build_loggers(configured: Mapping | None, resumed: Mapping | None) -> list:
             extra["version"] = latest_version(logger.save_dir, logger.name)
         if resumed is not None and kind == "MLFlowLogger":
             extra["run_id"] = mlflow_run_to_continue(logger, resumed)
+        if resumed is not None and kind == "WandbLogger" and not (logger.get("id") or logger.get("version")):
+            extra["id"] = stored_run_id(resumed, "wandb")  # an id of the user's own wins
         built = build(logger, **extra)
         if resumed is not None and kind == "CSVLogger":
             continue_csv(built, resumed.get("global_step", 0))
