@@ -4,10 +4,12 @@
 from __future__ import annotations
 
 import argparse
+import ast
 import gc
 import inspect
 import itertools
 import math
+import os
 import re
 import sys
 import time
@@ -766,3 +768,43 @@ def test_the_device_checks_summary_holds_its_steps_tallies_and_tables_set_apart(
     assert f"{title}\n" + lines(*quoted_rows) + "\n" in summary
     assert summary.endswith(f"\n412 s in all; every output in {tmp_path}/\n")
     assert device_summary.main([str(tmp_path)]) == 2 and "usage:" in capsys.readouterr().err
+
+
+def test_the_device_checks_summary_as_a_step_begins_marks_that_step_running_and_cut_short(tmp_path, capsys):
+    """The check rewrites summary.md as each step begins (its name in running.txt), so that a KILL
+    from outside leaves one; that summary says so, and the finished summary replaces it whole."""
+    (tmp_path / "steps.md").write_text(lines("| CUDA tests (pytest -m cuda) | ok | 120 |"))
+    (tmp_path / "running.txt").write_text("bench_pooling.py --device cuda --profile\n")
+    assert device_summary.main([str(tmp_path), "121"]) == 0
+    summary = (tmp_path / "summary.md").read_text()
+    running = "| bench_pooling.py --device cuda --profile | cut short: running when this summary was written | - |"
+    assert lines("|---|---|---:|", "| CUDA tests (pytest -m cuda) | ok | 120 |", running, "") in summary
+    assert "\n\nWritten as the step marked running began, 121 s in. " in summary
+    assert summary.endswith(f"\n121 s when this summary was written; every output in {tmp_path}/\n")
+    (tmp_path / "running.txt").unlink()
+    assert device_summary.main([str(tmp_path), "130"]) == 0
+    capsys.readouterr()
+    summary = (tmp_path / "summary.md").read_text()
+    assert "running" not in summary and summary.endswith(f"\n130 s in all; every output in {tmp_path}/\n")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["steps.md", "summary.md"]  # no partial file left
+
+
+def test_the_device_checks_summary_imports_the_standard_library_alone():
+    """It runs as each step of the check begins and once the check is stopped: a second of torch's
+    import each time would come off the GPU's minutes, and off the time a stop leaves to write it."""
+    for path in (ROOT / "swwae" / "bench" / "__init__.py", ROOT / "swwae" / "bench" / "device_summary.py"):
+        tree = ast.parse(path.read_text())
+        imported = [alias.name for node in tree.body if isinstance(node, ast.Import) for alias in node.names]
+        imported += [node.module for node in tree.body if isinstance(node, ast.ImportFrom)]
+        assert imported and all(name.split(".")[0] in sys.stdlib_module_names for name in imported), (path, imported)
+
+
+def test_the_device_checks_summary_with_its_reader_gone_is_still_written(tmp_path, monkeypatch):
+    """A check stopped from outside may have lost its output's reader (the device tool's tee): the
+    summary is written all the same, and said so (no "no summary" line from the check)."""
+    read, write = os.pipe()
+    os.close(read)
+    with os.fdopen(write, "w") as gone:
+        monkeypatch.setattr(sys, "stdout", gone)
+        assert device_summary.main([str(tmp_path), "5"]) == 0
+    assert (tmp_path / "summary.md").read_text().endswith(f"\n5 s in all; every output in {tmp_path}/\n")
