@@ -607,13 +607,13 @@ def test_every_command_of_the_device_check_is_one_its_benchmark_and_run_take(tmp
 
 def device_check_stopped_by(tmp_path: Path, signal: str) -> subprocess.CompletedProcess:
     """The device check as on a CUDA machine, its third step's python sending ``signal`` to the
-    check as it starts (the pid of the process it then becomes in ``pooling.pid``) and sleeping on."""
+    check as it starts (the pid of the process it then becomes in ``pooling.pid``) and sleeping on
+    (but after KILL, which leaves it running on: there it ends at once, left nothing to wait for)."""
     python = tmp_path / "python"
     stopper = f'[ "$1" = scripts/bench_pooling.py ] && echo $$ >"$OUT/pooling.pid" && kill -{signal} "$CHECK"'
+    stopper += "" if signal == "KILL" else " && exec sleep 30"
     recorded = PYTHON_OF_A_GPU_MACHINE.index("\n[") + 1  # after the line that records the call
-    python.write_text(
-        f"{PYTHON_OF_A_GPU_MACHINE[:recorded]}{stopper} && exec sleep 30\n{PYTHON_OF_A_GPU_MACHINE[recorded:]}"
-    )
+    python.write_text(f"{PYTHON_OF_A_GPU_MACHINE[:recorded]}{stopper}\n{PYTHON_OF_A_GPU_MACHINE[recorded:]}")
     python.chmod(0o755)
     env = {"PYTHON": str(python), "CALLS": str(tmp_path / "calls"), "OUT": str(tmp_path / "out")}
     env["SUMMARY_PYTHON"] = sys.executable
