@@ -28,10 +28,15 @@
 # writes every output to one folder, prints a line as each step ends, then a summary (summary.md
 # there too, by swwae.bench.device_summary: its tables go into docs/performance.md as they are); it
 # exits 1 if a step failed or ran out of time. Without a CUDA device it prints one line and exits 0.
+# Stopped from outside (TERM, INT, HUP: the lending tool's time limit, Ctrl-C), it ends the running
+# step's processes, notes that step as cut short and the steps not reached as not run, writes the
+# summary, and exits 128 + the signal's number, in a second or two. KILL leaves no time for that:
+# summary.md is written as each step begins too, with that step marked running (running.txt), so a
+# check killed leaves the summary of the steps it finished and the one it was in.
 # (``swwae device-check``, from any install, runs the job's 2-epoch GPU runs in both precisions.)
 # On a GPU machine without internet, install from carried wheels first: docs/development.md says how.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 PYTHON=${PYTHON:-python}
 
 if ! cuda=$("$PYTHON" -c 'import torch; print(int(torch.cuda.is_available()))' 2>&1); then
@@ -79,12 +84,41 @@ EOF
 out=${OUT:-outputs/device_check/$(date +%Y%m%d-%H%M%S)}
 mkdir -p "$out"
 : >"$out/steps.md"  # a row a step, as each ends (noted)
+rm -f "$out/running.txt"  # the step running, while it runs (step): none yet
 runs=$(mktemp -d)  # the training runs' checkpoints and logs: not figures
 trap 'rm -rf "$runs"' EXIT
 export CUBLAS_WORKSPACE_CONFIG=:4096:8  # deterministic cuBLAS, for the determinism tests
 budget=470                              # seconds for all the steps (each has its own limit too)
 started=$SECONDS
 failed=0
+stopped='' code=0 child=''
+
+# stop SIGNAL STATUS: the trap of a signal from outside. The running step (in the background, waited
+# for: a trapped signal interrupts the wait) gets TERM at once, which its timeout passes on to the
+# step's processes; step ends what is left of them, and every step after notes itself not run (halted)
+# shellcheck disable=SC2317  # called by the traps below
+stop() {
+    stopped=$1 code=$2
+    trap '' PIPE  # the output's reader may be gone with the rest (a pipe to tee): the files still get written
+    [ -n "$child" ] && kill -TERM "$child" 2>/dev/null
+}
+trap 'stop SIGTERM 143' TERM
+trap 'stop SIGINT 130' INT
+trap 'stop SIGHUP 129' HUP
+
+# summarise: summary.md from the folder as it stands, printed too (swwae.bench.device_summary: the
+# standard library alone, no torch, so a fraction of a second)
+summarise() {
+    "$PYTHON" -m swwae.bench.device_summary "$out" "$((SECONDS - started))"
+}
+
+# halted NAME: after a stop, NAME noted as not run, and true (whether or not its line could be printed:
+# the output's reader may be gone); false while the check goes on
+halted() {
+    [ -n "$stopped" ] || return 1
+    noted "$1" "not run: the check was stopped ($stopped)" 0
+    return 0
+}
 
 # noted NAME STATUS SECONDS: a row of steps.md, written as the step ends (a check cut short from outside
 # keeps the rows of the steps it finished), and a line of progress
@@ -94,10 +128,12 @@ noted() {
 }
 
 # step NAME LIMIT FILE COMMAND...: run COMMAND, its output appended to FILE, for at most LIMIT
-# seconds (less if the whole budget runs short); note its status and time
+# seconds (less if the whole budget runs short); note its status and time. As it begins, summary.md
+# is rewritten with it marked running: what a KILL from outside leaves
 step() {
-    local name=$1 limit=$2 file=$out/$3 left rc begun=$SECONDS
+    local name=$1 limit=$2 file=$out/$3 left rc begun
     shift 3
+    halted "$name" && return
     left=$((budget - (SECONDS - started)))
     [ "$left" -lt "$limit" ] && limit=$left
     if [ "$limit" -le 5 ]; then
@@ -105,21 +141,44 @@ step() {
         failed=1
         return
     fi
+    echo "$name" >"$out/running.txt"
+    summarise >/dev/null 2>&1
+    halted "$name" && { rm -f "$out/running.txt"; return; }  # stopped while it summarised
+    begun=$SECONDS
     echo "\$ $*" >>"$file"
-    timeout --kill-after=10 "$limit" "$@" >>"$file" 2>&1
+    timeout --kill-after=10 "$limit" "$@" >>"$file" 2>&1 &
+    child=$!
+    [ -n "$stopped" ] && kill -TERM "$child"  # stopped as it started, before stop could know it
+    wait "$child"
     rc=$?
+    if [ -n "$stopped" ] && [ "$rc" -gt 128 ]; then
+        # stopped: TERM is on its way to the step's processes (stop); 3 s to end, then KILL to what is
+        # left of the process group timeout leads
+        for _ in $(seq 30); do kill -0 "$child" 2>/dev/null || break; sleep 0.1; done
+        kill -KILL -- "-$child" 2>/dev/null
+        wait "$child" 2>/dev/null  # its status, unless that wait already had it (stopped as it started)
+        rc=$?
+    fi
+    child=''
+    rm -f "$out/running.txt"
     echo >>"$file"
-    case $rc in
-        0) status=ok ;;
-        124|137) status="timed out after ${limit} s"; failed=1 ;;
-        *) status="failed (exit status $rc)"; failed=1 ;;
-    esac
+    if [ "$rc" = 0 ]; then
+        status=ok
+    elif [ "$rc" = 124 ] || { [ "$rc" = 137 ] && [ -z "$stopped" ]; }; then
+        status="timed out after ${limit} s"
+    elif [ -n "$stopped" ]; then
+        status="cut short: the check was stopped ($stopped)"
+    else
+        status="failed (exit status $rc)"
+    fi
+    [ "$rc" = 0 ] || failed=1
     noted "$name" "$status" $((SECONDS - begun))
 }
 
 # pytest_step NAME LIMIT FILE ARGS...: pytest ARGS as a step, or, where the test stack is not all installed,
 # the step noted as not run, with what it needs (a failure: the check did not check the tests)
 pytest_step() {
+    halted "$1" && return
     if [ -n "$tests_lack" ]; then
         noted "$1" "not run: needs $tests_lack (pip install -e '.[dev]')" 0
         failed=1
@@ -133,6 +192,7 @@ pytest_step() {
 # defaults, after those the check exists for
 optional() {
     local left=$((budget - (SECONDS - started))) before=$failed
+    halted "$1" && return
     if [ "$left" -lt "$2" ]; then
         noted "$1" "not run (optional): $left s of the budget left, $2 wanted" 0
         return
@@ -187,7 +247,7 @@ if [ -d "$out/precision_sweep" ]; then
     optional "$report" 20 precision_report.txt "$PYTHON" -m swwae where-report "$out/precision_sweep" \
         --by trainer.precision --arms 32-true bf16-mixed --out "$out/precision_report"
 else
-    noted "$report" "not run (optional): no sweep to report" 0
+    halted "$report" || noted "$report" "not run (optional): no sweep to report" 0
 fi
 optional "bench_presets.py cifar10, bf16-mixed --channels-last --compile" 60 bench_presets.md \
     "$PYTHON" "${preset[@]}" --precision bf16-mixed --channels-last --compile
@@ -197,9 +257,11 @@ optional "bench_presets.py cifar10, bf16-mixed --channels-last --compile" 60 ben
 optional "bench_epoch.py --device cuda --batch 125 compile=true (default MNIST run)" 90 bench_epoch.md \
     "$PYTHON" scripts/bench_epoch.py --device cuda --epochs 6 --batch 125 compile=true
 
-# the summary: the steps, the tests' tallies and the benchmarks' table rows (swwae.bench.device_summary)
-if ! "$PYTHON" -m swwae.bench.device_summary "$out" "$((SECONDS - started))"; then
+# the summary: the steps, the tests' tallies and the benchmarks' table rows (swwae.bench.device_summary);
+# once more if a stop from outside came as it was written (and ended it too, if sent to the process group)
+if ! summarise && ! { [ -n "$stopped" ] && summarise; }; then
     echo "device check: no summary; every output is in $out/" >&2
     failed=1
 fi
+[ -n "$stopped" ] && exit "$code"
 exit $failed

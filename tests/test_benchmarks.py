@@ -4,11 +4,14 @@
 from __future__ import annotations
 
 import argparse
+import ast
 import gc
 import inspect
 import itertools
 import math
+import os
 import re
+import subprocess
 import sys
 import time
 import types
@@ -535,9 +538,10 @@ def test_the_device_check_without_a_gpu_says_so_in_one_line_and_exits_0(tmp_path
 
 
 # python as a CUDA machine's answers the device check: each call recorded (its arguments, NUL-ended,
-# one call a line), nothing run
+# one call a line), nothing run but the summary, where SUMMARY_PYTHON names a python to write it
 PYTHON_OF_A_GPU_MACHINE = r"""#!/usr/bin/env bash
 printf '%s\0' "$@" >>"$CALLS"; printf '\n' >>"$CALLS"
+[ "$2" = swwae.bench.device_summary ] && [ -n "$SUMMARY_PYTHON" ] && exec "$SUMMARY_PYTHON" "$@"
 case "$1" in
     -c) case "$2" in *is_available*) echo 1 ;; *) echo "torch, CUDA, a GPU" ;; esac ;;
     -) cat >/dev/null ;;
@@ -601,23 +605,65 @@ def test_every_command_of_the_device_check_is_one_its_benchmark_and_run_take(tmp
         check_config(epoch_clock.compose_config(tmp_path, [f"{key}={v}" for (key, _), v in zip(swept, values)]))
 
 
-@pytest.mark.slow
-def test_a_device_check_cut_short_from_outside_keeps_the_rows_of_the_steps_it_finished(tmp_path):
-    """The GPU window may end before the check does (the device tool kills it): the steps that
-    ended before are in steps.md. Here the third step's python kills the script, as kill -9 would."""
+def device_check_stopped_by(tmp_path: Path, signal: str) -> subprocess.CompletedProcess:
+    """The device check as on a CUDA machine, its third step's python sending ``signal`` to the
+    check as it starts (the pid of the process it then becomes in ``pooling.pid``) and sleeping on
+    (but after KILL, which leaves it running on: there it ends at once, left nothing to wait for)."""
     python = tmp_path / "python"
-    killer = '[ "$1" = scripts/bench_pooling.py ] && kill -KILL "$DEVICE_CHECK_PID"\n'
-    python.write_text(PYTHON_OF_A_GPU_MACHINE.replace("\n", "\n" + killer, 1))
+    stopper = f'[ "$1" = scripts/bench_pooling.py ] && echo $$ >"$OUT/pooling.pid" && kill -{signal} "$CHECK"'
+    stopper += "" if signal == "KILL" else " && exec sleep 30"
+    recorded = PYTHON_OF_A_GPU_MACHINE.index("\n[") + 1  # after the line that records the call
+    python.write_text(f"{PYTHON_OF_A_GPU_MACHINE[:recorded]}{stopper}\n{PYTHON_OF_A_GPU_MACHINE[recorded:]}")
     python.chmod(0o755)
     env = {"PYTHON": str(python), "CALLS": str(tmp_path / "calls"), "OUT": str(tmp_path / "out")}
+    env["SUMMARY_PYTHON"] = sys.executable
     script = ROOT / "scripts" / "device_check.sh"
-    result = run_cli("-c", f"export DEVICE_CHECK_PID=$$; exec bash {script}", cwd=tmp_path, program="bash", env=env)
+    # its output closed, as when the device tool's tee is gone with the rest: every line it prints fails
+    return run_cli("-c", f"export CHECK=$$; exec bash {script} >&-", cwd=tmp_path, program="bash", env=env)
+
+
+FINISHED = ["| CUDA tests (pytest -m cuda) | ok |", "| fused kernels on the GPU (tests/test_fused.py) | ok |"]
+
+
+@pytest.mark.slow
+def test_a_device_check_killed_from_outside_leaves_the_summary_of_the_steps_it_finished_and_the_one_it_was_in(
+    tmp_path,
+):
+    """The GPU window may end before the check does (the device tool kills it) and KILL can't be
+    answered: the summary written as the step began, that step marked running, is what is left."""
+    result = device_check_stopped_by(tmp_path, "KILL")
     assert result.returncode == -9, result.stdout + result.stderr
     steps = (tmp_path / "out" / "steps.md").read_text().splitlines()
-    assert [row.split(" | ")[0] for row in steps] == [
-        "| CUDA tests (pytest -m cuda)",
-        "| fused kernels on the GPU (tests/test_fused.py)",
+    assert [row.rsplit(" ", 2)[0] for row in steps] == FINISHED  # their rows: as each step ended
+    summary = (tmp_path / "out" / "summary.md").read_text()
+    pooling = "| bench_pooling.py --device cuda --profile | cut short: running when this summary was written | - |"
+    assert lines(*steps, pooling) in summary and "\nWritten as the step marked running began, " in summary
+
+
+@pytest.mark.slow
+def test_a_device_check_stopped_from_outside_ends_its_step_and_writes_its_summary(tmp_path):
+    """TERM (the device tool's time limit; INT and HUP alike): the running step's processes end
+    (not left running on the GPU), it is noted cut short, every step after it not run, the
+    summary written, and the check exits 128 + 15, all at once."""
+    result = device_check_stopped_by(tmp_path, "TERM")
+    assert result.returncode == 143, result.stdout + result.stderr
+    out = tmp_path / "out"
+    pid = int((out / "pooling.pid").read_text())
+    with pytest.raises(ProcessLookupError):  # the step's process, ended and reaped by its timeout
+        os.kill(pid, 0)
+    rows = (out / "summary.md").read_text().split("|---|---|---:|\n")[1].split("\n\n")[0].splitlines()
+    assert rows == (out / "steps.md").read_text().splitlines() and not (out / "running.txt").exists()
+    assert [row.rsplit(" ", 2)[0] for row in rows[:3]] == [
+        *FINISHED,
+        "| bench_pooling.py --device cuda --profile | cut short: the check was stopped (SIGTERM) |",
     ]
+    not_run = rows[3:]
+    assert len(not_run) > 10 and all(
+        row.endswith(" | not run: the check was stopped (SIGTERM) | 0 |") for row in not_run
+    )
+    assert not_run[-1].startswith("| bench_epoch.py --device cuda --batch 125 compile=true")  # the last step
+    called = [line.split("\0")[0] for line in (tmp_path / "calls").read_text().splitlines()]
+    assert called[-2:] == ["scripts/bench_pooling.py", "-m"]  # nothing started after it but the summary
 
 
 @pytest.mark.slow
@@ -766,3 +812,43 @@ def test_the_device_checks_summary_holds_its_steps_tallies_and_tables_set_apart(
     assert f"{title}\n" + lines(*quoted_rows) + "\n" in summary
     assert summary.endswith(f"\n412 s in all; every output in {tmp_path}/\n")
     assert device_summary.main([str(tmp_path)]) == 2 and "usage:" in capsys.readouterr().err
+
+
+def test_the_device_checks_summary_as_a_step_begins_marks_that_step_running_and_cut_short(tmp_path, capsys):
+    """The check rewrites summary.md as each step begins (its name in running.txt), so that a KILL
+    from outside leaves one; that summary says so, and the finished summary replaces it whole."""
+    (tmp_path / "steps.md").write_text(lines("| CUDA tests (pytest -m cuda) | ok | 120 |"))
+    (tmp_path / "running.txt").write_text("bench_pooling.py --device cuda --profile\n")
+    assert device_summary.main([str(tmp_path), "121"]) == 0
+    summary = (tmp_path / "summary.md").read_text()
+    running = "| bench_pooling.py --device cuda --profile | cut short: running when this summary was written | - |"
+    assert lines("|---|---|---:|", "| CUDA tests (pytest -m cuda) | ok | 120 |", running, "") in summary
+    assert "\n\nWritten as the step marked running began, 121 s in. " in summary
+    assert summary.endswith(f"\n121 s when this summary was written; every output in {tmp_path}/\n")
+    (tmp_path / "running.txt").unlink()
+    assert device_summary.main([str(tmp_path), "130"]) == 0
+    capsys.readouterr()
+    summary = (tmp_path / "summary.md").read_text()
+    assert "running" not in summary and summary.endswith(f"\n130 s in all; every output in {tmp_path}/\n")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["steps.md", "summary.md"]  # no partial file left
+
+
+def test_the_device_checks_summary_imports_the_standard_library_alone():
+    """It runs as each step of the check begins and once the check is stopped: a second of torch's
+    import each time would come off the GPU's minutes, and off the time a stop leaves to write it."""
+    for path in (ROOT / "swwae" / "bench" / "__init__.py", ROOT / "swwae" / "bench" / "device_summary.py"):
+        tree = ast.parse(path.read_text())
+        imported = [alias.name for node in tree.body if isinstance(node, ast.Import) for alias in node.names]
+        imported += [node.module for node in tree.body if isinstance(node, ast.ImportFrom)]
+        assert imported and all(name.split(".")[0] in sys.stdlib_module_names for name in imported), (path, imported)
+
+
+def test_the_device_checks_summary_with_its_reader_gone_is_still_written(tmp_path, monkeypatch):
+    """A check stopped from outside may have lost its output's reader (the device tool's tee): the
+    summary is written all the same, and said so (no "no summary" line from the check)."""
+    read, write = os.pipe()
+    os.close(read)
+    with os.fdopen(write, "w") as gone:
+        monkeypatch.setattr(sys, "stdout", gone)
+        assert device_summary.main([str(tmp_path), "5"]) == 0
+    assert (tmp_path / "summary.md").read_text().endswith(f"\n5 s in all; every output in {tmp_path}/\n")

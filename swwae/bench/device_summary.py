@@ -4,6 +4,11 @@ GPU") take, quoted as they are (each table with its header and rule, ready to pa
 
     python -m swwae.bench.device_summary OUT SECONDS    # OUT/summary.md from the files in OUT, printed too
 
+The check writes it as each step begins, with that step marked running (``running.txt`` holds its
+name while it runs), and once more when it ends, stopped from outside (TERM) or not: a check killed
+(KILL, which no process can answer) leaves the summary of the steps it finished and the one it was
+in, marked cut short. It imports the standard library alone (no torch: a fraction of a second).
+
 Why here and not in the script: the lines are picked by patterns of the benchmarks' own table
 rows, and ``tests/test_benchmarks.py`` holds each pattern to what its benchmark prints, on any
 machine. A pattern that had drifted from its table would leave the summary of a GPU run, the
@@ -12,6 +17,7 @@ rare few minutes one is lent, without its figures.
 
 from __future__ import annotations
 
+import os
 import re
 import sys
 import time
@@ -80,6 +86,7 @@ TESTS = (
     ("CUDA tests", "cuda_tests.txt", True),
     ("fused kernels against the reference on the GPU", "fused_tests.txt", False),
 )
+RUNNING = "running.txt"  # the name of the step running, written as it begins and taken away as it ends
 CLOSING = re.compile(r"=+ .*\b(passed|failed|error|errors|skipped|deselected)\b.* in [\d.]+s")
 
 
@@ -123,16 +130,29 @@ def read(out: Path, name: str) -> str:
 
 
 def summary(out: Path, seconds: int) -> str:
-    """The summary of the device check whose files are in ``out`` and which took ``seconds``."""
+    """The summary of the device check whose files are in ``out`` and which took ``seconds``; where
+    a step is still marked running (``running.txt``), the summary of a check that had run
+    ``seconds`` when that step began, and may have been killed in it."""
     env = read(out, "env.txt").strip().splitlines()
+    running = read(out, RUNNING).strip()
     lines = [f"# device check, {time.strftime('%Y-%m-%d %H:%M')}, {env[-1] if env else 'no env.txt'}", ""]
-    lines += ["| step | status | seconds |", "|---|---|---:|", *read(out, "steps.md").splitlines(), ""]
+    if running:
+        lines += [
+            f"Written as the step marked running began, {seconds} s in. The check writes this summary again"
+            " as each step begins and when it ends: one left like this was killed from outside in that step,"
+            " and the steps after it never ran.",
+            "",
+        ]
+    steps = read(out, "steps.md").splitlines()
+    if running:
+        steps.append(f"| {running} | cut short: running when this summary was written | - |")
+    lines += ["| step | status | seconds |", "|---|---|---:|", *steps, ""]
     for title, name, failures in TESTS:
         first, *rest = tally(read(out, name), failures)
         lines += [f"{title}: {first}", *rest, ""]
     for quote in QUOTES:
         lines += [*set_apart([quote.title, *quote.lines(read(out, quote.file))]), ""]
-    lines.append(f"{seconds} s in all; every output in {out}/")
+    lines.append(f"{seconds} s {'when this summary was written' if running else 'in all'}; every output in {out}/")
     return "\n".join(lines) + "\n"
 
 
@@ -143,8 +163,12 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     out = Path(args[0])
     text = summary(out, int(args[1]))
-    (out / "summary.md").write_text(text)
-    print(text, end="")
+    (out / "summary.md.tmp").write_text(text)  # then in place whole: a check killed as it writes keeps the last one
+    os.replace(out / "summary.md.tmp", out / "summary.md")
+    try:
+        print(text, end="", flush=True)
+    except BrokenPipeError:  # its reader gone (a check stopped from outside, with its tee): the file is written
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # and nothing left to flush at exit
     return 0
 
 
