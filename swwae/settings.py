@@ -8,7 +8,8 @@ so a preset holds only what it changes. ``docs/configs.md``'s tables are generat
 The model's settings are the network's (``NetworkSettings``), the training's
 (``TrainingSettings``), the settings of every pooling mode (declared in its entry of
 ``swwae.pooling.modes``) and the weight of every loss term (``swwae.loss_terms``): a mode or a term
-registered from outside adds its settings to ``model_settings()``. A data set's settings are its
+registered from outside adds its settings to ``model_settings()``; a run stores and is known by
+those of the parts it uses only (``own_settings``). A data set's settings are its
 entry's ``settings`` class (``swwae.datasets``), a subclass of ``DataSettings``.
 
 Types are strict (``2.5`` is no int, ``"3"`` no number) and unknown keys are errors, named with
@@ -265,6 +266,24 @@ def check_model_names() -> None:
         owner, declared = owners.setdefault(name, (whose, setting))
         if owner != whose and (setting is None or declared != setting):
             raise ConfigError(f"{part} {name} is already model.{name} ({owner}): give it a name of its own")
+
+
+def own_settings(values: Mapping) -> dict:
+    """A flat model config as a run stores it and is known by (its checkpoints' config and
+    hyperparameters, its identity: ``swwae.training.runs``): the settings that made its weights.
+    Those of the pooling mode it uses and of no other mode (not a hard run's ``beta``), and the
+    weight of a term registered from outside only where the run weighs it (off its default);
+    every other key as it is. So a run that uses none of a lab's parts
+    holds none of them: it reads back without the lab's plugin, and loading the plugin leaves its
+    identity as it was. A mode not registered here keeps every setting (its readers then name the
+    plugin to load)."""
+    mode = values.get("pool_mode", NetworkSettings.model_fields["pool_mode"].default)
+    entry = POOL_MODES.get(mode) if isinstance(mode, str) else None
+    dropped = set() if entry is None else set(pool_settings()) - set(entry.settings)
+    dropped |= {
+        name for name, t in TERMS.items() if name not in TERMS.shipped and values.get(name, t.default) == t.default
+    }
+    return {key: value for key, value in values.items() if key not in dropped}
 
 
 def weight_field(term) -> tuple[Any, Any]:
