@@ -30,7 +30,7 @@ class LossTerm:
     term the weight multiplies."""
 
     weight: str  # the model setting (model.<weight>), swwae_loss's keyword
-    default: float  # its default
+    default: float  # its default (0 for a term registered from outside: swwae.settings.check_registered_terms)
     term: str  # the logged term it weighs (train/<term>): a metric name, or a family (middle_mse_<i>)
     trains: str  # "reconstruction" (the decoder) or "classifier" (the head)
     description: str = ""

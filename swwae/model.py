@@ -204,7 +204,7 @@ class SWWAE(nn.Module, Pretrained):
         pool_entry = pool_mode_of(pool_mode)
         pooling = check_pool_settings(pool_entry, pool_settings)
         given = {name: arguments[name] for name in (*DATA_ARGS, *NetworkSettings.model_fields)}
-        self.settings = plain(given | pool_settings | pooling)
+        self.settings = plain(given | pooling)  # its mode's settings only: config.json needs no other mode
         spec = network_spec(arch, widths, kernel_size, pool_size, num_classes)
         check_fits(spec, image_shape, pool_stride, pool_padding, ceil=pool_entry.ceil)
         self.image_shape, self.pool_mode, self.arch = tuple(image_shape), pool_mode, str(spec)

@@ -8,7 +8,8 @@ so a preset holds only what it changes. ``docs/configs.md``'s tables are generat
 The model's settings are the network's (``NetworkSettings``), the training's
 (``TrainingSettings``), the settings of every pooling mode (declared in its entry of
 ``swwae.pooling.modes``) and the weight of every loss term (``swwae.loss_terms``): a mode or a term
-registered from outside adds its settings to ``model_settings()``. A data set's settings are its
+registered from outside adds its settings to ``model_settings()``; a run stores and is known by
+those of the parts it uses only (``own_settings``). A data set's settings are its
 entry's ``settings`` class (``swwae.datasets``), a subclass of ``DataSettings``.
 
 Types are strict (``2.5`` is no int, ``"3"`` no number) and unknown keys are errors, named with
@@ -267,6 +268,38 @@ def check_model_names() -> None:
             raise ConfigError(f"{part} {name} is already model.{name} ({owner}): give it a name of its own")
 
 
+def check_registered_terms() -> None:
+    """A loss term registered from outside weighs 0 by default: off unless a run weighs it. One
+    on by default would change what every run trains merely because its plugin is loaded, and a
+    run stored before would count as trained with it (a setting a run predates counts as its
+    default). ConfigError (one line) naming the term."""
+    for name, term in TERMS.items():
+        if name not in TERMS.shipped and term.default != 0:
+            raise ConfigError(
+                f"loss term {name!r}: its default weight is {term.default!r}, not 0: a term of one's own is off "
+                f"unless a run weighs it (model.{name}=..., or {name}: in a preset), so that loading its plugin "
+                "changes no other run"
+            )
+
+
+def own_settings(values: Mapping) -> dict:
+    """A flat model config as a run stores it and is known by (its checkpoints' config and
+    hyperparameters, its identity: ``swwae.training.runs``): the settings that made its weights.
+    Those of the pooling mode it uses and of no other mode (not a hard run's ``beta``), and the
+    weight of a term registered from outside only where the run weighs it (off its default, 0:
+    ``check_registered_terms``); every other key as it is. So a run that uses none of a lab's parts
+    holds none of them: it reads back without the lab's plugin, and loading the plugin leaves its
+    identity as it was. A mode not registered here keeps every setting (its readers then name the
+    plugin to load)."""
+    mode = values.get("pool_mode", NetworkSettings.model_fields["pool_mode"].default)
+    entry = POOL_MODES.get(mode) if isinstance(mode, str) else None
+    dropped = set() if entry is None else set(pool_settings()) - set(entry.settings)
+    dropped |= {
+        name for name, t in TERMS.items() if name not in TERMS.shipped and values.get(name, t.default) == t.default
+    }
+    return {key: value for key, value in values.items() if key not in dropped}
+
+
 def weight_field(term) -> tuple[Any, Any]:
     return finite_number(ge=0), number(term.default, f"weight of the {term.description}")
 
@@ -274,6 +307,7 @@ def weight_field(term) -> tuple[Any, Any]:
 @functools.lru_cache(maxsize=8)
 def _model_settings(tables: tuple) -> type[Settings]:
     check_model_names()
+    check_registered_terms()
     fields = {name: pool_field(s) for name, s in pool_settings().items()}
     fields |= {t.weight: weight_field(t) for t in TERMS.values()}
     return create_model("ModelSettings", __base__=(TrainingSettings, NetworkSettings), **fields)

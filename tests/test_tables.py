@@ -175,6 +175,17 @@ def test_a_registered_setting_named_as_one_the_model_has_is_refused(table, entry
         assert "beta" in model_settings().model_fields  # declared as the mode soft does: one setting
 
 
+def test_a_registered_term_on_by_default_is_refused():
+    """Loading its plugin would change what every run trains, and a run stored before it would
+    count as trained with it (a setting a run predates counts as its default)."""
+    on = LossTerm("lambda_tv", 0.5, "tv", "reconstruction", "x", total_variation)
+    line = "loss term 'lambda_tv': its default weight is 0.5, not 0: a term of one's own is off unless a run weighs it"
+    with TERMS.registered(on), pytest.raises(ConfigError, match=f"^{re.escape(line)}"):
+        model_settings()
+    with TERMS.registered(TOY_TERM):
+        assert "lambda_tv" in model_settings().model_fields
+
+
 def test_a_network_of_a_mode_not_registered_here_says_to_load_its_plugin(tmp_path):
     """A run of a lab's own mode read without its plugin: not 'not written by swwae' (its mode's
     settings unknown) nor an unknown model.pool_mode, but which mode, and what to load."""

@@ -17,7 +17,7 @@ from swwae.errors import NonFiniteError
 from swwae.loss import flat_pair, loss_weights, swwae_loss
 from swwae.model import SWWAE, SWWAEOutput, without_dropout
 from swwae.optim import adam
-from swwae.settings import check_training, model_settings, parse
+from swwae.settings import check_training, model_settings, own_settings, parse
 from swwae.stored import plain
 from swwae.training.data.batching import EvaluationShare
 from swwae.training.nonfinite import LossWatch
@@ -92,7 +92,9 @@ class SWWAEModule(L.LightningModule):
         values = plain(parse(model_settings(), settings, "model").model_dump())  # the schema's defaults for the rest
         check_training(loss_weights(values), arch=values["arch"])
         data = {"image_shape": plain(image_shape), "num_classes": num_classes, "pixel_mean": plain(pixel_mean)}
-        self.save_hyperparameters(data | values)  # every setting, in checkpoints: the network is rebuilt from them
+        # the settings that made the weights, in checkpoints: the network is rebuilt from them (the
+        # schema's defaults for the rest); none of a lab's parts the run does not use (own_settings)
+        self.save_hyperparameters(data | own_settings(values))
         self.net = SWWAE.from_settings(values, image_shape, num_classes, pixel_mean)
         self.num_stages = len(self.net.encoders)
         self.metrics = nn.ModuleDict({stage: self._metrics() for stage in ("val", "test")})

@@ -39,6 +39,7 @@ from omegaconf import DictConfig, OmegaConf
 from swwae.checkpoint_file import mid_epoch_means
 from swwae.errors import CheckpointError, ConfigError, DiskError, Interrupted, NonFiniteError, Preempted
 from swwae.install import this_command
+from swwae.settings import own_settings
 from swwae.training.callbacks import RunClock, for_the_loggers, job_callbacks, log_final, run_params
 from swwae.training.checkpoints import build_trainer, check_fits_model
 from swwae.training.composing import Launch, build, build_all, build_loggers, check_monitor, launch
@@ -89,7 +90,7 @@ def train(cfg: DictConfig, hydra: Launch | None = None, spec: RunSpec | None = N
     spec = spec if spec is not None else check_config(cfg)
     set_process_defaults(spec.keep_freed_memory, spec.flush_denormal)
     check_folders(spec.paths)
-    run_config = OmegaConf.to_container(cfg, resolve=True)  # the run config as checkpoints store it
+    run_config = stored_config(cfg)
     folder = run_folder(spec, run_config, hydra)
     job = build_job(cfg, spec, run_config, folder, hydra)
     with folder.own(job.owns_run):  # a second run of this name ends here, before it reads or moves a file
@@ -107,6 +108,16 @@ def train(cfg: DictConfig, hydra: Launch | None = None, spec: RunSpec | None = N
 
 
 # 1. check and 2. build
+
+
+def stored_config(cfg: DictConfig) -> dict:
+    """The run config as checkpoints store it: resolved, its model the settings that made the
+    weights (``own_settings``: no other pooling mode's, no lab's term the run does not weigh), so
+    that a run that uses none of a lab's parts reads back without the lab's plugin."""
+    run_config = OmegaConf.to_container(cfg, resolve=True)
+    if isinstance(run_config.get("model"), dict):
+        run_config["model"] = own_settings(run_config["model"])
+    return run_config
 
 
 def run_folder(spec: RunSpec, run_config: dict, hydra: Launch) -> RunFolder:

@@ -1,12 +1,14 @@
 """A lab's own parts, as a plugin module would hold them (``SWWAE_PLUGINS=lab_parts`` or a
-``swwae.plugins`` entry point): a pooling mode with a setting of its own and a data set, each a
-class and one registering line. tests/test_plugins.py copies this file into a folder of its own."""
+``swwae.plugins`` entry point): a pooling mode with a setting of its own, a data set and a loss
+term, each a class or function and one registering line. tests/test_plugins.py copies this file
+into a folder of its own."""
 
 import torch
 import torch.nn.functional as F
 from pydantic import Field
 
 from swwae.datasets import DATA_SETS, DataSet
+from swwae.loss_terms import TERMS, LossTerm
 from swwae.pooling import Pool
 from swwae.pooling.modes import POOL_MODES, PoolMode, Setting
 from swwae.settings import DataSettings
@@ -41,7 +43,15 @@ class LabImages(InMemoryDataModule):
         return Splits(*train, *val, *test)
 
 
+def roughness(out, x, y, middle_targets=None):
+    """The mean absolute difference of neighbouring pixels of the reconstruction."""
+    image = out.recon
+    rows, columns = image[..., 1:, :] - image[..., :-1, :], image[..., 1:] - image[..., :-1]
+    return {"rough": rows.abs().mean() + columns.abs().mean()}
+
+
 POOL_MODES.register(
     PoolMode("gain", GainPool, "no where: window means times {gain:g}", settings={"gain": Setting(2.0, "gain", gt=0)})
 )
 DATA_SETS.register(DataSet("lab_images", LabImages, (1, 8, 8), 2, settings=LabSettings, title="the lab's images"))
+TERMS.register(LossTerm("lambda_rough", 0.0, "rough", "reconstruction", "roughness of the reconstruction", roughness))

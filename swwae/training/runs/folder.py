@@ -45,7 +45,7 @@ from filelock import FileLock, Timeout
 from swwae.checkpoint_file import file_sha256, mid_epoch_position, read_checkpoint
 from swwae.errors import CheckpointError, ConfigError, Corrupt, DiskError, RunInUseError, Unreadable
 from swwae.files import is_inside, read_json, sha256_of
-from swwae.settings import model_settings
+from swwae.settings import model_settings, own_settings
 from swwae.stored import parse_metrics
 from swwae.training.checkpoints import remove_stale_temp_files
 from swwae.training.folders import reason, write_failed
@@ -111,8 +111,11 @@ def identity_of(
     optimized_mode: str | None,
 ) -> dict:
     """The identity (``swwae.training.runs.identity``) of a run of these resolved sections and
-    values (``IDENTITY_KEYS``, in order), as the job has them or a checkpoint stores them."""
+    values (``IDENTITY_KEYS``, in order), as the job has them or a checkpoint stores them: of the
+    model, the settings that made its weights (``own_settings``: no other pooling mode's, no lab's
+    term it does not weigh), so that loading a lab's plugin changes no run's identity."""
     defaults = section_defaults((data or {}).get("_target_"))
+    model = own_settings(defaults.pop("model") | dict(model or {}))
     return run_identity(
         model, data, trainer, seed, optimized_metric, optimized_mode, defaults=defaults, target_names=class_name
     )

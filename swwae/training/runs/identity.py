@@ -7,10 +7,11 @@ a command asking for 1 epoch never reports a 20-epoch run as its own, and a run 
 extended past the length it was started with (its learning-rate schedule spans that length);
 the refusal says how to start over.
 
-In: the model and the data (where the data live and how they are read excepted: ``root``,
-``download``, ``num_workers``, ``on_device``, a folder scan's bounds), the seed, the trainer
-settings that change the updates, the length, the batches measured or the number of processes
-(``TRAINER``) and the monitor that picks ``best.ckpt``. Out: loggers, callbacks, paths, the
+In: the model (the settings that made its weights: ``swwae.settings.own_settings``, which
+``folder.identity_of`` applies) and the data (where the data live and how they are read excepted:
+``root``, ``download``, ``num_workers``, ``on_device``, a folder scan's bounds), the seed, the
+trainer settings that change the updates, the length, the batches measured or the number of
+processes (``TRAINER``) and the monitor that picks ``best.ckpt``. Out: loggers, callbacks, paths, the
 accelerator and strategy, ``compile``, ``channels_last``, ``test``: how and where a run is
 computed and shown, not what it reports.
 
