@@ -21,6 +21,7 @@ compiling, a quiet console) are ``swwae.training.process``'s.
 
 from __future__ import annotations
 
+import copy
 import logging
 import math
 import shlex
@@ -34,7 +35,7 @@ from pathlib import Path
 import lightning as L
 import torch
 from lightning.pytorch.trainer.states import TrainerFn, TrainerStatus
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 
 from swwae.checkpoint_file import mid_epoch_means
 from swwae.errors import CheckpointError, ConfigError, DiskError, Interrupted, NonFiniteError, Preempted
@@ -54,6 +55,7 @@ from swwae.training.runs.folder import (
     mid_epoch_position,
     stored_output_dir,
 )
+from swwae.training.runs.identity import without_labels_tag
 from swwae.training.runs.sweep_claim import claim
 from swwae.training.spec import RunSpec, Section, check_config, table_entry
 from swwae.training.trainer_settings import check_epoch
@@ -92,6 +94,7 @@ def train(cfg: DictConfig, hydra: Launch | None = None, spec: RunSpec | None = N
     run_config = OmegaConf.to_container(cfg, resolve=True)  # the run config as checkpoints store it
     folder = run_folder(spec, run_config, hydra)
     job = build_job(cfg, spec, run_config, folder, hydra)
+    check_old_name(folder, name_before_labels(cfg), spec)  # before the run's folder is made
     with folder.own(job.owns_run):  # a second run of this name ends here, before it reads or moves a file
         check_writable(folder.path, f"the checkpoints of {spec.run_name}", "run_name")
         decision = resume_decision(folder, job.module, spec)
@@ -166,6 +169,42 @@ def logged_val_metrics(module) -> list[str]:
 
 
 # 4. decide
+
+
+def name_before_labels(cfg: DictConfig) -> str | None:
+    """This run's default name as it was before the default name said the number of labels
+    (swwae 0.3.0 and earlier named ``data.num_labels=100`` as its fully supervised twin,
+    ``swwae_hard_mnist_sample_seed0``), where it differs from the name now; None for a fully
+    supervised run and for a name the user or a preset gives (``identity.without_labels_tag``)."""
+    node = cfg._get_node("run_name")
+    template = without_labels_tag(str(node._value())) if node is not None else None
+    if template is None or OmegaConf.select(cfg, "data.num_labels") is None:
+        return None
+    old = copy.deepcopy(cfg)
+    with read_write(old), open_dict(old):
+        old.run_name = template
+        name = str(old.run_name)
+    return name if name != cfg.run_name else None
+
+
+def check_old_name(folder: RunFolder, old_name: str | None, spec: RunSpec) -> None:
+    """A run whose folder holds no checkpoint, and whose own run is in the folder of its old
+    default name (``name_before_labels``): the same command would train it again beside it. One
+    line, before anything is written (its folder, its lock), with the ways on: its old name, the
+    folder moved, or a fresh start (``resume=false``, which asks for one: not checked)."""
+    if old_name is None or spec.resume == "false" or folder.holds_checkpoints():
+        return
+    found = folder.this_run_in(old_name, spec.trainer.max_epochs, spec.trainer.max_steps)
+    if found is None:
+        return
+    old = folder.root / old_name
+    state = "finished" if found.action == "finished" else "unfinished"
+    raise CheckpointError(
+        f"this run ({state}) is in {old}, the folder of its name before the default run name said "
+        f"its labels (swwae 0.3.0 and earlier): continue or report it with run_name={old_name}, or "
+        f"move it to its name now (mv {shlex.quote(str(old))} {shlex.quote(str(folder.path))}), or "
+        "resume=false to train it again here"
+    )
 
 
 def resume_decision(folder: RunFolder, module, spec: RunSpec) -> Decision:
