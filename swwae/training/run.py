@@ -116,7 +116,9 @@ def run_folder(spec: RunSpec, run_config: dict, hydra: Launch) -> RunFolder:
     """The run's folder, named and identified (the settings that made its weights); in a
     multirun, claimed for this job alone (``runs.sweep_claim``)."""
     sections = (run_config.get(key) for key in ("model", "data", "trainer"))
-    identity = identity_of(*sections, spec.seed, spec.optimized_metric, spec.optimized_mode)
+    identity = identity_of(
+        *sections, spec.seed, spec.optimized_metric, spec.optimized_mode, run_config.get("callbacks")
+    )
     entry = table_entry(spec.data.target) if isinstance(spec.data, Section) else None
     contents = entry.load().contents_of(spec.data) if entry is not None else None
     if contents is not None:  # a folder of the user's images: what it holds is part of the run
@@ -137,7 +139,7 @@ def build_job(cfg: DictConfig, spec: RunSpec, run_config: dict, folder: RunFolde
     data = {"image_shape": datamodule.image_shape, "num_classes": datamodule.num_classes}
     module = build(cfg.model, **data, pixel_mean=datamodule.pixel_mean(), _convert_="all")  # plain lists
     configured = build_all(cfg.get("callbacks"))
-    check_monitor(spec.optimized_metric, spec.optimized_mode, logged_val_metrics(module))
+    check_monitor(spec.optimized_metric, spec.optimized_mode, logged_val_metrics(module, configured, datamodule))
     settings = {k: v for k, v in run_config.items() if not isinstance(v, (dict, list))}  # seed, run_name, ...
     sections = (run_config.get(key) for key in ("model", "data", "trainer"))
     params = run_params(settings, *sections, module.net.arch, hydra.choices)
@@ -164,8 +166,11 @@ def build_job(cfg: DictConfig, spec: RunSpec, run_config: dict, folder: RunFolde
     )
 
 
-def logged_val_metrics(module) -> list[str]:
-    return [f"val/{name}" for name in module.metrics["val"]]
+def logged_val_metrics(module, callbacks=(), datamodule=None) -> list[str]:
+    """The validation metrics of the run: the model's, and those a callback logs on this data
+    (its ``val_metrics(datamodule)``: ``val/knn_acc``, where the k-NN monitor is on)."""
+    own = [name for c in callbacks if hasattr(c, "val_metrics") for name in c.val_metrics(datamodule)]
+    return [f"val/{name}" for name in module.metrics["val"]] + own
 
 
 # 4. decide
@@ -239,9 +244,10 @@ def report_finished_run(folder: RunFolder, job: Job, decision: Decision, spec: R
     summary, source = folder.own_metrics(checkpoint, wanted)
     if summary is None:  # e.g. killed after its last checkpoint, before it wrote metrics.json
         # evaluated again by the job's Trainer as the run was (a DDP run on its devices), without
-        # its callbacks: nothing is saved, shown or logged
+        # its callbacks but those that measure a validation metric (val/knn_acc, which may be the
+        # monitor): nothing is saved, shown or logged
         trainer = job.trainer
-        trainer.callbacks = []
+        trainer.callbacks = [c for c in trainer.callbacks if hasattr(c, "val_metrics")]
         trainer.validate(job.module, datamodule=job.datamodule, ckpt_path=str(path), verbose=False)
         best = path.with_name("best.ckpt") if path.with_name("best.ckpt").is_file() else path
         best = folder.tested(best) if spec.test else best

@@ -63,7 +63,7 @@ from swwae.training.runs.identity import (
 
 log = logging.getLogger(__name__)
 
-IDENTITY_KEYS = ("model", "data", "trainer", "seed", "optimized_metric", "optimized_mode")  # identity_of's
+IDENTITY_KEYS = ("model", "data", "trainer", "seed", "optimized_metric", "optimized_mode", "callbacks")  # identity_of's
 
 # helpers
 
@@ -109,12 +109,21 @@ def identity_of(
     seed: int | None,
     optimized_metric: str | None,
     optimized_mode: str | None,
+    callbacks: Mapping | None = None,
 ) -> dict:
     """The identity (``swwae.training.runs.identity``) of a run of these resolved sections and
     values (``IDENTITY_KEYS``, in order), as the job has them or a checkpoint stores them."""
     defaults = section_defaults((data or {}).get("_target_"))
     return run_identity(
-        model, data, trainer, seed, optimized_metric, optimized_mode, defaults=defaults, target_names=class_name
+        model,
+        data,
+        trainer,
+        seed,
+        optimized_metric,
+        optimized_mode,
+        callbacks,
+        defaults=defaults,
+        target_names=class_name,
     )
 
 

@@ -93,6 +93,7 @@ def run_identity(
     seed: int | None,
     optimized_metric: str | None,
     optimized_mode: str | None,
+    callbacks: Mapping | None = None,
     *,
     defaults: Mapping[str, Mapping] | None = None,
     target_names=None,
@@ -100,7 +101,8 @@ def run_identity(
     """The identity of a run of these resolved sections and values. ``defaults`` (``{"model":
     {...}, "data": {...}}``) fill the settings a section does not name; ``target_names(section,
     target)`` gives a class's registry name, so that a class stored under an old module path is
-    the same class."""
+    the same class. ``callbacks``: the run's, read only for a monitor a callback measures
+    (``monitor_measure``)."""
     defaults = defaults or {}
     identity = {}
     for name, given in (("model", model), ("data", data)):
@@ -112,7 +114,26 @@ def run_identity(
     identity["trainer"] = {k: trainer_setting(k, trainer.get(k, default)) for k, default in TRAINER.items()}
     identity["seed"] = seed
     identity["monitor"] = {"metric": optimized_metric, "mode": optimized_mode}
+    identity["monitor"] |= monitor_measure(optimized_metric, callbacks)
     return identity
+
+
+def monitor_measure(metric: str | None, callbacks: Mapping | None) -> dict:
+    """What measures a monitor that a callback logs: for ``val/knn_acc`` the k-NN monitor's
+    ``k`` and ``max_train_images`` (another vote picks another best.ckpt), under
+    ``callbacks.knn_accuracy``; nothing for the model's own metrics, so that their runs' identities
+    stay what they were."""
+    from swwae.training.callback_settings import CALLBACKS, KNN_METRIC, own_callback
+
+    if metric != KNN_METRIC:
+        return {}
+    knn = CALLBACKS["knn_accuracy"]
+    nodes = [n for n in (callbacks or {}).values() if isinstance(n, Mapping) and own_callback(n.get("_target_")) is knn]
+    values = dict(nodes[0]) if nodes else {}
+    defaults = knn.settings()
+    return {
+        f"callbacks.{knn.name}": {key: values.get(key, getattr(defaults, key)) for key in ("k", "max_train_images")}
+    }
 
 
 def digest(identity: Mapping) -> str:
