@@ -25,7 +25,9 @@ class ReconstructionImagesSettings(Settings):
     dropped, the where masks, the middle reconstructions) to every logger that takes images."""
 
     num_images: bounded(int, ge=1) = Field(
-        4, description="the first validation images, the same every time; 4 keeps a row one line in TensorBoard's card"
+        4,
+        description="the first validation images, the same every time (the whole split where it holds fewer); "
+        "4 keeps a row one line in TensorBoard's card",
     )
     every_n_epochs: bounded(int, ge=0) = Field(1, description="panels every n-th epoch; 0: never")
     in_background: TrueFalseOrAuto = Field(
@@ -40,7 +42,11 @@ class EmbeddingsSettings(Settings):
     TensorBoard's projector."""
 
     enabled: StrictBool = Field(False, description="true: on (off: it costs seconds of CPU; docs/tracking.md)")
-    num_images: bounded(int, ge=1) = Field(1000, description="the first images of the split, one point each")
+    num_images: bounded(int, ge=1) = Field(
+        1000,
+        description="the first images of the split, one point each (the whole split where it holds fewer: "
+        "e.g. the bundled sample's 500 test images)",
+    )
     split: Literal[SPLIT_NAMES] = Field("test", description="the split whose images are shown")
 
 
