@@ -322,8 +322,8 @@ def test_resume_with_no_checkpoint_that_reads_back_is_one_error_and_deletes_noth
     [
         ("model.widths=[8,16]", r"holds another run \(model.widths: \[8\] -> \[8, 16\]\)"),
         ("model.pool_mode=soft", r"holds another run \(model.pool_mode: hard -> soft\)"),
-        (
-            "data.num_labels=100",
+        (  # a semi-supervised run has a default name of its own: this one is named as the run
+            f"data.num_labels=100 run_name={RUN}",
             r"holds another run \(data.num_labels: None -> 100; optimized_metric: val/recon_mse -> "
             r"val/acc; optimized_mode: min -> max\)",
         ),
@@ -340,7 +340,7 @@ def test_resume_with_another_config_is_one_clear_error(make_config, tmp_path, ch
     folder = copy_run(trained_run, tmp_path)
     hashes = {p.name: sha(p) for p in folder.iterdir()}
     with pytest.raises(CheckpointError, match=message) as err:
-        train(make_config("model.widths=[8]", change, "resume=true"))
+        train(make_config("model.widths=[8]", *change.split(" "), "resume=true"))
     assert str(err.value).startswith(f"{folder} holds another run (")
     assert str(err.value).endswith(
         "give this run its own folder with run_name=..., or resume=false to start over "

@@ -296,6 +296,31 @@ def test_val_knn_acc_is_logged_when_asked_and_not_by_default_where_scikit_learn_
     assert "val/knn_acc" not in json.loads((tmp_path / "outputs" / "off" / "metrics.json").read_text())["metrics"]
 
 
+def test_val_knn_acc_picks_best_ckpt_and_is_measured_again_for_a_finished_run(make_config, tmp_path):
+    """optimized_metric=val/knn_acc, measured at every validation: best.ckpt by the highest, the
+    value returned and reported; a finished run whose metrics.json is gone measures it again; its
+    vote (k) is the run's: another k is another run."""
+    from swwae.checkpoint_file import read_checkpoint
+    from swwae.errors import CheckpointError
+    from swwae.training.run import train
+
+    knn = ["optimized_metric=val/knn_acc", "callbacks.knn_accuracy.every_n_epochs=1", "model.widths=[4]"]
+    short = ["trainer.limit_train_batches=1", "trainer.limit_val_batches=1", "++trainer.limit_test_batches=1"]
+    value = train(make_config(*knn, *short))
+    summary = json.loads((tmp_path / "output" / "metrics.json").read_text())
+    assert summary["monitor"] == {"metric": "val/knn_acc", "mode": "max"}
+    assert value == summary["metrics"]["val/knn_acc"] and 0 < value <= 1
+    best = read_checkpoint(tmp_path / "checkpoints" / "swwae_hard_mnist_sample_seed0" / "best.ckpt")
+    [state] = [v for k, v in best["callbacks"].items() if "'val/knn_acc'" in k]
+    assert float(state["best_model_score"]) == pytest.approx(value)
+    (tmp_path / "output" / "metrics.json").unlink()
+    assert train(make_config(*knn, *short)) == pytest.approx(value)  # evaluated again, the k-NN vote with it
+    again = json.loads((tmp_path / "output" / "metrics.json").read_text())
+    assert again["reported_again"] == "evaluated again from best.ckpt"
+    with pytest.raises(CheckpointError, match=r"holds another run \(callbacks.knn_accuracy.k: 20 -> 5\)"):
+        train(make_config(*knn, *short, "callbacks.knn_accuracy.k=5"))
+
+
 @pytest.mark.parametrize("option", [["--k", "0"], ["--k", "-3"], ["--seed", "-1"], ["--shifts", "2", "-1"]])
 def test_feature_study_settings_a_probe_cannot_take_are_one_line_before_any_checkpoint(tmp_path, capsys, option):
     """As swwae probe: not a scikit-learn traceback once every model is loaded."""

@@ -12,7 +12,7 @@ import os
 import pytest
 
 from helpers.cli import command_here, last_error_line, train_here
-from helpers.config import QUICK
+from helpers.config import ONE_BATCH, QUICK
 from swwae.errors import ConfigError, Unreadable
 from swwae.training.runs.folder import RunFolder, lock_path, own_run
 from swwae.training.runs.identity import check_run_name
@@ -256,6 +256,43 @@ def test_a_network_written_out_gets_a_run_name_of_its_own(tmp_path):
     written = compose_config(tmp_path, ['model.arch="(64)5c-2p-(64)3c-2p-(64)3c-2p-10fc"'])
     assert written.run_name == "swwae_hard_mnist_sample_64x5c-2p-64x3c-2p-64x3c-2p-10fc_seed0"
     assert check_run_name(written.run_name) == written.run_name
+
+
+def test_a_semi_supervised_run_gets_a_run_name_of_its_own(tmp_path):
+    """Its checkpoints and TensorBoard run are not the fully supervised run's of the same model, data
+    and seed (which refused it as another run); a name given stays as given."""
+    from helpers.config import compose_config
+
+    assert compose_config(tmp_path, ["data.num_labels=null"]).run_name == RUN
+    semi = compose_config(tmp_path, ["data.num_labels=100", 'model.arch="(8)3c-2p-10fc"'])
+    assert semi.run_name == "swwae_hard_mnist_sample_labels100_8x3c-2p-10fc_seed0"
+    assert check_run_name(semi.run_name) == semi.run_name
+    assert compose_config(tmp_path, ["data.num_labels=100", "run_name=mine"]).run_name == "mine"
+
+
+def test_a_run_under_its_old_semi_supervised_name_is_named_not_trained_again(make_config, tmp_path):
+    """Up to swwae 0.3.0 ``data.num_labels=100`` ran as the fully supervised run's name: the same
+    command now finds that run in one line, writing nothing; another run there, or resume=false,
+    goes on under the new name."""
+    from swwae.errors import CheckpointError
+    from swwae.training.run import train
+
+    semi = ["data.num_labels=100", "model.widths=[4]", *ONE_BATCH]
+    train(make_config(*semi, f"run_name={RUN}"))  # a run the old default name named
+    checkpoints, before = tmp_path / "checkpoints", sorted((tmp_path / "checkpoints").iterdir())
+    with pytest.raises(CheckpointError) as err:
+        train(make_config(*semi))
+    new = checkpoints / "swwae_hard_mnist_sample_labels100_seed0"
+    assert str(err.value) == (
+        f"this run (finished) is in {checkpoints / RUN}, the folder of its name before the default run name "
+        f"said its labels (swwae 0.3.0 and earlier): continue or report it with run_name={RUN}, or move it "
+        f"to its name now (mv {checkpoints / RUN} {new}), or resume=false to train it again here"
+    )
+    assert sorted(checkpoints.iterdir()) == before  # no folder, no lock of the new name
+    with pytest.raises(CheckpointError, match="holds another run"):
+        train(make_config(*semi, "model.widths=[8]", f"run_name={RUN}"))  # the old folder: never taken over
+    train(make_config(*semi, "model.widths=[8]"))  # another run than the old folder's: its own, new name
+    assert (checkpoints / "swwae_hard_mnist_sample_labels100_seed0" / "last.ckpt").is_file()
 
 
 @pytest.mark.slow

@@ -181,6 +181,62 @@ def test_a_bad_value_is_one_line_naming_the_key(config, section, key, value, mes
 
 
 @pytest.mark.parametrize(
+    "every, validation, message",
+    [
+        (
+            0,
+            1,
+            "optimized_metric=val/knn_acc is measured by the k-NN monitor, which this run leaves off: turn it on "
+            "at every validation with callbacks.knn_accuracy.every_n_epochs=1, or pick best.ckpt by another metric",
+        ),
+        (
+            2,
+            1,
+            "optimized_metric=val/knn_acc picks best.ckpt at every validation, and callbacks.knn_accuracy."
+            "every_n_epochs=2 measures it once in 2 epochs (a validation without it would stop the run): set "
+            "callbacks.knn_accuracy.every_n_epochs=1, or validate only where it is measured with "
+            "trainer.check_val_every_n_epoch=2",
+        ),
+        (2, 3, "optimized_metric=val/knn_acc picks best.ckpt at every validation, and callbacks.knn_accuracy."),
+        (
+            2,
+            None,
+            "optimized_metric=val/knn_acc picks best.ckpt at every validation, and callbacks.knn_accuracy."
+            "every_n_epochs=2 measures it once in 2 epochs (a validation without it would stop the run): set "
+            "callbacks.knn_accuracy.every_n_epochs=1",
+        ),
+        (1, None, None),
+        (2, 4, None),  # every validation (epochs 4, 8, ...) is an epoch it is measured in
+    ],
+)
+def test_val_knn_acc_as_the_monitor_is_measured_at_every_validation_or_one_line(config, every, validation, message):
+    """Else Lightning's ModelCheckpoint stops the run at the first validation without it, an epoch in
+    (a MisconfigurationException); the line names the setting, before torch loads."""
+    config["optimized_metric"], config["optimized_mode"] = "val/knn_acc", "max"
+    config["callbacks"]["knn_accuracy"]["every_n_epochs"] = every
+    config["trainer"]["check_val_every_n_epoch"], config["trainer"]["max_epochs"] = validation, 12
+    if message is None:
+        assert check_config(config).optimized_metric == "val/knn_acc"
+        return
+    with pytest.raises(ConfigError) as err:
+        check_config(config)
+    assert str(err.value).startswith(message) and "\n" not in str(err.value)
+    if validation is None:
+        assert str(err.value) == message  # no epochs to validate in: the monitor's own setting only
+
+
+def test_an_accuracy_a_callback_logs_is_maximised():
+    from swwae.training.composing import monitor_mode
+
+    assert [monitor_mode(m) for m in ("val/acc", "val/knn_acc", "val/recon_mse", "val/loss")] == [
+        "max",
+        "max",
+        "min",
+        "min",
+    ]
+
+
+@pytest.mark.parametrize(
     "key, value",
     [("checkpoint_dir", "c" * 120_000), ("log_dir", "logs/" + "n" * 256), ("output_dir", "o/" * 2048)],
 )

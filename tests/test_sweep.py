@@ -519,6 +519,24 @@ def test_a_sweep_job_is_named_by_the_run_settings_swept(multirun, tmp_path):
     assert started == [tmp_path / "multirun" / "quick" / config.hydra.sweep.dir.split("/")[-1]]
 
 
+def test_a_sweep_names_labels_it_sweeps_as_a_swept_key_and_labels_it_fixes_as_a_single_run(multirun):
+    """Swept: named in the swept part, as any key (and as before); fixed for every job: the
+    single run's ``_labels100``, so that the jobs never meet the fully supervised runs."""
+    from swwae.training.runs.sweep_claim import DistinctRunFolders
+
+    names = set()
+    for overrides in (["data.num_labels=100,600", "debug=quick"], ["seed=0,1", "data.num_labels=100", "debug=quick"]):
+        config = multirun(overrides)
+        DistinctRunFolders().on_multirun_start(config=config)  # it tells the jobs what the sweep does not sweep
+        names |= {name for name, _ in job_names(config).values()}
+    assert names == {
+        "swwae_hard_mnist_sample_num_labels100_seed0",
+        "swwae_hard_mnist_sample_num_labels600_seed0",
+        "swwae_hard_mnist_sample_labels100_seed0",
+        "swwae_hard_mnist_sample_labels100_seed1",
+    }
+
+
 def test_a_single_run_keeps_its_name_whatever_its_overrides(tmp_path):
     from helpers.config import compose_config
 

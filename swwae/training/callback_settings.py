@@ -25,7 +25,9 @@ class ReconstructionImagesSettings(Settings):
     dropped, the where masks, the middle reconstructions) to every logger that takes images."""
 
     num_images: bounded(int, ge=1) = Field(
-        4, description="the first validation images, the same every time; 4 keeps a row one line in TensorBoard's card"
+        4,
+        description="the first validation images, the same every time (the whole split where it holds fewer); "
+        "4 keeps a row one line in TensorBoard's card",
     )
     every_n_epochs: bounded(int, ge=0) = Field(1, description="panels every n-th epoch; 0: never")
     in_background: TrueFalseOrAuto = Field(
@@ -40,7 +42,11 @@ class EmbeddingsSettings(Settings):
     TensorBoard's projector."""
 
     enabled: StrictBool = Field(False, description="true: on (off: it costs seconds of CPU; docs/tracking.md)")
-    num_images: bounded(int, ge=1) = Field(1000, description="the first images of the split, one point each")
+    num_images: bounded(int, ge=1) = Field(
+        1000,
+        description="the first images of the split, one point each (the whole split where it holds fewer: "
+        "e.g. the bundled sample's 500 test images)",
+    )
     split: Literal[SPLIT_NAMES] = Field("test", description="the split whose images are shown")
 
 
@@ -48,7 +54,9 @@ class KNNAccuracySettings(Settings):
     """``swwae.training.knn_monitor.KNNAccuracy``: ``val/knn_acc``, a k-NN probe of the frozen top what."""
 
     every_n_epochs: bounded(int, ge=0) = Field(
-        0, description='0: off; 5: every 5th epoch (docs/analysis.md "Feature probes")'
+        0,
+        description='0: off; 5: every 5th epoch (docs/analysis.md "Feature probes"); '
+        "1 to pick best.ckpt by it (optimized_metric=val/knn_acc)",
     )
     k: bounded(int, ge=1) = Field(20, description="neighbours (cosine, distance-weighted) that vote")
     max_train_images: bounded(int, ge=1) = Field(10_000, description="the first labelled training images it votes with")
@@ -123,6 +131,44 @@ def check_projector(nodes: Mapping | None, loggers: Mapping | None) -> None:
             f"'logger=[tensorboard,csv]'), or leave it off ({command('evaluate')} <checkpoint> --embeddings "
             "writes them later)"
         )
+
+
+KNN_METRIC = "val/knn_acc"  # what swwae.training.knn_monitor.KNNAccuracy logs
+
+
+def check_knn_monitor(metric, nodes: Mapping | None, every_validation: int | None) -> None:
+    """``optimized_metric=val/knn_acc``: ModelCheckpoint reads the monitor at every validation and
+    stops the run (Lightning's MisconfigurationException) at one without it, after an epoch of
+    training; the k-NN monitor must be on and measure it at every validation
+    (``every_validation``: ``trainer.check_val_every_n_epoch``, None: validations counted in
+    batches, in any epoch). One line, before torch is imported, saying what to set."""
+    if metric != KNN_METRIC:
+        return
+    found = [
+        (key, node)
+        for key, node in (nodes or {}).items()
+        if isinstance(node, Mapping) and own_callback(node.get("_target_")) is CALLBACKS["knn_accuracy"]
+    ]
+    key = found[0][0] if found else "knn_accuracy"
+    every = max((int(node.get("every_n_epochs") or 0) for _, node in found), default=0)
+    if every == 1 or (every and every_validation and every_validation % every == 0):
+        return
+    if not every:
+        raise ConfigError(
+            f"optimized_metric={KNN_METRIC} is measured by the k-NN monitor, which this run leaves off: "
+            f"turn it on at every validation with callbacks.{key}.every_n_epochs=1, or pick best.ckpt by "
+            "another metric"
+        )
+    validate = (
+        f", or validate only where it is measured with trainer.check_val_every_n_epoch={every}"
+        if every_validation is not None
+        else ""
+    )
+    raise ConfigError(
+        f"optimized_metric={KNN_METRIC} picks best.ckpt at every validation, and callbacks.{key}.every_n_epochs="
+        f"{every} measures it once in {every} epochs (a validation without it would stop the run): "
+        f"set callbacks.{key}.every_n_epochs=1{validate}"
+    )
 
 
 def parse_callback(name: str, values: Mapping) -> Settings:

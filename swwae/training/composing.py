@@ -276,8 +276,9 @@ def default_monitor(model: Mapping, data: Mapping) -> str:
 
 
 def monitor_mode(metric: str) -> str:
-    """Accuracies are maximised, errors and losses minimised."""
-    return "max" if str(metric).rsplit("/", 1)[-1].startswith("acc") else "min"
+    """Accuracies (``val/acc``, ``val/knn_acc``) are maximised, errors and losses minimised."""
+    name = str(metric).rsplit("/", 1)[-1]
+    return "max" if name.startswith("acc") or name.endswith("_acc") else "min"
 
 
 def check_monitor(metric: str, mode: str, logged: list[str]) -> None:

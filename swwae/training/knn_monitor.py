@@ -11,22 +11,35 @@ from __future__ import annotations
 
 import lightning as L
 import torch
+from lightning.pytorch.trainer.states import TrainerFn
 
-from swwae.training.callback_settings import parse_callback
+from swwae.training.callback_settings import KNN_METRIC, parse_callback
 
 
 class KNNAccuracy(L.Callback):
     """Every ``every_n_epochs`` (0: never), after validation, log ``val/knn_acc``: the k-NN
     accuracy (cosine, ``k``, distance-weighted) of the validation images against the first
-    ``max_train_images`` labelled training images, on the top what in eval mode. Its settings:
-    ``swwae.training.callback_settings.KNNAccuracySettings``."""
+    ``max_train_images`` labelled training images, on the top what in eval mode; in a validation
+    of its own (``trainer.validate``: a finished run evaluated again), always. Its settings:
+    ``swwae.training.callback_settings.KNNAccuracySettings``.
+
+    As the checkpoint monitor (``optimized_metric=val/knn_acc``) it must be measured at every
+    validation: the command line's check (``callback_settings.check_knn_monitor``) asks for it."""
 
     def __init__(self, **settings):
         self.settings = parse_callback("knn_accuracy", settings)
 
+    def val_metrics(self, data) -> list[str]:
+        """The validation metrics it logs on ``data`` (a set-up data module): ``val/knn_acc`` when
+        it is on and the data has labelled training images to vote with, else none."""
+        labelled = bool((data.train_y >= 0).any()) if data.train_y is not None else False
+        return [KNN_METRIC] if self.settings.every_n_epochs and labelled else []
+
     def due(self, trainer: L.Trainer) -> bool:
         every = self.settings.every_n_epochs
-        return bool(every) and not trainer.sanity_checking and (trainer.current_epoch + 1) % every == 0
+        if not every or trainer.sanity_checking:
+            return False
+        return trainer.state.fn == TrainerFn.VALIDATING or (trainer.current_epoch + 1) % every == 0
 
     def on_validation_epoch_end(self, trainer: L.Trainer, module: L.LightningModule) -> None:
         if not self.due(trainer):
@@ -46,4 +59,4 @@ class KNNAccuracy(L.Callback):
             acc = float(knn_probe(train, data.train_y[labelled], val, data.val_y, k=self.settings.k))
         acc = trainer.strategy.broadcast(acc, src=0)
         # the same value in every process: synced as their max, which is it (unsynced, Lightning warns)
-        module.log("val/knn_acc", acc, prog_bar=False, sync_dist=True, reduce_fx="max")
+        module.log(KNN_METRIC, acc, prog_bar=False, sync_dist=True, reduce_fx="max")

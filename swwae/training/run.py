@@ -21,6 +21,7 @@ compiling, a quiet console) are ``swwae.training.process``'s.
 
 from __future__ import annotations
 
+import copy
 import logging
 import math
 import shlex
@@ -34,7 +35,7 @@ from pathlib import Path
 import lightning as L
 import torch
 from lightning.pytorch.trainer.states import TrainerFn, TrainerStatus
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 
 from swwae.checkpoint_file import mid_epoch_means
 from swwae.errors import CheckpointError, ConfigError, DiskError, Interrupted, NonFiniteError, Preempted
@@ -55,6 +56,7 @@ from swwae.training.runs.folder import (
     mid_epoch_position,
     stored_output_dir,
 )
+from swwae.training.runs.identity import without_labels_tag
 from swwae.training.runs.sweep_claim import claim
 from swwae.training.spec import RunSpec, Section, check_config, table_entry
 from swwae.training.trainer_settings import check_epoch
@@ -93,6 +95,7 @@ def train(cfg: DictConfig, hydra: Launch | None = None, spec: RunSpec | None = N
     run_config = stored_config(cfg)
     folder = run_folder(spec, run_config, hydra)
     job = build_job(cfg, spec, run_config, folder, hydra)
+    check_old_name(folder, name_before_labels(cfg), spec)  # before the run's folder is made
     with folder.own(job.owns_run):  # a second run of this name ends here, before it reads or moves a file
         check_writable(folder.path, f"the checkpoints of {spec.run_name}", "run_name")
         decision = resume_decision(folder, job.module, spec)
@@ -124,7 +127,9 @@ def run_folder(spec: RunSpec, run_config: dict, hydra: Launch) -> RunFolder:
     """The run's folder, named and identified (the settings that made its weights); in a
     multirun, claimed for this job alone (``runs.sweep_claim``)."""
     sections = (run_config.get(key) for key in ("model", "data", "trainer"))
-    identity = identity_of(*sections, spec.seed, spec.optimized_metric, spec.optimized_mode)
+    identity = identity_of(
+        *sections, spec.seed, spec.optimized_metric, spec.optimized_mode, run_config.get("callbacks")
+    )
     entry = table_entry(spec.data.target) if isinstance(spec.data, Section) else None
     contents = entry.load().contents_of(spec.data) if entry is not None else None
     if contents is not None:  # a folder of the user's images: what it holds is part of the run
@@ -145,7 +150,7 @@ def build_job(cfg: DictConfig, spec: RunSpec, run_config: dict, folder: RunFolde
     data = {"image_shape": datamodule.image_shape, "num_classes": datamodule.num_classes}
     module = build(cfg.model, **data, pixel_mean=datamodule.pixel_mean(), _convert_="all")  # plain lists
     configured = build_all(cfg.get("callbacks"))
-    check_monitor(spec.optimized_metric, spec.optimized_mode, logged_val_metrics(module))
+    check_monitor(spec.optimized_metric, spec.optimized_mode, logged_val_metrics(module, configured, datamodule))
     settings = {k: v for k, v in run_config.items() if not isinstance(v, (dict, list))}  # seed, run_name, ...
     sections = (run_config.get(key) for key in ("model", "data", "trainer"))
     params = run_params(settings, *sections, module.net.arch, hydra.choices)
@@ -172,11 +177,50 @@ def build_job(cfg: DictConfig, spec: RunSpec, run_config: dict, folder: RunFolde
     )
 
 
-def logged_val_metrics(module) -> list[str]:
-    return [f"val/{name}" for name in module.metrics["val"]]
+def logged_val_metrics(module, callbacks=(), datamodule=None) -> list[str]:
+    """The validation metrics of the run: the model's, and those a callback logs on this data
+    (its ``val_metrics(datamodule)``: ``val/knn_acc``, where the k-NN monitor is on)."""
+    own = [name for c in callbacks if hasattr(c, "val_metrics") for name in c.val_metrics(datamodule)]
+    return [f"val/{name}" for name in module.metrics["val"]] + own
 
 
 # 4. decide
+
+
+def name_before_labels(cfg: DictConfig) -> str | None:
+    """This run's default name as it was before the default name said the number of labels
+    (swwae 0.3.0 and earlier named ``data.num_labels=100`` as its fully supervised twin,
+    ``swwae_hard_mnist_sample_seed0``), where it differs from the name now; None for a fully
+    supervised run and for a name the user or a preset gives (``identity.without_labels_tag``)."""
+    node = cfg._get_node("run_name")
+    template = without_labels_tag(str(node._value())) if node is not None else None
+    if template is None or OmegaConf.select(cfg, "data.num_labels") is None:
+        return None
+    old = copy.deepcopy(cfg)
+    with read_write(old), open_dict(old):
+        old.run_name = template
+        name = str(old.run_name)
+    return name if name != cfg.run_name else None
+
+
+def check_old_name(folder: RunFolder, old_name: str | None, spec: RunSpec) -> None:
+    """A run whose folder holds no checkpoint, and whose own run is in the folder of its old
+    default name (``name_before_labels``): the same command would train it again beside it. One
+    line, before anything is written (its folder, its lock), with the ways on: its old name, the
+    folder moved, or a fresh start (``resume=false``, which asks for one: not checked)."""
+    if old_name is None or spec.resume == "false" or folder.holds_checkpoints():
+        return
+    found = folder.this_run_in(old_name, spec.trainer.max_epochs, spec.trainer.max_steps)
+    if found is None:
+        return
+    old = folder.root / old_name
+    state = "finished" if found.action == "finished" else "unfinished"
+    raise CheckpointError(
+        f"this run ({state}) is in {old}, the folder of its name before the default run name said "
+        f"its labels (swwae 0.3.0 and earlier): continue or report it with run_name={old_name}, or "
+        f"move it to its name now (mv {shlex.quote(str(old))} {shlex.quote(str(folder.path))}), or "
+        "resume=false to train it again here"
+    )
 
 
 def resume_decision(folder: RunFolder, module, spec: RunSpec) -> Decision:
@@ -211,9 +255,10 @@ def report_finished_run(folder: RunFolder, job: Job, decision: Decision, spec: R
     summary, source = folder.own_metrics(checkpoint, wanted)
     if summary is None:  # e.g. killed after its last checkpoint, before it wrote metrics.json
         # evaluated again by the job's Trainer as the run was (a DDP run on its devices), without
-        # its callbacks: nothing is saved, shown or logged
+        # its callbacks but those that measure a validation metric (val/knn_acc, which may be the
+        # monitor): nothing is saved, shown or logged
         trainer = job.trainer
-        trainer.callbacks = []
+        trainer.callbacks = [c for c in trainer.callbacks if hasattr(c, "val_metrics")]
         trainer.validate(job.module, datamodule=job.datamodule, ckpt_path=str(path), verbose=False)
         best = path.with_name("best.ckpt") if path.with_name("best.ckpt").is_file() else path
         best = folder.tested(best) if spec.test else best

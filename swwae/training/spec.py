@@ -52,7 +52,7 @@ from swwae.settings import (
     trains_classifier,
     unknown_key,
 )
-from swwae.training.callback_settings import check_callbacks, check_projector, own_callback
+from swwae.training.callback_settings import check_callbacks, check_knn_monitor, check_projector, own_callback
 from swwae.training.composing import check_mode
 from swwae.training.registry import DATA_MODULES, DATASETS, MODEL_MODULES, MODELS, shipped
 from swwae.training.run_settings import PathSettings, RunSettings
@@ -304,6 +304,7 @@ def check_config(cfg) -> RunSpec:
         raise first_problem(err, "", names_of(RunSpec)) from None
     check_extras(spec.logger)  # the command's trackers only: a stored config's may be gone where it is read
     check_projector(spec.callbacks, spec.logger)
+    check_knn_monitor(spec.optimized_metric, spec.callbacks, spec.trainer.check_val_every_n_epoch)
     return spec
 
 

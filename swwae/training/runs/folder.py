@@ -63,7 +63,7 @@ from swwae.training.runs.identity import (
 
 log = logging.getLogger(__name__)
 
-IDENTITY_KEYS = ("model", "data", "trainer", "seed", "optimized_metric", "optimized_mode")  # identity_of's
+IDENTITY_KEYS = ("model", "data", "trainer", "seed", "optimized_metric", "optimized_mode", "callbacks")  # identity_of's
 
 # helpers
 
@@ -109,6 +109,7 @@ def identity_of(
     seed: int | None,
     optimized_metric: str | None,
     optimized_mode: str | None,
+    callbacks: Mapping | None = None,
 ) -> dict:
     """The identity (``swwae.training.runs.identity``) of a run of these resolved sections and
     values (``IDENTITY_KEYS``, in order), as the job has them or a checkpoint stores them: of the
@@ -117,7 +118,15 @@ def identity_of(
     defaults = section_defaults((data or {}).get("_target_"))
     model = own_settings(defaults.pop("model") | dict(model or {}))
     return run_identity(
-        model, data, trainer, seed, optimized_metric, optimized_mode, defaults=defaults, target_names=class_name
+        model,
+        data,
+        trainer,
+        seed,
+        optimized_metric,
+        optimized_mode,
+        callbacks,
+        defaults=defaults,
+        target_names=class_name,
     )
 
 
@@ -177,15 +186,16 @@ class RunFolder:
 
     # what it holds
 
-    def read(self) -> FolderState:
+    def read(self, tidy: bool = True) -> FolderState:
         """The folder's checkpoints, read in resume order up to the first that reads back and
         whose stored config parses (the decision never looks past it); stray temp files of an
-        interrupted save are removed (only under the lock)."""
+        interrupted save are removed (only under the lock: ``tidy=False`` reads a folder whose
+        lock this process does not hold, and changes nothing in it)."""
         from swwae.training.spec import parse_stored  # the schema imports the runs package
 
         if not self.path.is_dir():
             return FolderState()
-        for stale in remove_stale_temp_files(self.path):
+        for stale in remove_stale_temp_files(self.path) if tidy else ():
             log.warning("removed %s, left by a save that was interrupted", stale)
         found = []
         for path in resume_candidates(self.path):
@@ -212,6 +222,18 @@ class RunFolder:
 
     def decide(self, mode: str, max_epochs: int | None, max_steps: int | None) -> Decision:
         return decide(self.read(), Request(mode, self.identity, max_epochs, max_steps))
+
+    def holds_checkpoints(self) -> bool:
+        """Whether the folder holds a checkpoint file (read or not), without its lock."""
+        return self.path.is_dir() and bool(resume_candidates(self.path))
+
+    def this_run_in(self, name: str, max_epochs: int | None, max_steps: int | None) -> Decision | None:
+        """Whether the folder of run ``name`` beside this one holds this run (its identity): the
+        decision there (continue or finished), else None. Read without its lock: nothing in it
+        changes."""
+        other = RunFolder(self.root, name, self.identity)
+        decision = decide(other.read(tidy=False), Request("auto", self.identity, max_epochs, max_steps))
+        return decision if decision.action in ("continue", "finished") else None
 
     def checkpoint(self, found: Found) -> tuple[Path, dict]:
         """(path, contents) of a checkpoint the decision names."""

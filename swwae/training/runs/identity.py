@@ -21,7 +21,8 @@ project since) counts as its default.
 
 A run's name is a name: one path component, so that ``checkpoints/<run name>/`` is a folder
 inside ``checkpoints/`` and nowhere else (``check_run_name``, checked before anything is
-written; ``${swwae.arch_tag:}``, registered on import, names a network written out).
+written; ``${swwae.arch_tag:}``, registered on import, names a network written out, and
+``${swwae.labels_tag:}`` the labels of a semi-supervised run).
 """
 
 from __future__ import annotations
@@ -93,6 +94,7 @@ def run_identity(
     seed: int | None,
     optimized_metric: str | None,
     optimized_mode: str | None,
+    callbacks: Mapping | None = None,
     *,
     defaults: Mapping[str, Mapping] | None = None,
     target_names=None,
@@ -100,7 +102,8 @@ def run_identity(
     """The identity of a run of these resolved sections and values. ``defaults`` (``{"model":
     {...}, "data": {...}}``) fill the settings a section does not name; ``target_names(section,
     target)`` gives a class's registry name, so that a class stored under an old module path is
-    the same class."""
+    the same class. ``callbacks``: the run's, read only for a monitor a callback measures
+    (``monitor_measure``)."""
     defaults = defaults or {}
     identity = {}
     for name, given in (("model", model), ("data", data)):
@@ -112,7 +115,26 @@ def run_identity(
     identity["trainer"] = {k: trainer_setting(k, trainer.get(k, default)) for k, default in TRAINER.items()}
     identity["seed"] = seed
     identity["monitor"] = {"metric": optimized_metric, "mode": optimized_mode}
+    identity["monitor"] |= monitor_measure(optimized_metric, callbacks)
     return identity
+
+
+def monitor_measure(metric: str | None, callbacks: Mapping | None) -> dict:
+    """What measures a monitor that a callback logs: for ``val/knn_acc`` the k-NN monitor's
+    ``k`` and ``max_train_images`` (another vote picks another best.ckpt), under
+    ``callbacks.knn_accuracy``; nothing for the model's own metrics, so that their runs' identities
+    stay what they were."""
+    from swwae.training.callback_settings import CALLBACKS, KNN_METRIC, own_callback
+
+    if metric != KNN_METRIC:
+        return {}
+    knn = CALLBACKS["knn_accuracy"]
+    nodes = [n for n in (callbacks or {}).values() if isinstance(n, Mapping) and own_callback(n.get("_target_")) is knn]
+    values = dict(nodes[0]) if nodes else {}
+    defaults = knn.settings()
+    return {
+        f"callbacks.{knn.name}": {key: values.get(key, getattr(defaults, key)) for key in ("k", "max_train_images")}
+    }
 
 
 def digest(identity: Mapping) -> str:
@@ -177,17 +199,13 @@ def name_of_value(value: str) -> str:
     return ("-" if value.startswith("-") else "") + UNSAFE.sub("-", value).strip("-")
 
 
-def sweep_tag(mode, overrides, unnamed=()) -> str:
-    """The default run name's part for a job of a multirun (``mode``: Hydra's; ``overrides``: the
-    job's own, ``key=value`` each; ``unnamed``: the keys that do not name it, Hydra's
-    ``hydra.job.config.override_dirname.exclude_keys``, which the sweep sets to the keys it does
-    not sweep): ``_<setting><value>`` for each setting of the run's identity that it sets beyond
-    what the name says already (model, data, arch, seed), sorted by key, each value made a name
-    (``name_of_value``). ``-m model.lr=1e-3,1e-4`` runs ``..._lr0.001_seed0`` and
-    ``..._lr0.0001_seed0`` (Hydra writes a swept number out), one run folder each. Nothing in a
-    single run (its name stays what it was) or for a setting outside the identity (a logger)."""
+def swept_values(mode, overrides, unnamed=()) -> dict[str, str]:
+    """The settings of the run's identity that a job of a multirun sets beyond what the name says
+    already (model, data, arch, seed), by key, each value made a name (``name_of_value``): what
+    ``sweep_tag`` names. Nothing in a single run, or for a setting outside the identity (a logger).
+    ``mode``, ``overrides``, ``unnamed``: as ``sweep_tag`` takes them."""
     if getattr(mode, "name", mode) != "MULTIRUN":
-        return ""
+        return {}
     skipped = NAMED | {str(key) for key in unnamed or ()}
     values = {}
     for override in overrides or ():
@@ -195,10 +213,56 @@ def sweep_tag(mode, overrides, unnamed=()) -> str:
         key = key.lstrip("+")
         if sep and not key.startswith("~") and key not in skipped and in_identity(key):
             values[key] = name_of_value(value.strip("'\""))
+    return values
+
+
+def sweep_tag(mode, overrides, unnamed=()) -> str:
+    """The default run name's part for a job of a multirun (``mode``: Hydra's; ``overrides``: the
+    job's own, ``key=value`` each; ``unnamed``: the keys that do not name it, Hydra's
+    ``hydra.job.config.override_dirname.exclude_keys``, which the sweep sets to the keys it does
+    not sweep): ``_<setting><value>`` for each setting of the run's identity that it sets beyond
+    what the name says already (model, data, arch, seed; ``swept_values``), sorted by key.
+    ``-m model.lr=1e-3,1e-4`` runs ``..._lr0.001_seed0`` and ``..._lr0.0001_seed0`` (Hydra writes
+    a swept number out), one run folder each. Nothing in a single run (its name stays what it
+    was) or for a setting outside the identity (a logger)."""
+    values = swept_values(mode, overrides, unnamed)
     tag = "".join(f"_{key.rpartition('.')[2]}{values[key]}" for key in sorted(values))
     if len(tag) > SWEPT_MAX:
         tag = f"{tag[: SWEPT_MAX - 17]}_{hashlib.sha256(tag.encode()).hexdigest()[:16]}"
     return tag
+
+
+def labels_tag(num_labels, mode=None, overrides=(), unnamed=()) -> str:
+    """The default run name's part for ``data.num_labels``: nothing for a fully supervised run
+    (``None``), else ``_labels<N>`` (``data.num_labels=100``: ``swwae_hard_mnist_sample_labels100_seed0``,
+    the form of the semi-supervised presets' names), so that a semi-supervised run and the fully
+    supervised run of the same model, data and seed never meet in one folder or one TensorBoard
+    run. Where a sweep sweeps ``data.num_labels``, its swept part names it already
+    (``_num_labels100``, ``sweep_tag``): nothing here. ``mode``, ``overrides``, ``unnamed``: as
+    ``sweep_tag`` takes them."""
+    if num_labels is None or str(num_labels) in ("", "None"):
+        return ""
+    if "data.num_labels" in swept_values(mode, overrides, unnamed):
+        return ""
+    return f"_labels{name_of_value(str(num_labels))}"
+
+
+LABELS_TAG = "${swwae.labels_tag:"  # how the default run name (configs/train.yaml) calls labels_tag
+
+
+def without_labels_tag(template: str) -> str | None:
+    """A run name's template (unresolved) without its ``${swwae.labels_tag:...}`` part: the default
+    run name as it was before it said the number of labels (swwae 0.3.0 and earlier); None for a
+    template without one (a name the user or a preset gives)."""
+    start = template.find(LABELS_TAG)
+    if start < 0:
+        return None
+    depth = 0
+    for end in range(start, len(template)):
+        depth += {"{": 1, "}": -1}.get(template[end], 0)
+        if depth == 0 and template[end] == "}":
+            return template[:start] + template[end + 1 :]
+    return None
 
 
 def aside_stamp() -> str:
@@ -228,12 +292,13 @@ def moved_aside(root: Path, name: str) -> list[Path]:
 
 
 def register_resolver() -> None:
-    """``${swwae.arch_tag:${model.arch}}`` and ``${swwae.sweep_tag:...}`` for the configs' run
-    name (on import: the Hydra callbacks and the job import this module before the run name is
-    resolved)."""
+    """``${swwae.arch_tag:${model.arch}}``, ``${swwae.labels_tag:...}`` and ``${swwae.sweep_tag:...}``
+    for the configs' run name (on import: the Hydra callbacks and the job import this module before
+    the run name is resolved)."""
     from omegaconf import OmegaConf
 
     OmegaConf.register_new_resolver("swwae.arch_tag", arch_tag, replace=True)
+    OmegaConf.register_new_resolver("swwae.labels_tag", labels_tag, replace=True)
     OmegaConf.register_new_resolver("swwae.sweep_tag", sweep_tag, replace=True)
 
 
