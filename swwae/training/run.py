@@ -192,9 +192,10 @@ def name_before_labels(cfg: DictConfig) -> str | None:
     (swwae 0.3.0 and earlier named ``data.num_labels=100`` as its fully supervised twin,
     ``swwae_hard_mnist_sample_seed0``), where it differs from the name now; None for a fully
     supervised run and for a name the user or a preset gives (``identity.without_labels_tag``)."""
-    node = cfg._get_node("run_name")
-    template = without_labels_tag(str(node._value())) if node is not None else None
-    if template is None or OmegaConf.select(cfg, "data.num_labels") is None:
+    if OmegaConf.select(cfg, "data.num_labels") is None:
+        return None
+    template = without_labels_tag(str(OmegaConf.to_container(cfg, resolve=False).get("run_name")))
+    if template is None:
         return None
     old = copy.deepcopy(cfg)
     with read_write(old), open_dict(old):
