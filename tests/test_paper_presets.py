@@ -50,3 +50,16 @@ def test_each_preset_runs_on_files_in_its_datasets_format(preset, make_config, t
     assert math.isfinite(train(cfg))
     assert (cfg.optimized_metric == "val/acc") == (spec.classes is not None)
     assert re.fullmatch(r"[a-z_0-9]+", cfg.run_name.replace("swwae_hard_", "")) is not None
+
+
+CLASSIFYING = [p for p in PRESETS if p != "mnist_pool_size"]  # mnist_pool_size: reconstruction only, no labels
+
+
+@pytest.mark.parametrize("preset", CLASSIFYING)
+def test_a_preset_run_on_fewer_labels_is_named_for_them(preset, make_config):
+    """``experiment=paper/cifar10 data.num_labels=4000`` ran as ``swwae_hard_cifar10_seed0``, the
+    name of the preset's all-label run, whose folder then refused it (or, with ``resume=false``,
+    was moved aside for it): a preset that names its run says its labels, as the default name does."""
+    own = str(make_config(f"experiment=paper/{preset}").run_name)
+    fewer = str(make_config(f"experiment=paper/{preset}", "data.num_labels=500").run_name)
+    assert fewer == re.sub(r"_labels[0-9]+", "", own).replace("_seed0", "_labels500_seed0")
