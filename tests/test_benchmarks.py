@@ -310,6 +310,26 @@ def test_bench_presets_on_the_cpu_measures_the_settings_it_is_given(monkeypatch,
     assert "training steps, channels_last, compile, fed by the loader; GPU estimate" in capsys.readouterr().out
 
 
+@pytest.mark.parametrize("preset", ["mnist_semi", "svhn_1000", "stl10", "cifar10", "mnist_pool_size"])
+def test_bench_presets_counts_the_images_an_epoch_trains(preset):
+    """A semi-supervised epoch is one pass over the training split in the label-hidden part of
+    each batch, and the labelled quarter of every batch comes on top: the cost table counted the
+    split alone (mnist_semi: 55,000 of the 73,336 images an epoch trains), a quarter short."""
+    from swwae.datasets import DATA_SETS
+    from swwae.training.data.batching import LabelledBatchSampler
+
+    cfg, data = bench_presets.preset_config(preset)
+    split = DATA_SETS[data].epoch_images
+    if preset in ("cifar10", "mnist_pool_size"):  # every label kept: an epoch is the split
+        assert bench_presets.epoch_images(cfg, data) == split
+        return
+    labels = cfg.data.num_labels or 900  # STL-10: a fold's 1,000 labels less the 100 validating
+    sampler = LabelledBatchSampler(split, torch.arange(labels), cfg.data.batch_size, cfg.data.batch_size // 4)
+    trained = sum(len(batch.labelled) + len(batch.unlabelled) for batch in sampler)
+    assert bench_presets.epoch_images(cfg, data) == trained
+    assert preset != "mnist_semi" or trained == 573 * 128 - 8  # 55,000 = 572 x 96 + 88: a last batch of 120
+
+
 def test_bench_presets_loader_gathers_on_a_gpu_named_without_its_index(monkeypatch):
     """``--device cuda --loader``: the images made on ``torch.device("cuda")`` are on cuda:0, and the
     loader gathers them there (batch_loader refuses a device other than the images'). Fake tensors:
