@@ -279,9 +279,16 @@ def check_folder_target(folder: str | Path) -> Path:
 
 
 def checkpoints_in(folder: Path) -> list[Path]:
-    """The checkpoints in ``folder`` or in a folder in it: a run's folder or the folder of runs
-    (paths.checkpoint_dir), which a model folder written over it would swap out under a run."""
-    return sorted([*folder.glob("*.ckpt"), *folder.glob("*/*.ckpt")])[:1]
+    """The first checkpoint found in ``folder`` or anywhere below it (links not followed): a
+    run's folder, the folder of runs (paths.checkpoint_dir) or a folder holding that one
+    (``checkpoints/``, whose ``quick/`` holds the quick checks' runs), which a model folder
+    written over it would swap out under a run. The walk stops at the first one."""
+    for parent, folders, files in os.walk(folder):
+        folders.sort()
+        found = sorted(name for name in files if name.endswith(".ckpt"))
+        if found:
+            return [Path(parent) / found[0]]
+    return []
 
 
 def check_can_write(path: Path, what: str) -> None:

@@ -284,16 +284,17 @@ def test_a_full_disk_is_one_line_and_leaves_nothing(tmp_path):
 
 def test_a_run_folder_or_the_folder_of_runs_is_never_swapped_for_a_model_folder(tmp_path):
     """A model folder is replaced whole (a new one renamed in): over a run's folder, a run saving
-    there meanwhile would lose that save. Refused before anything is written."""
-    run = tmp_path / "checkpoints" / "run"
+    there meanwhile would lose that save. Refused before anything is written, at any depth: the
+    quick checks' runs are in checkpoints/quick/<run>/."""
+    run = tmp_path / "checkpoints" / "quick" / "run"
     run.mkdir(parents=True)
     (run / "last.ckpt").write_bytes(b"weights")
-    for target in (run, run.parent):
+    for target in (run, run.parent, run.parent.parent):
         with pytest.raises(
             CheckpointError, match=f"^the model folder {target} holds checkpoints \\({run}/last.ckpt\\)"
         ):
             swwae.save_pretrained(SWWAE(widths=[4]), target)
-    assert sorted(p.name for p in tmp_path.rglob("*")) == ["checkpoints", "last.ckpt", "run"]
+    assert sorted(p.name for p in tmp_path.rglob("*")) == ["checkpoints", "last.ckpt", "quick", "run"]
 
 
 def test_the_current_folder_or_weights_that_are_not_finite_are_refused_before_writing(tmp_path, monkeypatch):
