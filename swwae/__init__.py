@@ -92,7 +92,9 @@ def save_pretrained(net, folder: str | Path, *, config: dict | None = None, metr
     config (``config``, default ``net.config``) and the project version;
     ``folder/model.safetensors``: the weights, no pickle; ``folder/README.md``: the model card
     (``swwae.card``), with the test metrics ``metrics`` (a ``swwae.card.RunMetrics``; default:
-    those of the run's ``metrics.json``, when it is found). Returns the folder.
+    those of the run's ``metrics.json``, when it is found and measured these very weights: a
+    network of ``last.ckpt``, or one trained on since, gets none of ``best.ckpt``'s). Returns
+    the folder.
     """
     from swwae.pretrained import Pretrained
 

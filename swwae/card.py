@@ -46,6 +46,7 @@ class RunMetrics:
 
     values: dict = field(default_factory=dict)
     checkpoint: str | None = None
+    checkpoint_sha256: str | None = None  # the bytes of ``checkpoint`` measured, as metrics.json records them
 
 
 NO_METRICS = RunMetrics()
@@ -103,7 +104,7 @@ def run_metrics(output_dir: str | Path | None, checkpoint: str | Path | None = N
         for name, value in (summary.get("metrics") or {}).items()
         if name in REPORTED and isinstance(value, (int, float)) and math.isfinite(value)
     }
-    return RunMetrics(values, measured_on) if values else NO_METRICS
+    return RunMetrics(values, measured_on, summary.get("checkpoint_sha256")) if values else NO_METRICS
 
 
 def metadata(name: str, dataset: DataSet | None, metrics: RunMetrics) -> dict:
@@ -211,7 +212,7 @@ def body(net, name: str, dataset: DataSet | None, metrics: RunMetrics) -> str:
         source = f" `{Path(metrics.checkpoint).name}`" if metrics.checkpoint else ""
         lines += ["", f"On the test split, for the run's checkpoint{source}, as its `metrics.json` reports them."]
     else:
-        lines += ["None recorded: the run's `metrics.json` was not found beside its config."]
+        lines += ["None recorded: no `metrics.json` of its run was found that reports these very weights."]
     lines += [
         "",
         "## Use it",
@@ -240,7 +241,9 @@ def body(net, name: str, dataset: DataSet | None, metrics: RunMetrics) -> str:
 def model_card(net, *, run: RunFacts = NO_RUN, metrics: RunMetrics | None = None) -> str:
     """The text of ``net``'s model card: ``run`` says its run (name, data set, output folder;
     ``RunFacts.of(run_config)``), ``metrics`` its test metrics (default: those of the run's
-    ``metrics.json``, ``run_metrics``). A pooling mode the mode table does not know is a
+    ``metrics.json``, ``run_metrics``, whichever checkpoint they were measured on; a model
+    folder's card has those of ``swwae.pretrained.measured_metrics``, measured on its own
+    weights, or none). A pooling mode the mode table does not know is a
     ConfigError (one line), as is a data set the data-set table does not know."""
     metrics = run_metrics(run.output_dir) if metrics is None else metrics
     text = f"---\n{metadata_yaml(run.name, run.dataset, metrics)}\n---\n\n{body(net, run.name, run.dataset, metrics)}"

@@ -29,7 +29,7 @@ except ImportError:  # the optional extra
 
 from swwae import model
 from swwae.card import LICENSE, PAPER_URL, TAGS, RunFacts, model_card
-from swwae.pretrained import CONFIG_FILE, WEIGHTS_FILE, write_folder
+from swwae.pretrained import CONFIG_FILE, WEIGHTS_FILE, measured_metrics, write_folder
 
 
 class SWWAE(model.SWWAE, PyTorchModelHubMixin, library_name="swwae", license=LICENSE, tags=TAGS, paper_url=PAPER_URL):
@@ -53,7 +53,8 @@ class SWWAE(model.SWWAE, PyTorchModelHubMixin, library_name="swwae", license=LIC
 
     def generate_model_card(self, *args, **kwargs) -> ModelCard:
         """swwae's own card (``swwae.card``), where the mixin would write its generic one."""
-        return ModelCard(model_card(self, run=RunFacts.of(self.config)))
+        run = RunFacts.of(self.config)
+        return ModelCard(model_card(self, run=run, metrics=measured_metrics(self, run)))
 
     @classmethod
     def _from_pretrained(

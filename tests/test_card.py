@@ -78,17 +78,38 @@ def test_export_writes_a_card_with_the_runs_test_metrics(run, tmp_path):
 
 
 @pytest.mark.slow
-def test_a_checkpoint_the_metrics_do_not_report_gets_a_card_without_them(run, tmp_path):
+def test_a_card_reports_the_runs_metrics_only_for_the_weights_they_were_measured_on(run, tmp_path):
+    """metrics.json reports best.ckpt: a network of last.ckpt holding the same weights (one
+    epoch) gets its metrics, through the Python API as through export; a network trained on
+    since gets none, nor does best.ckpt's network once best.ckpt was written again."""
     from swwae.commands.export import main
 
-    last = run / "checkpoints" / RUN / "last.ckpt"  # metrics.json reports best.ckpt's scores
-    assert main([str(last), "--to", str(tmp_path / "m")]) == 0
-    metadata, body = card_of(tmp_path / "m")
+    best, last = (run / "checkpoints" / RUN / name for name in ("best.ckpt", "last.ckpt"))
+    measured = json.loads((run / "output" / "metrics.json").read_text())["metrics"]
+    expected = {"accuracy": round(measured["test/acc"], 6), "mse": round(measured["test/recon_mse"], 6)}
+    swwae.save_pretrained(swwae.load(last), tmp_path / "last")
+    assert reported(card_of(tmp_path / "last")[0]) == expected
+    assert main([str(tmp_path / "last"), "--to", str(tmp_path / "again")]) == 0  # a model folder exported again
+    assert reported(card_of(tmp_path / "again")[0]) == expected
+
+    changed = swwae.load(best)
+    with torch.no_grad():
+        changed.classifier[-1].bias[0] += 1e-3  # trained on since
+    swwae.save_pretrained(changed, tmp_path / "changed")
+    metadata, body = card_of(tmp_path / "changed")
     assert "model-index" not in metadata and "metrics" not in metadata and metadata["datasets"] == ["mnist"]
     assert "None recorded" in body
+
+    data = best.read_bytes()
+    try:
+        best.write_bytes(data + b"\0")  # written again since it was measured
+        swwae.save_pretrained(swwae.load(last), tmp_path / "rewritten")
+    finally:
+        best.write_bytes(data)
+    assert "model-index" not in card_of(tmp_path / "rewritten")[0]
     output_dir = RunFacts.of(swwae.load(last).config).output_dir
-    assert run_metrics(output_dir, checkpoint=last) is NO_METRICS
-    assert run_metrics(output_dir).checkpoint.endswith("best.ckpt")  # without the check: best's
+    assert run_metrics(output_dir, checkpoint=last) is NO_METRICS  # run_metrics itself goes by the path
+    assert run_metrics(output_dir).checkpoint.endswith("best.ckpt")
 
 
 def test_a_network_without_a_run_gets_a_card_and_still_loads(tmp_path):
