@@ -32,7 +32,10 @@ from swwae.card import LICENSE, PAPER_URL, TAGS, RunFacts, model_card
 from swwae.pretrained import CONFIG_FILE, WEIGHTS_FILE, measured_metrics, write_folder
 
 
-class SWWAE(model.SWWAE, PyTorchModelHubMixin, library_name="swwae", license=LICENSE, tags=TAGS, paper_url=PAPER_URL):
+# tags: a copy, which the mixin extends with its own (the cards of swwae.card keep theirs)
+class SWWAE(
+    model.SWWAE, PyTorchModelHubMixin, library_name="swwae", license=LICENSE, tags=list(TAGS), paper_url=PAPER_URL
+):
     """:class:`swwae.model.SWWAE` that saves to, loads from and pushes to the Hugging Face Hub."""
 
     # the Hub's save_pretrained (model card, push_to_hub=...) rather than swwae.pretrained's,

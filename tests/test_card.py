@@ -157,6 +157,19 @@ def test_push_to_hub_sends_the_card(tmp_path, monkeypatch):
     assert (uploaded / "README.md").read_text() == model_card(net, run=RunFacts.of(RUN_CONFIG))  # not the mixin's card
 
 
+@pytest.mark.extra("hub")
+def test_importing_the_hub_mixin_leaves_every_cards_tags_alone(tmp_path):
+    """The mixin adds its own tags to the list it is given: a copy, not swwae.card.TAGS, so a
+    card is the same whether swwae.hub was imported or not."""
+    import swwae.card
+    import swwae.hub
+
+    assert swwae.card.TAGS == ["swwae", "autoencoder", "what-where", "unpooling", "image-reconstruction"]
+    swwae.save_pretrained(SWWAE(widths=[4]), tmp_path / "m")
+    assert card_of(tmp_path / "m")[0]["tags"] == swwae.card.TAGS
+    assert "pytorch_model_hub_mixin" in swwae.hub.SWWAE._hub_mixin_info.model_card_data.tags
+
+
 # what the tables do not know
 
 
