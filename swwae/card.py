@@ -61,6 +61,7 @@ class RunFacts:
     name: str = "swwae"
     dataset: DataSet | None = None
     output_dir: str | None = None
+    trains_decoder: bool = True  # False: model.lambda_rec = 0 (a classifier alone), the decoder as initialised
 
     @classmethod
     def of(cls, run_config: Mapping | None) -> RunFacts:
@@ -70,10 +71,13 @@ class RunFacts:
         config = run_config or {}
         target = (config.get("data") or {}).get("_target_")
         folder = (config.get("paths") or {}).get("output_dir")
+        model = config.get("model")
+        weight = model.get("lambda_rec") if isinstance(model, Mapping) else None
         return cls(
             name=str(config.get("run_name") or "swwae"),
             dataset=None if target is None else DATA_SETS.of_target(target, "the run config's data._target_"),
             output_dir=folder if isinstance(folder, str) else None,
+            trains_decoder=not (isinstance(weight, (int, float)) and not isinstance(weight, bool) and weight <= 0),
         )
 
 
@@ -173,7 +177,7 @@ def metadata_yaml(name: str, dataset: DataSet | None, metrics: RunMetrics) -> st
     return card_data.to_yaml()
 
 
-def body(net, name: str, dataset: DataSet | None, metrics: RunMetrics) -> str:
+def body(net, name: str, dataset: DataSet | None, metrics: RunMetrics, trains_decoder: bool = True) -> str:
     settings = net.settings
     shape = "x".join(map(str, settings.get("image_shape") or ()))
     classes = settings.get("num_classes")
@@ -198,6 +202,14 @@ def body(net, name: str, dataset: DataSet | None, metrics: RunMetrics) -> str:
         f"`{net.arch}` in the paper's notation: `(C)Kc` is a convolution with C maps and a KxK kernel,",
         f"`Pp` a PxP pooling that closes a stage, `Nfc` the classifier. {decoder}.",
         f"Pooling: {pooling.describe(settings)}. Images {shape}; {head}.",
+        *(
+            []
+            if trains_decoder
+            else [
+                "The decoder was not trained (the run's `model.lambda_rec` is 0: a classifier alone), so its",
+                "reconstructions are those of its initial weights, and no reconstruction error is reported.",
+            ]
+        ),
         "",
         "## Training data",
         "",
@@ -243,10 +255,17 @@ def model_card(net, *, run: RunFacts = NO_RUN, metrics: RunMetrics | None = None
     ``RunFacts.of(run_config)``), ``metrics`` its test metrics (default: those of the run's
     ``metrics.json``, ``run_metrics``, whichever checkpoint they were measured on; a model
     folder's card has those of ``swwae.pretrained.measured_metrics``, measured on its own
-    weights, or none). A pooling mode the mode table does not know is a
-    ConfigError (one line), as is a data set the data-set table does not know."""
+    weights, or none; a run that trained no decoder reports no reconstruction error). A pooling
+    mode the mode table does not know is a ConfigError (one line), as is a data set the data-set
+    table does not know."""
     metrics = run_metrics(run.output_dir) if metrics is None else metrics
-    text = f"---\n{metadata_yaml(run.name, run.dataset, metrics)}\n---\n\n{body(net, run.name, run.dataset, metrics)}"
+    if not run.trains_decoder:  # the MSE of a decoder never trained is no result of this network
+        values = {k: v for k, v in metrics.values.items() if k != "test/recon_mse"}
+        metrics = RunMetrics(values, metrics.checkpoint, metrics.checkpoint_sha256) if values else NO_METRICS
+    text = (
+        f"---\n{metadata_yaml(run.name, run.dataset, metrics)}\n---\n\n"
+        f"{body(net, run.name, run.dataset, metrics, run.trains_decoder)}"
+    )
     try:
         from huggingface_hub import ModelCard
     except ImportError:

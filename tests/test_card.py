@@ -121,6 +121,19 @@ def test_a_network_without_a_run_gets_a_card_and_still_loads(tmp_path):
     assert swwae.load(tmp_path / "m").settings == net.settings
 
 
+def test_a_run_that_trained_no_decoder_reports_no_reconstruction_error():
+    """A classifier alone (model.lambda_rec=0, model=classifier_only): the MSE of its decoder as
+    initialised is no result of it, so the card reports its accuracy only and says why."""
+    metrics = RunMetrics({"test/recon_mse": 0.0945, "test/acc": 0.974}, "/x/best.ckpt")
+    run = RunFacts.of({**RUN_CONFIG, "model": {"lambda_rec": 0.0, "lambda_m": 0.0}})
+    card = model_card(SWWAE(widths=[4], image_shape=(3, 32, 32)), run=run, metrics=metrics)
+    metadata = yaml.safe_load(card.split("---\n")[1])
+    assert reported(metadata) == {"accuracy": 0.974} and metadata["metrics"] == ["accuracy"]
+    assert "0.0945" not in card and "The decoder was not trained (the run's `model.lambda_rec` is 0" in card
+    trained = model_card(SWWAE(widths=[4], image_shape=(3, 32, 32)), run=RunFacts.of(RUN_CONFIG), metrics=metrics)
+    assert "0.0945" in trained and "not trained" not in trained
+
+
 # the same text with and without huggingface_hub
 
 
