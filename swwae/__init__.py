@@ -71,7 +71,10 @@ def load(path: str | Path, device: str = "cpu"):
 
         return SWWAE.from_folder(path if path.is_dir() else path.parent, device=device)
     from swwae.checkpoint_file import network_of, read_checkpoint
+    from swwae.errors import Unreadable
 
+    if path.suffix != ".ckpt" and not (path.exists() or path.is_symlink()):  # a folder as likely as a file
+        raise Unreadable(f"{path} does not exist: it is neither a model folder nor a checkpoint")
     checkpoint = read_checkpoint(path)
     net = network_of(checkpoint, path).to(device).eval()
     net.config = checkpoint["swwae_config"]

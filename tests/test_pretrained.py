@@ -374,6 +374,8 @@ def test_weights_in_another_float_width_load_as_the_values_they_hold(tmp_path, d
 def test_bad_folders_are_one_line_each(tmp_path):
     with pytest.raises(CheckpointError, match="does not exist"):
         swwae.load(tmp_path / "missing" / CONFIG_FILE)
+    with pytest.raises(CheckpointError, match=f"^{tmp_path / 'm'} does not exist: it is neither a model folder nor a"):
+        swwae.load(f"{tmp_path / 'm'}/")  # a folder's name: not called a checkpoint
     (tmp_path / "empty").mkdir()
     with pytest.raises(CheckpointError, match="holds no config.json: it is not a model folder"):
         swwae.load(tmp_path / "empty")
