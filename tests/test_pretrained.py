@@ -491,3 +491,27 @@ def test_from_pretrained_of_a_repo_downloads_config_and_safetensors_only(hub, tm
     torch.save(net.state_dict(), folder / "pytorch_model.bin")  # the mixin's own loader would unpickle this
     with pytest.raises(CheckpointError, match="pytorch_model.bin is a pickle, which is never loaded"):
         hub.SWWAE.from_pretrained(folder)
+
+
+@pytest.mark.extra("hub")
+def test_from_pretrained_reads_a_folder_through_swwaes_reader_alone(hub, tmp_path, monkeypatch):
+    """A damaged config.json is swwae.load's one line naming the file (the mixin's json.load
+    made it a bare JSONDecodeError, a list an AttributeError), and a path that names no folder
+    is one line too, never a repository id sent to the Hub (or refused as one)."""
+    import huggingface_hub.hub_mixin
+
+    def offline(*args, **kwargs):
+        raise AssertionError("the Hub was asked")
+
+    monkeypatch.setattr(huggingface_hub.hub_mixin, "hf_hub_download", offline)
+    monkeypatch.setattr(hub, "snapshot_download", offline)
+    folder = saved(tmp_path)
+    (folder / CONFIG_FILE).write_text("{ not json")
+    with pytest.raises(Unreadable, match=f"^model folder file {folder / CONFIG_FILE} is unreadable: not JSON"):
+        hub.SWWAE.from_pretrained(folder)
+    (folder / CONFIG_FILE).write_text("[1, 2]")
+    with pytest.raises(Unreadable, match="config.json holds no settings"):
+        hub.SWWAE.from_pretrained(str(folder))
+    for missing in ("./no-such-swwae-model", f"{tmp_path}/missing", "no-such-swwae-model/", "a/b/c"):
+        with pytest.raises(CheckpointError, match="^model folder .* does not exist$"):
+            hub.SWWAE.from_pretrained(missing)
