@@ -19,6 +19,7 @@ from pathlib import Path
 from swwae.datasets import DATA_SETS, DataSet
 from swwae.errors import Unreadable
 from swwae.files import read_json
+from swwae.loss_terms import weight_of
 from swwae.settings import pool_mode_of
 from swwae.stored import parse_metrics
 from swwae.version import __version__
@@ -72,12 +73,15 @@ class RunFacts:
         target = (config.get("data") or {}).get("_target_")
         folder = (config.get("paths") or {}).get("output_dir")
         model = config.get("model")
-        weight = model.get("lambda_rec") if isinstance(model, Mapping) else None
+        try:  # the image's own reconstruction term, as the loss weighs it (its default where unset)
+            trains_decoder = not isinstance(model, Mapping) or weight_of(model, "lambda_rec") > 0
+        except (TypeError, ValueError):  # not a number: its MSE stands as measured
+            trains_decoder = True
         return cls(
             name=str(config.get("run_name") or "swwae"),
             dataset=None if target is None else DATA_SETS.of_target(target, "the run config's data._target_"),
             output_dir=folder if isinstance(folder, str) else None,
-            trains_decoder=not (isinstance(weight, (int, float)) and not isinstance(weight, bool) and weight <= 0),
+            trains_decoder=trains_decoder,
         )
 
 
