@@ -26,6 +26,7 @@ from __future__ import annotations
 import glob
 import hashlib
 import inspect
+import io
 import json
 import os
 import re
@@ -40,7 +41,7 @@ from torch import Tensor
 
 from swwae.card import CARD_FILE, NO_METRICS, RunFacts, RunMetrics, model_card, run_metrics
 from swwae.errors import CheckpointError, DiskError, NonFiniteError, Unreadable, one_line
-from swwae.files import read_json
+from swwae.files import open_regular, read_json
 from swwae.install import command
 from swwae.stored import kind, parse_network_settings, parse_stored_config, plain
 from swwae.version import __version__
@@ -321,20 +322,20 @@ def measured_metrics(net: torch.nn.Module, run: RunFacts) -> RunMetrics:
     they were measured on these very weights, else none (``NO_METRICS``): the checkpoint that
     metrics.json names still holds the bytes it measured (its ``checkpoint_sha256``), and its
     network's weights are ``net``'s. A network of last.ckpt, or one trained on since, never
-    carries best.ckpt's scores on its card. The checkpoint is read by the one reader
-    (``swwae.checkpoint_file.read_checkpoint``: tensors and plain values only)."""
-    from swwae.checkpoint_file import file_sha256, read_checkpoint  # it imports this module
-
+    carries best.ckpt's scores on its card. The checkpoint is read as tensors and plain values
+    only (``torch.load(weights_only=True)``), from the bytes whose SHA-256 was checked."""
     metrics = run_metrics(run.output_dir)
     if not (metrics.values and metrics.checkpoint and metrics.checkpoint_sha256):
         return NO_METRICS
     try:
-        if file_sha256(metrics.checkpoint) != metrics.checkpoint_sha256:
+        with os.fdopen(open_regular(metrics.checkpoint, "checkpoint"), "rb") as f:
+            data = f.read()
+        if hashlib.sha256(data).hexdigest() != metrics.checkpoint_sha256:
             return NO_METRICS  # written again since it was measured
-        stored = read_checkpoint(metrics.checkpoint)["state_dict"]
-    except (CheckpointError, OSError):  # a file that is gone or does not read is no measurement of these weights
+        stored = torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)["state_dict"]
+        stored = {name.removeprefix("net."): t for name, t in stored.items() if name.startswith("net.")}
+    except Exception:  # noqa: BLE001 - a file that is gone or does not read is no measurement of these weights
         return NO_METRICS
-    stored = {name.removeprefix("net."): t for name, t in stored.items() if name.startswith("net.")}
     return metrics if same_weights(stored, net.state_dict()) else NO_METRICS
 
 
