@@ -323,7 +323,8 @@ def measured_metrics(net: torch.nn.Module, run: RunFacts) -> RunMetrics:
     metrics.json names still holds the bytes it measured (its ``checkpoint_sha256``), and its
     network's weights are ``net``'s. A network of last.ckpt, or one trained on since, never
     carries best.ckpt's scores on its card. The checkpoint is read as tensors and plain values
-    only (``torch.load(weights_only=True)``), from the bytes whose SHA-256 was checked."""
+    only (``torch.load(weights_only=True)``), from the bytes whose SHA-256 was checked (here, not
+    by ``swwae.checkpoint_file``, which imports the model, and the model this module)."""
     metrics = run_metrics(run.output_dir)
     if not (metrics.values and metrics.checkpoint and metrics.checkpoint_sha256):
         return NO_METRICS
