@@ -71,7 +71,10 @@ def load(path: str | Path, device: str = "cpu"):
 
         return SWWAE.from_folder(path if path.is_dir() else path.parent, device=device)
     from swwae.checkpoint_file import network_of, read_checkpoint
+    from swwae.errors import Unreadable
 
+    if path.suffix != ".ckpt" and not (path.exists() or path.is_symlink()):  # a folder as likely as a file
+        raise Unreadable(f"{path} does not exist: it is neither a model folder nor a checkpoint")
     checkpoint = read_checkpoint(path)
     net = network_of(checkpoint, path).to(device).eval()
     net.config = checkpoint["swwae_config"]
@@ -92,7 +95,9 @@ def save_pretrained(net, folder: str | Path, *, config: dict | None = None, metr
     config (``config``, default ``net.config``) and the project version;
     ``folder/model.safetensors``: the weights, no pickle; ``folder/README.md``: the model card
     (``swwae.card``), with the test metrics ``metrics`` (a ``swwae.card.RunMetrics``; default:
-    those of the run's ``metrics.json``, when it is found). Returns the folder.
+    those of the run's ``metrics.json``, when it is found and measured these very weights: a
+    network of ``last.ckpt``, or one trained on since, gets none of ``best.ckpt``'s). Returns
+    the folder.
     """
     from swwae.pretrained import Pretrained
 

@@ -19,6 +19,7 @@ from pathlib import Path
 from swwae.datasets import DATA_SETS, DataSet
 from swwae.errors import Unreadable
 from swwae.files import read_json
+from swwae.loss_terms import weight_of
 from swwae.settings import pool_mode_of
 from swwae.stored import parse_metrics
 from swwae.version import __version__
@@ -46,6 +47,7 @@ class RunMetrics:
 
     values: dict = field(default_factory=dict)
     checkpoint: str | None = None
+    checkpoint_sha256: str | None = None  # the bytes of ``checkpoint`` measured, as metrics.json records them
 
 
 NO_METRICS = RunMetrics()
@@ -60,6 +62,7 @@ class RunFacts:
     name: str = "swwae"
     dataset: DataSet | None = None
     output_dir: str | None = None
+    trains_decoder: bool = True  # False: model.lambda_rec = 0 (a classifier alone), the decoder as initialised
 
     @classmethod
     def of(cls, run_config: Mapping | None) -> RunFacts:
@@ -69,10 +72,16 @@ class RunFacts:
         config = run_config or {}
         target = (config.get("data") or {}).get("_target_")
         folder = (config.get("paths") or {}).get("output_dir")
+        model = config.get("model")
+        try:  # the image's own reconstruction term, as the loss weighs it (its default where unset)
+            trains_decoder = not isinstance(model, Mapping) or weight_of(model, "lambda_rec") > 0
+        except (TypeError, ValueError):  # not a number: its MSE stands as measured
+            trains_decoder = True
         return cls(
             name=str(config.get("run_name") or "swwae"),
             dataset=None if target is None else DATA_SETS.of_target(target, "the run config's data._target_"),
             output_dir=folder if isinstance(folder, str) else None,
+            trains_decoder=trains_decoder,
         )
 
 
@@ -103,7 +112,7 @@ def run_metrics(output_dir: str | Path | None, checkpoint: str | Path | None = N
         for name, value in (summary.get("metrics") or {}).items()
         if name in REPORTED and isinstance(value, (int, float)) and math.isfinite(value)
     }
-    return RunMetrics(values, measured_on) if values else NO_METRICS
+    return RunMetrics(values, measured_on, summary.get("checkpoint_sha256")) if values else NO_METRICS
 
 
 def metadata(name: str, dataset: DataSet | None, metrics: RunMetrics) -> dict:
@@ -172,7 +181,7 @@ def metadata_yaml(name: str, dataset: DataSet | None, metrics: RunMetrics) -> st
     return card_data.to_yaml()
 
 
-def body(net, name: str, dataset: DataSet | None, metrics: RunMetrics) -> str:
+def body(net, name: str, dataset: DataSet | None, metrics: RunMetrics, trains_decoder: bool = True) -> str:
     settings = net.settings
     shape = "x".join(map(str, settings.get("image_shape") or ()))
     classes = settings.get("num_classes")
@@ -197,6 +206,14 @@ def body(net, name: str, dataset: DataSet | None, metrics: RunMetrics) -> str:
         f"`{net.arch}` in the paper's notation: `(C)Kc` is a convolution with C maps and a KxK kernel,",
         f"`Pp` a PxP pooling that closes a stage, `Nfc` the classifier. {decoder}.",
         f"Pooling: {pooling.describe(settings)}. Images {shape}; {head}.",
+        *(
+            []
+            if trains_decoder
+            else [
+                "The decoder was not trained (the run's `model.lambda_rec` is 0: a classifier alone), so its",
+                "reconstructions are those of its initial weights, and no reconstruction error is reported.",
+            ]
+        ),
         "",
         "## Training data",
         "",
@@ -211,7 +228,7 @@ def body(net, name: str, dataset: DataSet | None, metrics: RunMetrics) -> str:
         source = f" `{Path(metrics.checkpoint).name}`" if metrics.checkpoint else ""
         lines += ["", f"On the test split, for the run's checkpoint{source}, as its `metrics.json` reports them."]
     else:
-        lines += ["None recorded: the run's `metrics.json` was not found beside its config."]
+        lines += ["None recorded: no `metrics.json` of its run was found that reports these very weights."]
     lines += [
         "",
         "## Use it",
@@ -240,10 +257,19 @@ def body(net, name: str, dataset: DataSet | None, metrics: RunMetrics) -> str:
 def model_card(net, *, run: RunFacts = NO_RUN, metrics: RunMetrics | None = None) -> str:
     """The text of ``net``'s model card: ``run`` says its run (name, data set, output folder;
     ``RunFacts.of(run_config)``), ``metrics`` its test metrics (default: those of the run's
-    ``metrics.json``, ``run_metrics``). A pooling mode the mode table does not know is a
-    ConfigError (one line), as is a data set the data-set table does not know."""
+    ``metrics.json``, ``run_metrics``, whichever checkpoint they were measured on; a model
+    folder's card has those of ``swwae.pretrained.measured_metrics``, measured on its own
+    weights, or none; a run that trained no decoder reports no reconstruction error). A pooling
+    mode the mode table does not know is a ConfigError (one line), as is a data set the data-set
+    table does not know."""
     metrics = run_metrics(run.output_dir) if metrics is None else metrics
-    text = f"---\n{metadata_yaml(run.name, run.dataset, metrics)}\n---\n\n{body(net, run.name, run.dataset, metrics)}"
+    if not run.trains_decoder:  # the MSE of a decoder never trained is no result of this network
+        values = {k: v for k, v in metrics.values.items() if k != "test/recon_mse"}
+        metrics = RunMetrics(values, metrics.checkpoint, metrics.checkpoint_sha256) if values else NO_METRICS
+    text = (
+        f"---\n{metadata_yaml(run.name, run.dataset, metrics)}\n---\n\n"
+        f"{body(net, run.name, run.dataset, metrics, run.trains_decoder)}"
+    )
     try:
         from huggingface_hub import ModelCard
     except ImportError:

@@ -18,6 +18,7 @@ mixin's own loader would.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from swwae.install import install_extra
@@ -29,10 +30,28 @@ except ImportError:  # the optional extra
 
 from swwae import model
 from swwae.card import LICENSE, PAPER_URL, TAGS, RunFacts, model_card
-from swwae.pretrained import CONFIG_FILE, WEIGHTS_FILE, write_folder
+from swwae.pretrained import CONFIG_FILE, WEIGHTS_FILE, measured_metrics, write_folder
 
 
-class SWWAE(model.SWWAE, PyTorchModelHubMixin, library_name="swwae", license=LICENSE, tags=TAGS, paper_url=PAPER_URL):
+def is_local_path(name: str | Path) -> bool:
+    """Whether ``name`` can only be a path, never a Hub repository id (``name`` or
+    ``namespace/name``): a ``Path``, one that starts with ``.``, ``/`` or ``~``, ends with a
+    slash, holds a backslash or more than one slash, or is there on disk."""
+    text = str(name)
+    return (
+        isinstance(name, Path)
+        or text.startswith((".", "/", "~"))
+        or text.endswith("/")
+        or "\\" in text
+        or text.count("/") > 1
+        or os.path.exists(text)
+    )
+
+
+# tags: a copy, which the mixin extends with its own (the cards of swwae.card keep theirs)
+class SWWAE(
+    model.SWWAE, PyTorchModelHubMixin, library_name="swwae", license=LICENSE, tags=list(TAGS), paper_url=PAPER_URL
+):
     """:class:`swwae.model.SWWAE` that saves to, loads from and pushes to the Hugging Face Hub."""
 
     # the Hub's save_pretrained (model card, push_to_hub=...) rather than swwae.pretrained's,
@@ -53,7 +72,42 @@ class SWWAE(model.SWWAE, PyTorchModelHubMixin, library_name="swwae", license=LIC
 
     def generate_model_card(self, *args, **kwargs) -> ModelCard:
         """swwae's own card (``swwae.card``), where the mixin would write its generic one."""
-        return ModelCard(model_card(self, run=RunFacts.of(self.config)))
+        run = RunFacts.of(self.config)
+        return ModelCard(model_card(self, run=run, metrics=measured_metrics(self, run)))
+
+    @classmethod
+    def from_pretrained(
+        cls,
+        pretrained_model_name_or_path: str | Path,
+        *,
+        force_download: bool = False,
+        token=None,
+        cache_dir=None,
+        local_files_only: bool = False,
+        revision: str | None = None,
+        map_location: str = "cpu",
+        **settings,
+    ) -> SWWAE:
+        """A local model folder, or a Hub repository (``"user/repo"``: its config.json and
+        model.safetensors only), read by swwae's own reader alone (``swwae.pretrained``), as
+        ``swwae.load`` reads it: the mixin's would ``json.load`` config.json first, so that a
+        damaged one was a bare ``JSONDecodeError`` naming no file. A path that names no folder
+        (``./m``, ``/abs/m``, ``m/``, ``a/b/c``) is ``CheckpointError`` in one line, not a
+        repository id that the Hub refuses. ``settings`` are not used: the folder's config.json
+        decides the network."""
+        name = str(pretrained_model_name_or_path)
+        folder = Path(name).expanduser()
+        if folder.is_dir() or is_local_path(pretrained_model_name_or_path):
+            return cls.from_folder(folder, device=map_location)
+        return cls._from_pretrained(
+            model_id=name,
+            revision=revision,
+            cache_dir=cache_dir,
+            force_download=force_download,
+            local_files_only=local_files_only,
+            token=token,
+            map_location=map_location,
+        )
 
     @classmethod
     def _from_pretrained(

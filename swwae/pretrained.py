@@ -26,6 +26,7 @@ from __future__ import annotations
 import glob
 import hashlib
 import inspect
+import io
 import json
 import os
 import re
@@ -38,9 +39,9 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from swwae.card import CARD_FILE, RunFacts, RunMetrics, model_card
+from swwae.card import CARD_FILE, NO_METRICS, RunFacts, RunMetrics, model_card, run_metrics
 from swwae.errors import CheckpointError, DiskError, NonFiniteError, Unreadable, one_line
-from swwae.files import read_json
+from swwae.files import open_regular, read_json
 from swwae.install import command
 from swwae.stored import kind, parse_network_settings, parse_stored_config, plain
 from swwae.version import __version__
@@ -279,9 +280,16 @@ def check_folder_target(folder: str | Path) -> Path:
 
 
 def checkpoints_in(folder: Path) -> list[Path]:
-    """The checkpoints in ``folder`` or in a folder in it: a run's folder or the folder of runs
-    (paths.checkpoint_dir), which a model folder written over it would swap out under a run."""
-    return sorted([*folder.glob("*.ckpt"), *folder.glob("*/*.ckpt")])[:1]
+    """The first checkpoint found in ``folder`` or anywhere below it (links not followed): a
+    run's folder, the folder of runs (paths.checkpoint_dir) or a folder holding that one
+    (``checkpoints/``, whose ``quick/`` holds the quick checks' runs), which a model folder
+    written over it would swap out under a run. The walk stops at the first one."""
+    for parent, folders, files in os.walk(folder):
+        folders.sort()
+        found = sorted(name for name in files if name.endswith(".ckpt"))
+        if found:
+            return [Path(parent) / found[0]]
+    return []
 
 
 def check_can_write(path: Path, what: str) -> None:
@@ -297,18 +305,55 @@ def check_can_write(path: Path, what: str) -> None:
         raise DiskError(f"cannot write {what}: {reason(err)} (in {existing})") from None
 
 
+def same_weights(stored: Mapping[str, Tensor], state: Mapping[str, Tensor]) -> bool:
+    """Whether ``stored`` holds the tensors of ``state``: the same names and shapes, and the same
+    values once cast to ``state``'s dtypes (a 64-true run's float64 checkpoint is the float32
+    network ``swwae.load`` built from it)."""
+    return stored.keys() == state.keys() and all(
+        isinstance(stored[name], Tensor)
+        and stored[name].shape == t.shape
+        and torch.equal(stored[name].to(t.dtype), t.detach().cpu())
+        for name, t in state.items()
+    )
+
+
+def measured_metrics(net: torch.nn.Module, run: RunFacts) -> RunMetrics:
+    """The test metrics of ``net``'s run (its ``metrics.json``, ``swwae.card.run_metrics``) if
+    they were measured on these very weights, else none (``NO_METRICS``): the checkpoint that
+    metrics.json names still holds the bytes it measured (its ``checkpoint_sha256``), and its
+    network's weights are ``net``'s. A network of last.ckpt, or one trained on since, never
+    carries best.ckpt's scores on its card. The checkpoint is read as tensors and plain values
+    only (``torch.load(weights_only=True)``), from the bytes whose SHA-256 was checked (here, not
+    by ``swwae.checkpoint_file``, which imports the model, and the model this module)."""
+    metrics = run_metrics(run.output_dir)
+    if not (metrics.values and metrics.checkpoint and metrics.checkpoint_sha256):
+        return NO_METRICS
+    try:
+        with os.fdopen(open_regular(metrics.checkpoint, "checkpoint"), "rb") as f:
+            data = f.read()
+        if hashlib.sha256(data).hexdigest() != metrics.checkpoint_sha256:
+            return NO_METRICS  # written again since it was measured
+        stored = torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)["state_dict"]
+        stored = {name.removeprefix("net."): t for name, t in stored.items() if name.startswith("net.")}
+    except Exception:  # noqa: BLE001 - a file that is gone or does not read is no measurement of these weights
+        return NO_METRICS
+    return metrics if same_weights(stored, net.state_dict()) else NO_METRICS
+
+
 def write_folder(
     net: Pretrained, folder: str | Path, *, config: Mapping | None = None, metrics: RunMetrics | None = None
 ) -> Path:
     """Write ``net`` as the model folder ``folder``, whole or not at all (``replace_folder``;
     other files in it are kept): its weights, its config.json and its model card README.md.
-    ``config`` is the run config; ``metrics`` the test metrics for the card (default: the run's
-    metrics.json). Weights that are not finite (``NonFiniteError``) and a folder that cannot be
-    written (``DiskError``) are one line each, and write nothing."""
+    ``config`` is the run config; ``metrics`` the test metrics for the card (default: those of
+    the run's metrics.json where they were measured on these very weights, ``measured_metrics``).
+    Weights that are not finite (``NonFiniteError``) and a folder that cannot be written
+    (``DiskError``) are one line each, and write nothing."""
     from safetensors.torch import save
 
     # the card first: one that cannot be written (a mode or data set no table knows) writes no file
-    card = model_card(net, run=RunFacts.of(config), metrics=metrics)
+    run = RunFacts.of(config)
+    card = model_card(net, run=run, metrics=measured_metrics(net, run) if metrics is None else metrics)
     folder = check_folder_target(folder)
     network = getattr(net, "arch", type(net).__name__)
     state = {name: t.detach().cpu().contiguous() for name, t in net.state_dict().items()}
@@ -478,7 +523,8 @@ class Pretrained:
         """Write ``folder/config.json``, ``folder/model.safetensors`` and the model card
         ``folder/README.md``; ``config`` is the run config to keep with it (default:
         ``self.config``, the one ``swwae.load`` gave), ``metrics`` the card's test metrics
-        (default: those of the run's ``metrics.json``, when it is found)."""
+        (default: those of the run's ``metrics.json``, when it is found and they were measured
+        on these very weights: ``measured_metrics``)."""
         return write_folder(self, folder, config=self.config if config is None else config, metrics=metrics)
 
     @classmethod

@@ -78,17 +78,38 @@ def test_export_writes_a_card_with_the_runs_test_metrics(run, tmp_path):
 
 
 @pytest.mark.slow
-def test_a_checkpoint_the_metrics_do_not_report_gets_a_card_without_them(run, tmp_path):
+def test_a_card_reports_the_runs_metrics_only_for_the_weights_they_were_measured_on(run, tmp_path):
+    """metrics.json reports best.ckpt: a network of last.ckpt holding the same weights (one
+    epoch) gets its metrics, through the Python API as through export; a network trained on
+    since gets none, nor does best.ckpt's network once best.ckpt was written again."""
     from swwae.commands.export import main
 
-    last = run / "checkpoints" / RUN / "last.ckpt"  # metrics.json reports best.ckpt's scores
-    assert main([str(last), "--to", str(tmp_path / "m")]) == 0
-    metadata, body = card_of(tmp_path / "m")
+    best, last = (run / "checkpoints" / RUN / name for name in ("best.ckpt", "last.ckpt"))
+    measured = json.loads((run / "output" / "metrics.json").read_text())["metrics"]
+    expected = {"accuracy": round(measured["test/acc"], 6), "mse": round(measured["test/recon_mse"], 6)}
+    swwae.save_pretrained(swwae.load(last), tmp_path / "last")
+    assert reported(card_of(tmp_path / "last")[0]) == expected
+    assert main([str(tmp_path / "last"), "--to", str(tmp_path / "again")]) == 0  # a model folder exported again
+    assert reported(card_of(tmp_path / "again")[0]) == expected
+
+    changed = swwae.load(best)
+    with torch.no_grad():
+        changed.classifier[-1].bias[0] += 1e-3  # trained on since
+    swwae.save_pretrained(changed, tmp_path / "changed")
+    metadata, body = card_of(tmp_path / "changed")
     assert "model-index" not in metadata and "metrics" not in metadata and metadata["datasets"] == ["mnist"]
     assert "None recorded" in body
+
+    data = best.read_bytes()
+    try:
+        best.write_bytes(data + b"\0")  # written again since it was measured
+        swwae.save_pretrained(swwae.load(last), tmp_path / "rewritten")
+    finally:
+        best.write_bytes(data)
+    assert "model-index" not in card_of(tmp_path / "rewritten")[0]
     output_dir = RunFacts.of(swwae.load(last).config).output_dir
-    assert run_metrics(output_dir, checkpoint=last) is NO_METRICS
-    assert run_metrics(output_dir).checkpoint.endswith("best.ckpt")  # without the check: best's
+    assert run_metrics(output_dir, checkpoint=last) is NO_METRICS  # run_metrics itself goes by the path
+    assert run_metrics(output_dir).checkpoint.endswith("best.ckpt")
 
 
 def test_a_network_without_a_run_gets_a_card_and_still_loads(tmp_path):
@@ -98,6 +119,19 @@ def test_a_network_without_a_run_gets_a_card_and_still_loads(tmp_path):
     assert metadata == {"library_name": "swwae", "license": "mit", "tags": metadata["tags"]}
     assert "soft where (soft argmax, beta = 10)" in body and "no classifier head" in body
     assert swwae.load(tmp_path / "m").settings == net.settings
+
+
+def test_a_run_that_trained_no_decoder_reports_no_reconstruction_error():
+    """A classifier alone (model.lambda_rec=0, model=classifier_only): the MSE of its decoder as
+    initialised is no result of it, so the card reports its accuracy only and says why."""
+    metrics = RunMetrics({"test/recon_mse": 0.0945, "test/acc": 0.974}, "/x/best.ckpt")
+    run = RunFacts.of({**RUN_CONFIG, "model": {"lambda_rec": 0.0, "lambda_m": 0.0}})
+    card = model_card(SWWAE(widths=[4], image_shape=(3, 32, 32)), run=run, metrics=metrics)
+    metadata = yaml.safe_load(card.split("---\n")[1])
+    assert reported(metadata) == {"accuracy": 0.974} and metadata["metrics"] == ["accuracy"]
+    assert "0.0945" not in card and "The decoder was not trained (the run's `model.lambda_rec` is 0" in card
+    trained = model_card(SWWAE(widths=[4], image_shape=(3, 32, 32)), run=RunFacts.of(RUN_CONFIG), metrics=metrics)
+    assert "0.0945" in trained and "not trained" not in trained
 
 
 # the same text with and without huggingface_hub
@@ -134,6 +168,19 @@ def test_push_to_hub_sends_the_card(tmp_path, monkeypatch):
     metadata, body = card_of(uploaded)
     assert metadata["library_name"] == "swwae" and metadata["datasets"] == ["cifar10"]
     assert (uploaded / "README.md").read_text() == model_card(net, run=RunFacts.of(RUN_CONFIG))  # not the mixin's card
+
+
+@pytest.mark.extra("hub")
+def test_importing_the_hub_mixin_leaves_every_cards_tags_alone(tmp_path):
+    """The mixin adds its own tags to the list it is given: a copy, not swwae.card.TAGS, so a
+    card is the same whether swwae.hub was imported or not."""
+    import swwae.card
+    import swwae.hub
+
+    assert swwae.card.TAGS == ["swwae", "autoencoder", "what-where", "unpooling", "image-reconstruction"]
+    swwae.save_pretrained(SWWAE(widths=[4]), tmp_path / "m")
+    assert card_of(tmp_path / "m")[0]["tags"] == swwae.card.TAGS
+    assert "pytorch_model_hub_mixin" in swwae.hub.SWWAE._hub_mixin_info.model_card_data.tags
 
 
 # what the tables do not know

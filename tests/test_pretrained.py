@@ -284,16 +284,17 @@ def test_a_full_disk_is_one_line_and_leaves_nothing(tmp_path):
 
 def test_a_run_folder_or_the_folder_of_runs_is_never_swapped_for_a_model_folder(tmp_path):
     """A model folder is replaced whole (a new one renamed in): over a run's folder, a run saving
-    there meanwhile would lose that save. Refused before anything is written."""
-    run = tmp_path / "checkpoints" / "run"
+    there meanwhile would lose that save. Refused before anything is written, at any depth: the
+    quick checks' runs are in checkpoints/quick/<run>/."""
+    run = tmp_path / "checkpoints" / "quick" / "run"
     run.mkdir(parents=True)
     (run / "last.ckpt").write_bytes(b"weights")
-    for target in (run, run.parent):
+    for target in (run, run.parent, run.parent.parent):
         with pytest.raises(
             CheckpointError, match=f"^the model folder {target} holds checkpoints \\({run}/last.ckpt\\)"
         ):
             swwae.save_pretrained(SWWAE(widths=[4]), target)
-    assert sorted(p.name for p in tmp_path.rglob("*")) == ["checkpoints", "last.ckpt", "run"]
+    assert sorted(p.name for p in tmp_path.rglob("*")) == ["checkpoints", "last.ckpt", "quick", "run"]
 
 
 def test_the_current_folder_or_weights_that_are_not_finite_are_refused_before_writing(tmp_path, monkeypatch):
@@ -373,6 +374,8 @@ def test_weights_in_another_float_width_load_as_the_values_they_hold(tmp_path, d
 def test_bad_folders_are_one_line_each(tmp_path):
     with pytest.raises(CheckpointError, match="does not exist"):
         swwae.load(tmp_path / "missing" / CONFIG_FILE)
+    with pytest.raises(CheckpointError, match=f"^{tmp_path / 'm'} does not exist: it is neither a model folder nor a"):
+        swwae.load(f"{tmp_path / 'm'}/")  # a folder's name: not called a checkpoint
     (tmp_path / "empty").mkdir()
     with pytest.raises(CheckpointError, match="holds no config.json: it is not a model folder"):
         swwae.load(tmp_path / "empty")
@@ -488,3 +491,27 @@ def test_from_pretrained_of_a_repo_downloads_config_and_safetensors_only(hub, tm
     torch.save(net.state_dict(), folder / "pytorch_model.bin")  # the mixin's own loader would unpickle this
     with pytest.raises(CheckpointError, match="pytorch_model.bin is a pickle, which is never loaded"):
         hub.SWWAE.from_pretrained(folder)
+
+
+@pytest.mark.extra("hub")
+def test_from_pretrained_reads_a_folder_through_swwaes_reader_alone(hub, tmp_path, monkeypatch):
+    """A damaged config.json is swwae.load's one line naming the file (the mixin's json.load
+    made it a bare JSONDecodeError, a list an AttributeError), and a path that names no folder
+    is one line too, never a repository id sent to the Hub (or refused as one)."""
+    import huggingface_hub.hub_mixin
+
+    def offline(*args, **kwargs):
+        raise AssertionError("the Hub was asked")
+
+    monkeypatch.setattr(huggingface_hub.hub_mixin, "hf_hub_download", offline)
+    monkeypatch.setattr(hub, "snapshot_download", offline)
+    folder = saved(tmp_path)
+    (folder / CONFIG_FILE).write_text("{ not json")
+    with pytest.raises(Unreadable, match=f"^model folder file {folder / CONFIG_FILE} is unreadable: not JSON"):
+        hub.SWWAE.from_pretrained(folder)
+    (folder / CONFIG_FILE).write_text("[1, 2]")
+    with pytest.raises(Unreadable, match="config.json holds no settings"):
+        hub.SWWAE.from_pretrained(str(folder))
+    for missing in ("./no-such-swwae-model", f"{tmp_path}/missing", "no-such-swwae-model/", "a/b/c"):
+        with pytest.raises(CheckpointError, match="^model folder .* does not exist$"):
+            hub.SWWAE.from_pretrained(missing)

@@ -29,7 +29,6 @@ from pathlib import Path
 import torch
 
 import swwae
-from swwae.card import RunFacts, run_metrics
 from swwae.cli import one_line_errors, script_parser
 from swwae.errors import ConfigError, ExportError
 from swwae.export import check_onnx, check_onnx_target, example_images, export_onnx, onnx_signature
@@ -55,14 +54,10 @@ def described(net) -> str:
     )
 
 
-def export_folder(net, folder: Path, source: Path) -> str:
+def export_folder(net, folder: Path) -> str:
     """Write the folder (its model card with the run's test metrics when its metrics.json
-    reports this very checkpoint), load it back, compare outputs bit for bit."""
-    swwae.save_pretrained(
-        net,
-        folder,
-        metrics=None if source.is_dir() else run_metrics(RunFacts.of(net.config).output_dir, checkpoint=source),
-    )
+    measured these very weights), load it back, compare outputs bit for bit."""
+    swwae.save_pretrained(net, folder)
     again = swwae.load(folder)
     images = example_images(net, 4)
     with torch.no_grad():
@@ -113,7 +108,7 @@ def main(argv=None) -> int:
     if args.onnx is not None:
         check_onnx_target(args.onnx)
     print(f"read {args.model}: {described(net)}", flush=True)
-    steps = [(f"model folder {args.to}/", lambda: export_folder(net, args.to, args.model))] if args.to else []
+    steps = [(f"model folder {args.to}/", lambda: export_folder(net, args.to))] if args.to else []
     if args.onnx is not None:  # the slow one (torch's dynamo exporter, then onnxruntime)
         steps.append((f"ONNX file {args.onnx}", lambda: export_onnx_file(net, args.onnx)))
     for _, export in progress(steps, "export", name=lambda step: step[0]):
