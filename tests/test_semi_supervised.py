@@ -246,7 +246,7 @@ def test_a_resumed_semi_supervised_run_matches_an_uninterrupted_one(make_config,
     with pytest.raises(Crash):  # at the start of the second epoch
         train(make_config(*stopped, *crash_at(epoch=1)))
     train(make_config(*stopped, "resume=true"))
-    run = "swwae_hard_mnist_sample_seed5"
+    run = "swwae_hard_mnist_sample_labels50_seed5"
     straight, resumed = (
         torch.load(tmp_path / d / run / "last.ckpt", weights_only=True) for d in ("straight", "stopped")
     )

@@ -145,9 +145,15 @@ def digest(identity: Mapping) -> str:
 
 def differences(saved: Mapping, current: Mapping, prefix: str = "") -> list[str]:
     """``key: <saved> -> <current>`` for every setting that differs, nested keys dotted
-    (``model.lr: 0.002 -> 0.001``), the monitor and the seed as themselves."""
+    (``model.lr: 0.002 -> 0.001``), the monitor and the seed as themselves. Where the pooling mode
+    differs, the settings of one mode alone (a soft run's ``beta``) go with it unsaid."""
+    from swwae.settings import pool_settings
+
     lines = []
+    other_mode = "pool_mode" in saved and "pool_mode" in current and saved["pool_mode"] != current["pool_mode"]
     for key in sorted(set(saved) | set(current)):
+        if other_mode and (key in saved) != (key in current) and key in pool_settings():
+            continue
         a, b = saved.get(key, "<unset>"), current.get(key, "<unset>")
         name = f"{prefix}{key}"
         if isinstance(a, Mapping) and isinstance(b, Mapping):
