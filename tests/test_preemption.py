@@ -261,6 +261,35 @@ def test_under_ddp_a_signal_to_one_process_stops_every_process_each_saying_which
     assert callback.received is None
 
 
+@pytest.mark.parametrize("owns_run", [True, False])  # rank 0 of a DDP run (or a process alone); another rank
+def test_under_ddp_the_pre_emption_line_is_said_once_by_the_runs_owner(tmp_path, monkeypatch, capsys, owns_run):
+    """Every process of a DDP run stops at the agreed batch with the same line: each said it (two
+    lines for one run of two processes). Rank 0 says it; every process exits 128 + the signal."""
+    from omegaconf import OmegaConf
+
+    from swwae.commands import train as command
+    from swwae.training import process, run
+    from swwae.training.composing import Launch
+    from swwae.training.preemption import PreemptionSaved
+
+    def fit(*args, **kwargs):
+        raise PreemptionSaved("SIGUSR1")
+
+    saved = {"path": "checkpoints/run/last.ckpt", "epoch": 1, "step": 5, "batches_done": 2, "requeue": None}
+    preemption = SimpleNamespace(received=signal.SIGUSR1, saved=saved)
+    job = SimpleNamespace(trainer=SimpleNamespace(fit=fit), module=None, datamodule=None, preemption=preemption)
+    job.owns_run = owns_run
+    spec = SimpleNamespace(resume="auto", test=True, verbose=False)
+    monkeypatch.setattr(command, "check_config", lambda cfg: spec)
+    monkeypatch.setattr(process, "set_torch_defaults", lambda verbose: None)
+    monkeypatch.setattr(run, "train", lambda cfg, this, spec: run.fit_and_test(None, job, None, spec, ()))
+    with pytest.raises(SystemExit) as stopped:
+        command.run(OmegaConf.create({}), Launch(output_dir=str(tmp_path)))
+    assert stopped.value.code == 128 + signal.SIGUSR1
+    said = capsys.readouterr().err
+    assert said.count("pre-empted by SIGUSR1; saved checkpoints/run/last.ckpt") == int(owns_run), said
+
+
 def test_a_failed_pre_emption_save_still_meets_the_other_processes(tmp_path, monkeypatch):
     """Rank 0's save failing (a full disk) must not leave the others waiting for it under DDP."""
     from types import SimpleNamespace

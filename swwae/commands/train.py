@@ -228,12 +228,13 @@ def run(cfg: DictConfig, job: Launch) -> float | str:
         set_torch_defaults(verbose=spec.verbose)
         return train(cfg, job, spec)
     except KeyboardInterrupt as err:  # Ctrl-C: where it stopped, what is kept, how to continue
-        print(
-            err if isinstance(err, Interrupted) else "interrupted before training started: nothing was saved",
-            file=sys.stderr,
-        )
-        if multirun:
-            print("(the sweep stops here; repeat the sweep command to continue every job)", file=sys.stderr)
+        if not getattr(err, "said_elsewhere", False):  # under DDP, by rank 0 alone
+            print(
+                err if isinstance(err, Interrupted) else "interrupted before training started: nothing was saved",
+                file=sys.stderr,
+            )
+            if multirun:
+                print("(the sweep stops here; repeat the sweep command to continue every job)", file=sys.stderr)
         sys.exit(getattr(err, "exit_status", 130))
     except Exception as err:
         if multirun:

@@ -320,16 +320,23 @@ def fit_and_test(
         stopped.during_training = True  # not a rejected input: train.py keeps the run's output folder
         raise stopped from None
     except PreemptionSaved:
-        raise Preempted(preempted_line(folder, preemption, spec.resume, overrides), preemption.received) from None
+        line = preempted_line(folder, preemption, spec.resume, overrides)
+        raise said_once(Preempted(line, preemption.received), job) from None
     except (KeyboardInterrupt, SystemExit):  # Lightning turns Ctrl-C into sys.exit(1)
         if trainer.state.status != TrainerStatus.INTERRUPTED:
             raise
         if preemption.received is not None:  # SIGTERM during validation: Lightning stopped it there
             line = preempted_line(folder, preemption, spec.resume, overrides)
-            raise Preempted(line, preemption.received) from None
-        raise Interrupted(
-            f"interrupted {stopped_where(trainer)}; {folder.kept()}; continue with: {continue_command(overrides)}"
-        ) from None
+            raise said_once(Preempted(line, preemption.received), job) from None
+        line = f"interrupted {stopped_where(trainer)}; {folder.kept()}; continue with: {continue_command(overrides)}"
+        raise said_once(Interrupted(line), job) from None
+
+
+def said_once(stopped: Interrupted, job: Job) -> Interrupted:
+    """``stopped``, its line said by the process that owns the run alone: under DDP every process
+    stops alike (a pre-emption is agreed on), and each said the same line."""
+    stopped.said_elsewhere = not job.owns_run
+    return stopped
 
 
 def stopped_where(trainer: L.Trainer) -> str:
