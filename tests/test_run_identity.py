@@ -151,6 +151,24 @@ GRID_CLASHES = [
 ]
 
 
+def test_a_grid_clash_over_a_config_group_says_how_to_name_the_option_chosen():
+    """``-m logger=csv,tensorboard``: the refusal said ``run_name=<name>_${logger}``, the group's
+    whole node, and the sweep so named failed in a traceback (a run name of the logger's settings)."""
+    from pathlib import Path
+
+    from swwae.training.runs.sweep_claim import clash_line
+
+    folder = Path("checkpoints/quick/r").absolute()
+    line = clash_line(0, 1, folder, ["logger=tensorboard"], groups={"logger", "model"})
+    assert line.endswith(
+        "(logger=tensorboard is not part of the run name), and the second would continue or "
+        "report the first's run as its own: put it in the run name, e.g. "
+        "run_name=<name>_${hydra:runtime.choices.logger}"
+    )
+    line = clash_line(0, 1, folder, ["trainer.max_epochs=3"], groups={"logger", "model"})
+    assert line.endswith("e.g. run_name=<name>_${trainer.max_epochs}")
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("swept, line", GRID_CLASHES, ids=["seed", "max_epochs", "repeated job"])
 def test_a_grid_sweep_whose_jobs_share_a_run_folder_is_refused_before_its_first_job(tmp_path, swept, line):

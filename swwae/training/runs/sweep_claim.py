@@ -156,15 +156,20 @@ def first_clash(jobs: list[list[str]], run_folder_of) -> tuple[int, int, Path, l
     return None
 
 
-def clash_line(first: int, second: int, folder: Path, differing: list[str]) -> str:
+def clash_line(first: int, second: int, folder: Path, differing: list[str], groups=()) -> str:
+    """The refusal of a grid whose jobs ``first`` and ``second`` map to ``folder``, with how to
+    name the value they differ by (``differing``) in the run name: a key's value, or the option
+    chosen in a config group (``groups``: ``logger=csv,tensorboard``; ``${logger}`` is the group's
+    whole node, which made a run name of its settings, and the job failed in a traceback)."""
     shown = os.path.relpath(folder) if folder.is_relative_to(Path.cwd()) else str(folder)
     line = f"sweep jobs {first} and {second} would both run in {shown}"
     if not differing:
         return f"{line}: job {second} repeats job {first}; drop the repeated value"
-    keys = [o.partition("=")[0].lstrip("+~") for o in differing]
+    key = differing[0].partition("=")[0].lstrip("+~")
+    value = f"hydra:runtime.choices.{key}" if key in groups else key
     return (
         f"{line} ({', '.join(differing)} is not part of the run name), and the second would continue or report "
-        f"the first's run as its own: put it in the run name, e.g. run_name=<name>_${{{keys[0]}}}"
+        f"the first's run as its own: put it in the run name, e.g. run_name=<name>_${{{value}}}"
     )
 
 
@@ -219,7 +224,8 @@ class DistinctRunFolders(Callback):
             finally:
                 HydraConfig.instance().set_config(config)
             if clash is not None:
-                print(f"error: {clash_line(*clash)}", file=sys.stderr)
+                groups = set(config.hydra.runtime.get("choices") or {})
+                print(f"error: {clash_line(*clash, groups=groups)}", file=sys.stderr)
                 raise SystemExit(2)
         started.append(Path(str(config.hydra.sweep.dir)).absolute())  # named here: claimed, by default
 
