@@ -43,6 +43,7 @@ from pathlib import Path
 from hydra.experimental.callback import Callback
 
 from swwae.errors import ConfigError
+from swwae.training.runs.identity import check_run_name
 from swwae.training.runs.sweep_checks import refusal
 
 NEW_FOLDER_TRIES = 1000  # <time>, <time>_2 ... <time>_1000: sweeps started in one second
@@ -210,17 +211,26 @@ class DistinctRunFolders(Callback):
 
             def run_folder_of(overrides: list[str]) -> Path | None:
                 """One job's run folder, its config composed as Hydra will compose it; None when it
-                does not compose or resolve: the job then fails by itself, in its own words."""
+                does not compose or resolve: the job then fails by itself, in its own words. A
+                run name that names no folder (``run_name=r_${logger}``: the group's settings, with
+                slashes) is refused here: Hydra names the job's folder by it before the job runs,
+                and the sweep stopped in a traceback."""
                 try:
                     job = GlobalHydra.instance().config_loader().load_sweep_config(config, overrides)
                     HydraConfig.instance().set_config(job)
-                    return (Path(str(job.paths.checkpoint_dir)) / str(job.run_name)).absolute()
+                    name = str(job.run_name)
+                    folder = (Path(str(job.paths.checkpoint_dir)) / name).absolute()
                 except Exception:
                     return None
+                check_run_name(name)
+                return folder
 
             jobs = job_overrides(params, task)
             try:
                 clash = first_clash(jobs, run_folder_of)
+            except ConfigError as err:
+                print(f"error: {err}", file=sys.stderr)
+                raise SystemExit(2) from None
             finally:
                 HydraConfig.instance().set_config(config)
             if clash is not None:
