@@ -23,7 +23,7 @@ from helpers.cli import train_here
 from swwae.errors import ConfigError
 from swwae.training import lightning_api
 from swwae.training.callbacks import EpochLines
-from swwae.training.checkpoints import build_trainer, check_sync_batchnorm
+from swwae.training.checkpoints import build_trainer, check_launcher, check_sync_batchnorm
 from swwae.training.module import SWWAEModule
 from swwae.training.run import train
 from swwae.training.spec import check_config
@@ -159,6 +159,18 @@ def test_a_strategy_lightning_does_not_know_is_one_line_naming_the_nearest():
     assert "Its strategies: auto, ddp, ddp_spawn," in line and "find_unused" not in line
     assert "; its strategies: auto, ddp," in one_line(lambda: cpu_trainer(accelerator="cpu", strategy="banana"))
     assert cpu_trainer(accelerator="cpu", devices=2, strategy="DDP").world_size == 2
+
+
+def test_a_strategy_whose_processes_torch_multiprocessing_starts_is_one_line():
+    """ddp_spawn and ddp_fork hand the first process bare weights as training ends, which the run's
+    safe reader refused ('not written by swwae's train.py'): the whole run trained for nothing."""
+    for strategy, start in (("ddp_spawn", "spawn"), ("ddp_fork", "fork"), ("ddp_notebook", "fork")):
+        trainer = cpu_trainer(accelerator="cpu", devices=2, strategy=strategy)
+        assert one_line(lambda t=trainer, s=strategy: check_launcher(t, s)).startswith(
+            f"trainer.strategy={strategy} starts its processes with torch.multiprocessing ({start}), "
+        )
+    check_launcher(cpu_trainer(accelerator="cpu", devices=2, strategy="ddp"), "ddp")
+    check_launcher(cpu_trainer(accelerator="cpu", devices=1), None)
 
 
 def test_sync_batchnorm_on_the_cpu_in_a_network_with_batch_norm_is_one_line():

@@ -352,3 +352,22 @@ def check_sync_batchnorm(trainer: L.Trainer, module) -> None:
             "on the CPU, where torch's SyncBatchNorm does not run: add trainer.sync_batchnorm=false (each "
             "process then normalises by its own batch), or train on GPUs"
         )
+
+
+def check_launcher(trainer: L.Trainer, setting=None) -> None:
+    """A strategy whose processes torch.multiprocessing starts (``ddp_spawn``, ``ddp_fork``,
+    ``ddp_notebook``): Lightning hands their result back to the first process as bare weights in a
+    file of its own, which the run's safe reader refused as training ended ('not written by swwae's
+    train.py'), the run trained for nothing. One line before the run's folder is touched, naming
+    the ``trainer.strategy`` ``setting``."""
+    from lightning.pytorch.strategies.launchers import _MultiProcessingLauncher
+
+    launcher = getattr(trainer.strategy, "launcher", None)
+    if isinstance(launcher, _MultiProcessingLauncher):
+        shown = excerpt(setting) if isinstance(setting, str) else type(trainer.strategy).__name__
+        start = getattr(launcher, "_start_method", "spawn")
+        raise ConfigError(
+            f"trainer.strategy={shown} starts its processes with torch.multiprocessing ({start}), and a run of "
+            "swwae's cannot be taken back from them: use trainer=ddp (strategy ddp: Lightning starts each "
+            "process by running the command again)"
+        )

@@ -42,7 +42,7 @@ from swwae.errors import CheckpointError, ConfigError, DiskError, Interrupted, N
 from swwae.install import this_command
 from swwae.settings import own_settings
 from swwae.training.callbacks import RunClock, for_the_loggers, job_callbacks, log_final, run_params
-from swwae.training.checkpoints import build_trainer, check_fits_model, check_sync_batchnorm
+from swwae.training.checkpoints import build_trainer, check_fits_model, check_launcher, check_sync_batchnorm
 from swwae.training.composing import Launch, build, build_all, build_loggers, check_monitor, launch
 from swwae.training.folders import check_folders, check_writable, write_failed
 from swwae.training.preemption import Preemption, PreemptionSaved
@@ -158,6 +158,7 @@ def build_job(cfg: DictConfig, spec: RunSpec, run_config: dict, folder: RunFolde
     callbacks = job_callbacks(configured, run_config, params, identity_record, module, datamodule, spec.seed)
     preemption = Preemption(folder.path)
     trainer = build_trainer(spec.trainer, [], [*callbacks, preemption], verbose=spec.verbose)
+    check_launcher(trainer, spec.trainer.strategy)
     check_sync_batchnorm(trainer, module)
     use_channels_last(module, spec.channels_last, trainer.strategy.root_device)  # a layout: the same checkpoints
     compile_network(module, spec.compile)  # compile=true: in place, checkpoints unchanged
