@@ -71,7 +71,7 @@ def test_gpu_indices_that_are_not_there_are_named(gpus):
     check_devices(trainer(accelerator="gpu", devices="0,1"))
 
 
-def test_what_the_machine_has_passes(gpus, cpus):
+def test_what_the_machine_has_passes(gpus, cpus, off_a_cluster):
     gpus(2)
     for n in (1, 2, -1, "auto", "2"):
         check_devices(trainer(accelerator="gpu", devices=n))
@@ -106,7 +106,7 @@ def test_train_on_a_gpu_without_one_is_one_line_before_the_data(tmp_path):
     assert len(result.stderr.strip().splitlines()) == 1, result.stderr  # the data (missing here) is never read
 
 
-def test_more_cpu_processes_than_cpus_names_both_counts(gpus, cpus):
+def test_more_cpu_processes_than_cpus_names_both_counts(gpus, cpus, off_a_cluster, monkeypatch):
     """64 CPU processes on 2 CPUs were killed for memory without a word (exit status 137)."""
     gpus(0)
     cpus(2)
@@ -115,11 +115,14 @@ def test_more_cpu_processes_than_cpus_names_both_counts(gpus, cpus):
         assert line.startswith("trainer.devices=64 asks for 64 CPU processes, and this process may run on 2 CPUs")
         assert line.endswith("give trainer.devices=2 or fewer")
     check_devices(trainer(accelerator="cpu", devices="2"))
+    with monkeypatch.context() as env:  # a SLURM task (CPU DDP, one task a process): its CPUs are the task's
+        env.setenv("SLURM_NTASKS", "4")
+        check_devices(trainer(accelerator="cpu", devices=4))
     gpus(8)
     check_devices(trainer(accelerator="auto", devices=8))  # auto takes the GPUs
 
 
-def test_a_cpu_run_takes_a_number_of_processes(gpus, cpus):
+def test_a_cpu_run_takes_a_number_of_processes(gpus, cpus, off_a_cluster):
     gpus(0)
     cpus(2)
     for wrong in (0, -1, "abc", [0, 1], True):  # Lightning's words were "should be an int > 0", after the data

@@ -141,9 +141,10 @@ def check_cuda(devices) -> None:
         )
 
 
-def cpu_processes_line(devices, cpus: int) -> str | None:
+def cpu_processes_line(devices, cpus: int | None) -> str | None:
     """What is wrong with ``devices`` as Lightning's count of CPU processes (a whole number >= 1,
-    or ``auto``: one), on a machine where this process may run on ``cpus`` CPUs; None if nothing."""
+    or ``auto``: one), on a machine where this process may run on ``cpus`` CPUs (None: not known
+    here, as in a process a cluster started, which has its own share); None if nothing."""
     if devices in ("auto", None):
         return None
     count = wanted_count(devices)
@@ -152,7 +153,7 @@ def cpu_processes_line(devices, cpus: int) -> str | None:
             f"trainer.devices={excerpt(str(devices))} on the CPU: there it is a number of processes, 1 or more "
             "(trainer=ddp trainer.devices=2 trains in two)"
         )
-    if count > cpus:
+    if cpus is not None and count > cpus:
         return (
             f"trainer.devices={count} asks for {count} CPU processes, and this process may run on "
             f"{plural(cpus, 'CPU')}: each process holds its own copy of the model and the data, so give "
@@ -161,18 +162,23 @@ def cpu_processes_line(devices, cpus: int) -> str | None:
     return None
 
 
-# what starts a process as one of several machines': Lightning's cluster environments, and its own
-# (every machine started by hand with NODE_RANK and MASTER_ADDR)
-CLUSTER_VARIABLES = (
+# what starts a process as one of several machines': Lightning's cluster environments (which start
+# a run's processes themselves, each with its own share of the CPUs), and its own (every machine
+# started by hand with NODE_RANK and MASTER_ADDR)
+LAUNCHER_VARIABLES = (
     "SLURM_NTASKS",  # a SLURM job
     "TORCHELASTIC_RUN_ID",  # torchrun
     "LSB_JOBID",  # LSF
     "OMPI_COMM_WORLD_SIZE",  # Open MPI's mpirun
     "PMI_SIZE",  # MPICH's, Intel MPI's
-    "NODE_RANK",
-    "GROUP_RANK",
-    "MASTER_ADDR",
 )
+CLUSTER_VARIABLES = (*LAUNCHER_VARIABLES, "NODE_RANK", "GROUP_RANK", "MASTER_ADDR")
+
+
+def cpus_here(environ: Mapping[str, str] = os.environ) -> int | None:
+    """The CPUs this process may run on, for a count of CPU processes; None in a process a cluster
+    launcher started (its share is the task's, and the count of processes the cluster's)."""
+    return None if any(name in environ for name in LAUNCHER_VARIABLES) else affinity_cpus()
 
 
 def check_nodes(trainer_cfg: Mapping, environ: Mapping[str, str] = os.environ) -> None:
@@ -215,7 +221,7 @@ def check_devices(trainer_cfg: Mapping) -> None:
     check_nodes(trainer_cfg)
     if accelerator in CUDA:
         check_cuda(devices)
-    elif accelerator in ("cpu", "auto") and (line := cpu_processes_line(devices, affinity_cpus())):
+    elif accelerator in ("cpu", "auto") and (line := cpu_processes_line(devices, cpus_here())):
         if on_the_cpu(accelerator):  # (auto: torch asked only where the CPU would refuse them)
             raise ConfigError(line)
     elif accelerator == "mps" and not mps_available():
