@@ -62,6 +62,7 @@ class Interrupted(KeyboardInterrupt):
     the command that continues it. ``train.py`` prints it and exits with status 130."""
 
     exit_status = 130
+    said_elsewhere = False  # a DDP process's, whose run's owner (rank 0) says the same line
 
 
 class Preempted(Interrupted):

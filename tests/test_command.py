@@ -223,6 +223,51 @@ def test_a_job_says_how_to_run_it_again_as_it_was_started(monkeypatch, tmp_path,
     assert install.this_command("train") == typed.format(**places)
 
 
+@pytest.mark.parametrize("module", [None, "swwae.__main__"])  # python train.py or swwae train; python -m swwae
+def test_a_sweep_job_has_lightning_start_its_ddp_processes_as_one_run_of_the_command(monkeypatch, tmp_path, module):
+    """Lightning starts a DDP run's other processes as ``__main__`` was started, with ``sys.argv``.
+    A sweep job's is its own overrides as one run: an Optuna search sets ``hydra.mode: MULTIRUN``
+    in its config, and each trial's second process ran a whole search of its own. In a process of
+    a launcher's own (``hydra/launcher=submitit_local``: ``python -m submitit.core._submit``) it is
+    the command that read the sweep, not that module, which refused the job's overrides."""
+    import contextlib
+
+    from omegaconf import OmegaConf
+
+    import __main__
+    from swwae.commands import train
+    from swwae.training.composing import Launch
+
+    seen = {}
+
+    def run(cfg, this):
+        seen["argv"], seen["main"] = list(sys.argv), getattr(__main__.__spec__, "name", None)
+        return 0.5
+
+    overrides = ("hparams_search=swwae_optuna", "trainer=ddp", "model.lr=0.01")
+    monkeypatch.setattr(train, "run", run)
+    monkeypatch.setattr(
+        train, "launch", lambda: Launch(overrides=overrides, output_dir=str(tmp_path), sweep=(tmp_path, 1))
+    )
+    monkeypatch.setattr(train, "run_dir", lambda folder: contextlib.nullcontext())
+    job = train.run_as_started(
+        ["train.py"], ["hparams_search=swwae_optuna", "trainer=ddp", "-m", "--config-dir", "c"], module
+    )
+    worker = importlib.util.find_spec("json.tool")  # a launcher's own module, run as __main__
+    monkeypatch.setattr(__main__, "__spec__", worker)
+    assert job(OmegaConf.create({"run_name": "optuna_trial1_seed0"})) == 0.5
+    assert seen["argv"] == [
+        "train.py",
+        *overrides,
+        "run_name='optuna_trial1_seed0'",
+        "hydra.mode=RUN",
+        "--config-dir",
+        "c",
+    ]
+    assert seen["main"] == module
+    assert __main__.__spec__ is worker  # the launcher's process as it was
+
+
 def test_an_install_without_the_shipped_configs_is_one_error_line(monkeypatch, capsys):
     """An editable install made before 0.3 does not map configs/ to swwae.configs."""
     from swwae.training import composing

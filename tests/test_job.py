@@ -313,7 +313,7 @@ def write_mnist_files(root: Path, which: int, content: bytes) -> Path:
             "choose one of val/loss, val/recon_mse$",
         ),
         (["optimized_mode=up"], "optimized_mode must be min or max"),
-        (["trainer.devices=0"], r"Trainer.*devices=0"),
+        (["trainer.devices=0"], r"^trainer.devices=0 on the CPU: there it is a number of processes, 1 or more"),
         (["+trainer.max_epoch=3"], r"^trainer.max_epoch is not a setting; did you mean trainer.max_epochs\?$"),
         (
             ["callbacks.reconstruction_images._target_=swwae.training.callbacks.Nope"],

@@ -449,6 +449,11 @@ def test_a_checkpoint_a_record_names_outside_the_users_folders_is_never_opened(
     refused = f"{job}: unreadable: checkpoint /etc/passwd lies outside {job.parent} and checkpoints"
     assert status == 2 and "Traceback" not in err and "/etc/passwd" not in opened
     assert refused in err + caplog.text
+    if entry == "compare --recon":  # and where else to look
+        assert err.rstrip().endswith(
+            f"in {job.parent} or checkpoints: --checkpoints DIR adds the folder its runs saved them in "
+            "(their paths.checkpoint_dir)"
+        )
 
 
 def test_a_dangling_or_device_checkpoint_in_a_run_folder_is_passed_over(tmp_path):

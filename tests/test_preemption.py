@@ -183,9 +183,9 @@ def test_under_ddp_the_processes_agree_to_stop_only_after_batches_where_they_mee
 
     asked = []
 
-    def reduce_boolean_decision(decision, all=True):
+    def reduce(noted, reduce_op):
         asked.append(batch_idx)
-        return decision
+        return noted
 
     saved, order = [], []
     trainer = SimpleNamespace(
@@ -197,7 +197,7 @@ def test_under_ddp_the_processes_agree_to_stop_only_after_batches_where_they_mee
         global_step=0,
         is_global_zero=True,
         strategy=SimpleNamespace(
-            reduce_boolean_decision=reduce_boolean_decision, barrier=lambda name=None: order.append("barrier")
+            reduce=reduce, root_device=torch.device("cpu"), barrier=lambda name=None: order.append("barrier")
         ),
         save_checkpoint=lambda path: saved.append(batch_idx),
     )
@@ -215,6 +215,79 @@ def test_under_ddp_the_processes_agree_to_stop_only_after_batches_where_they_mee
     # every process waits until the checkpoint is on disk: one that ended first had Lightning's DDP
     # launcher SIGKILL rank 0 while its background writer was saving
     assert order == ["saved", "barrier"]
+
+
+def test_under_ddp_a_signal_to_one_process_stops_every_process_each_saying_which(tmp_path, monkeypatch):
+    """``kill -USR1 <pid>`` of a DDP run's command reaches its first process alone: the others
+    agreed to stop with it, then each failed to name the signal it had not noted (a traceback,
+    ``ValueError: None is not a valid Signals``). They agree on the signal too (the highest noted:
+    SIGTERM over SIGUSR1), and every process saves, stops and says so as the first does."""
+    from swwae.training import preemption
+
+    noted_by_another = signal.SIGUSR1
+
+    def reduce(noted, reduce_op):  # this process noted nothing; the other one SIGUSR1
+        assert reduce_op == "max"
+        return torch.maximum(noted, torch.tensor(int(noted_by_another)))
+
+    trainer = SimpleNamespace(
+        world_size=2,
+        accumulate_grad_batches=1,
+        log_every_n_steps=1,
+        num_training_batches=7,
+        current_epoch=0,
+        global_step=3,
+        is_global_zero=False,
+        strategy=SimpleNamespace(
+            reduce=reduce,
+            reduce_boolean_decision=lambda stop, all=True: stop or bool(noted_by_another),  # (agreeing to stop alone)
+            root_device=torch.device("cpu"),
+            barrier=lambda name=None: None,
+        ),
+        save_checkpoint=lambda path: None,
+    )
+    monkeypatch.setattr(preemption, "wait_for_saves", lambda trainer: None)
+    callback = preemption.Preemption(tmp_path)
+    with pytest.raises(preemption.PreemptionSaved):
+        callback.on_train_batch_end(trainer, None, None, None, 2)
+    assert callback.received == signal.SIGUSR1
+    line = preempted_line(None, callback)
+    assert line.startswith(
+        f"pre-empted by SIGUSR1; saved {tmp_path / 'last.ckpt'} (in epoch 1, after 3 batches; step 3)"
+    )
+    noted_by_another = 0  # none noted anywhere: every process goes on
+    callback = preemption.Preemption(tmp_path)
+    callback.on_train_batch_end(trainer, None, None, None, 2)
+    assert callback.received is None
+
+
+@pytest.mark.parametrize("owns_run", [True, False])  # rank 0 of a DDP run (or a process alone); another rank
+def test_under_ddp_the_pre_emption_line_is_said_once_by_the_runs_owner(tmp_path, monkeypatch, capsys, owns_run):
+    """Every process of a DDP run stops at the agreed batch with the same line: each said it (two
+    lines for one run of two processes). Rank 0 says it; every process exits 128 + the signal."""
+    from omegaconf import OmegaConf
+
+    from swwae.commands import train as command
+    from swwae.training import process, run
+    from swwae.training.composing import Launch
+    from swwae.training.preemption import PreemptionSaved
+
+    def fit(*args, **kwargs):
+        raise PreemptionSaved("SIGUSR1")
+
+    saved = {"path": "checkpoints/run/last.ckpt", "epoch": 1, "step": 5, "batches_done": 2, "requeue": None}
+    preemption = SimpleNamespace(received=signal.SIGUSR1, saved=saved)
+    job = SimpleNamespace(trainer=SimpleNamespace(fit=fit), module=None, datamodule=None, preemption=preemption)
+    job.owns_run = owns_run
+    spec = SimpleNamespace(resume="auto", test=True, verbose=False)
+    monkeypatch.setattr(command, "check_config", lambda cfg: spec)
+    monkeypatch.setattr(process, "set_torch_defaults", lambda verbose: None)
+    monkeypatch.setattr(run, "train", lambda cfg, this, spec: run.fit_and_test(None, job, None, spec, ()))
+    with pytest.raises(SystemExit) as stopped:
+        command.run(OmegaConf.create({}), Launch(output_dir=str(tmp_path)))
+    assert stopped.value.code == 128 + signal.SIGUSR1
+    said = capsys.readouterr().err
+    assert said.count("pre-empted by SIGUSR1; saved checkpoints/run/last.ckpt") == int(owns_run), said
 
 
 def test_a_failed_pre_emption_save_still_meets_the_other_processes(tmp_path, monkeypatch):

@@ -148,11 +148,32 @@ GRID_CLASHES = [
         "sweep jobs 0 and 1 would both run in checkpoints/ep (trainer.max_epochs",
     ),
     (["seed=0,0"], f"sweep jobs 0 and 1 would both run in checkpoints/{RUN}: job 1 repeats job 0; drop the repeated"),
+    # a run name that names no folder (a group's whole node, with slashes): Hydra names each job's
+    # folder by it before the job runs, and the sweep stopped in a traceback
+    (["seed=0,1", "run_name=r_${logger}_${seed}"], "run_name=\"r_{'tensorboard': {'_target_': "),
 ]
 
 
+def test_a_grid_clash_over_a_config_group_says_how_to_name_the_option_chosen():
+    """``-m logger=csv,tensorboard``: the refusal said ``run_name=<name>_${logger}``, the group's
+    whole node, and the sweep so named failed in a traceback (a run name of the logger's settings)."""
+    from pathlib import Path
+
+    from swwae.training.runs.sweep_claim import clash_line
+
+    folder = Path("checkpoints/quick/r").absolute()
+    line = clash_line(0, 1, folder, ["logger=tensorboard"], groups={"logger", "model"})
+    assert line.endswith(
+        "(logger=tensorboard is not part of the run name), and the second would continue or "
+        "report the first's run as its own: put it in the run name, e.g. "
+        "run_name=<name>_${hydra:runtime.choices.logger}"
+    )
+    line = clash_line(0, 1, folder, ["trainer.max_epochs=3"], groups={"logger", "model"})
+    assert line.endswith("e.g. run_name=<name>_${trainer.max_epochs}")
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("swept, line", GRID_CLASHES, ids=["seed", "max_epochs", "repeated job"])
+@pytest.mark.parametrize("swept, line", GRID_CLASHES, ids=["seed", "max_epochs", "repeated job", "not a name"])
 def test_a_grid_sweep_whose_jobs_share_a_run_folder_is_refused_before_its_first_job(tmp_path, swept, line):
     sweep = tmp_path / "sweep"
     result = command_here("-m", *QUICK, *SMALL, *swept, f"hydra.sweep.dir={sweep}", cwd=tmp_path)

@@ -109,6 +109,22 @@ def test_a_submitit_job_given_no_time_is_one_line(tmp_path, train):
     assert left_in(tmp_path) == []
 
 
+def test_the_local_submitit_launcher_given_several_tasks_a_job_is_one_line():
+    """Each of submitit_local's tasks ran the whole job (Lightning makes one DDP run of SLURM's
+    tasks, not of these): the job's run trained twice at once, or one task was refused its lock."""
+    from omegaconf import OmegaConf
+
+    from swwae.training.runs.sweep_checks import launcher_line
+
+    local = {"_target_": "hydra_plugins.hydra_submitit_launcher.submitit_launcher.LocalLauncher", "timeout_min": 60}
+    assert launcher_line(OmegaConf.create(local | {"tasks_per_node": 2})) == (
+        "hydra.launcher.tasks_per_node=2 runs each job 2 times at once under submitit_local (Lightning finds no "
+        "cluster there to make them one DDP run, and the job's run is trained twice or refused): leave it at 1; "
+        "trainer=ddp trainer.devices=N starts a job's N processes"
+    )
+    assert launcher_line(OmegaConf.create(local | {"tasks_per_node": 1})) is None
+
+
 @pytest.mark.extra("slurm")
 def test_the_slurm_launcher_off_a_cluster_is_one_line_and_leaves_no_sweep_folder(tmp_path, train, monkeypatch):
     monkeypatch.setenv("PATH", str(tmp_path / "no_slurm_here"))

@@ -23,7 +23,7 @@ from helpers.cli import train_here
 from swwae.errors import ConfigError
 from swwae.training import lightning_api
 from swwae.training.callbacks import EpochLines
-from swwae.training.checkpoints import build_trainer
+from swwae.training.checkpoints import build_trainer, check_launcher, check_sync_batchnorm
 from swwae.training.module import SWWAEModule
 from swwae.training.run import train
 from swwae.training.spec import check_config
@@ -145,6 +145,45 @@ def test_the_trainer_calls_the_batch_hooks_a_callback_defines_and_skips_its_empt
 def test_a_trainer_value_swwae_cannot_use_is_one_line(make_config, override, message):
     overrides = (override,) if isinstance(override, str) else override
     assert one_line(lambda: check_config(make_config(*overrides))).startswith(message)
+
+
+def cpu_trainer(**values) -> L.Trainer:
+    return build_trainer(TrainerSpec.model_validate({"_target_": "lightning.pytorch.Trainer", **values}), [], [])
+
+
+def test_a_strategy_lightning_does_not_know_is_one_line_naming_the_nearest():
+    """Lightning's words were 'Error in call to target ...Trainer: ValueError(You selected an
+    invalid strategy name: ...)', naming neither the key nor the name meant."""
+    line = one_line(lambda: cpu_trainer(accelerator="cpu", strategy="dpp"))
+    assert line.startswith("trainer.strategy=dpp is not a strategy of the installed Lightning; did you mean ddp? ")
+    assert "Its strategies: auto, ddp, ddp_spawn," in line and "find_unused" not in line
+    assert "; its strategies: auto, ddp," in one_line(lambda: cpu_trainer(accelerator="cpu", strategy="banana"))
+    assert cpu_trainer(accelerator="cpu", devices=2, strategy="DDP").world_size == 2
+
+
+def test_a_strategy_whose_processes_torch_multiprocessing_starts_is_one_line():
+    """ddp_spawn and ddp_fork hand the first process bare weights as training ends, which the run's
+    safe reader refused ('not written by swwae's train.py'): the whole run trained for nothing."""
+    for strategy, start in (("ddp_spawn", "spawn"), ("ddp_fork", "fork"), ("ddp_notebook", "fork")):
+        trainer = cpu_trainer(accelerator="cpu", devices=2, strategy=strategy)
+        assert one_line(lambda t=trainer, s=strategy: check_launcher(t, s)).startswith(
+            f"trainer.strategy={strategy} starts its processes with torch.multiprocessing ({start}), "
+        )
+    check_launcher(cpu_trainer(accelerator="cpu", devices=2, strategy="ddp"), "ddp")
+    check_launcher(cpu_trainer(accelerator="cpu", devices=1), None)
+
+
+def test_sync_batchnorm_on_the_cpu_in_a_network_with_batch_norm_is_one_line():
+    """trainer=ddp's sync_batchnorm with model.batch_norm=true on the CPU stopped in torch's
+    traceback as training began ('SyncBatchNorm layers only work with GPU modules')."""
+    batch_norm = torch.nn.Sequential(torch.nn.Conv2d(1, 2, 3), torch.nn.BatchNorm2d(2))
+    ddp = {"accelerator": "cpu", "strategy": "ddp", "devices": 2}
+    line = one_line(lambda: check_sync_batchnorm(cpu_trainer(**ddp, sync_batchnorm=True), batch_norm))
+    assert line.startswith("trainer.sync_batchnorm=true shares the batch norm statistics across GPUs, and this run")
+    assert "add trainer.sync_batchnorm=false" in line
+    check_sync_batchnorm(cpu_trainer(**ddp, sync_batchnorm=False), batch_norm)
+    check_sync_batchnorm(cpu_trainer(**ddp, sync_batchnorm=True), torch.nn.Conv2d(1, 2, 3))  # nothing to sync
+    check_sync_batchnorm(cpu_trainer(accelerator="cpu", sync_batchnorm=True), batch_norm)  # one process: no DDP
 
 
 def test_a_config_without_a_trainer_section_is_one_line(make_config):

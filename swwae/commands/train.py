@@ -70,6 +70,7 @@ FAILED = "failed"
 MULTIRUN_FLAGS = ("-m", "--multirun")  # Hydra's flags that make a command a sweep
 # what Lightning's DDP launcher sets in its own process before it starts the others, and leaves set
 DDP_LAUNCH_VARIABLES = ("MASTER_ADDR", "MASTER_PORT", "NODE_RANK", "LOCAL_RANK", "WORLD_SIZE")
+SINGLE_RUN = "hydra.mode=RUN"  # a multirun job's command again, as one run (run_as_started)
 
 
 def sweep_job_failed(job: Launch, info: dict, err: Exception) -> str:
@@ -122,23 +123,28 @@ def tidy_output_folder(output_dir: str, rejected: bool, log_name: str = "train.l
             parent.rmdir()
 
 
-def run_as_started(program: list[str], args: list[str]):
+def run_as_started(program: list[str], args: list[str], module: str | None = None):
     """``run``, as Hydra's task function, with ``sys.argv`` set, once Hydra has read its overrides,
     to the command that runs this job again: ``program`` (``swwae train``, ``python train.py``: how
     the process was started) and ``args``, or in a multirun, this job's own overrides and ``args``'
-    flags but ``-m``. Lightning's DDP starts a run's other processes so (``python <sys.argv>``, or
-    ``python -m <module> <sys.argv[1:]>`` under ``python -m``, into Hydra's ``run.dir``: a multirun
-    job's own folder while it runs), and a multirun job's DDP run ends with the job."""
+    flags but ``-m``, as a single run (``hydra.mode=RUN``: a search preset sets ``MULTIRUN`` in its
+    config, and each DDP process of its trials ran a search of its own). Lightning's DDP starts a
+    run's other processes so (``python <sys.argv>``, or ``python -m <module> <sys.argv[1:]>`` under
+    ``python -m``, into Hydra's ``run.dir``: a multirun job's own folder while it runs), and a
+    multirun job's DDP run ends with the job. ``module``: what ``__main__`` was where the command
+    was read (``main_module``), as the job tells Lightning in a process of a launcher's own
+    (``started_as``)."""
 
     @functools.wraps(run)
     def job(cfg: DictConfig) -> float | str:
         this = launch()  # Hydra's own state, read here once and passed down as values
         swept = this.sweep is not None
-        again = [*this.overrides, *run_name_of(cfg), *hydra_flags(args, but=MULTIRUN_FLAGS)] if swept else args
+        flags = hydra_flags(args, but=MULTIRUN_FLAGS)
+        again = [*this.overrides, *run_name_of(cfg), SINGLE_RUN, *flags] if swept else args
         environment = {name: os.environ.get(name) for name in DDP_LAUNCH_VARIABLES}
         parsed, sys.argv = sys.argv, [*program, *again]
         try:
-            with run_dir(this.output_dir) if swept else contextlib.nullcontext():
+            with run_dir(this.output_dir) if swept else contextlib.nullcontext(), started_as(module):
                 return run(cfg, this)
         finally:
             sys.argv = parsed
@@ -148,6 +154,37 @@ def run_as_started(program: list[str], args: list[str]):
                 end_distributed_job(environment)
 
     return job
+
+
+def main_module() -> str | None:
+    """The module this process runs as ``__main__`` (``swwae.__main__`` under ``python -m swwae``),
+    or None for a script (``python train.py``, the ``swwae`` command): Lightning's DDP starts a
+    run's other processes as it (``python -m <module>``, or ``python <sys.argv[0]>``)."""
+    import __main__
+
+    spec = getattr(__main__, "__spec__", None)
+    return None if spec is None else spec.name
+
+
+@contextlib.contextmanager
+def started_as(module: str | None):
+    """``__main__`` is ``module`` (``main_module``) as Lightning reads it while the block runs: a
+    job run in a process of a launcher's own (``hydra/launcher=submitit_local``: ``python -m
+    submitit.core._submit <folder>``) had Lightning start its DDP run's other processes as that,
+    which refused the job's overrides. Nothing changes in the process that read the command."""
+    from importlib.machinery import ModuleSpec
+
+    import __main__
+
+    before = getattr(__main__, "__spec__", None)
+    if (None if before is None else before.name) == module:
+        yield
+        return
+    __main__.__spec__ = None if module is None else ModuleSpec(module, None)
+    try:
+        yield
+    finally:
+        __main__.__spec__ = before
 
 
 def run_name_of(cfg: DictConfig) -> list[str]:
@@ -191,12 +228,13 @@ def run(cfg: DictConfig, job: Launch) -> float | str:
         set_torch_defaults(verbose=spec.verbose)
         return train(cfg, job, spec)
     except KeyboardInterrupt as err:  # Ctrl-C: where it stopped, what is kept, how to continue
-        print(
-            err if isinstance(err, Interrupted) else "interrupted before training started: nothing was saved",
-            file=sys.stderr,
-        )
-        if multirun:
-            print("(the sweep stops here; repeat the sweep command to continue every job)", file=sys.stderr)
+        if not getattr(err, "said_elsewhere", False):  # under DDP, by rank 0 alone
+            print(
+                err if isinstance(err, Interrupted) else "interrupted before training started: nothing was saved",
+                file=sys.stderr,
+            )
+            if multirun:
+                print("(the sweep stops here; repeat the sweep command to continue every job)", file=sys.stderr)
         sys.exit(getattr(err, "exit_status", 130))
     except Exception as err:
         if multirun:
@@ -303,7 +341,7 @@ def main(argv: list[str] | None = None, configs: Path | None = None, prog: str =
     program = saved[:before_args] if saved[before_args:] == args else saved[:1]  # its words before args
     sys.argv = [saved[0] if argv is None else prog, *flags_last(quote_layer_strings(args))]
     try:
-        task = run_as_started(program, args)
+        task = run_as_started(program, args, main_module())
         app = hydra.main(config_path=path, config_name=CONFIG_NAME, version_base="1.3")(task)
         run_with_one_line_errors(app)  # the override grammar's errors for common mistakes
     except Exception:

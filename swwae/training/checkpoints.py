@@ -30,6 +30,7 @@ pre-emption wait for the writes; a failed one raises at the next save or at the 
 
 from __future__ import annotations
 
+import difflib
 import logging
 import os
 import sys
@@ -47,7 +48,7 @@ from lightning.pytorch.plugins.io import CheckpointIO, TorchCheckpointIO
 from lightning_utilities.core.apply_func import apply_to_collection
 
 from swwae.checkpoint_file import read_checkpoint, verified, with_checksum
-from swwae.errors import CheckpointError, one_line
+from swwae.errors import CheckpointError, ConfigError, excerpt, one_line
 from swwae.pretrained import check_pool_mode, check_tensors, meta_kinds, tensor_kinds
 from swwae.training.callbacks import skip_empty_hooks
 from swwae.training.composing import build
@@ -296,6 +297,7 @@ def build_trainer(settings: TrainerSpec, loggers: list, callbacks: list, verbose
     autotuning (``trainer.benchmark``) unless the run is to be deterministic. The callbacks'
     empty per-batch hooks are skipped (``swwae.training.callbacks.skip_empty_hooks``)."""
     kwargs = settings.model_dump(by_alias=True, exclude_unset=True)
+    check_strategy(kwargs.get("strategy"))
     kwargs.setdefault("enable_model_summary", verbose)
     # cuDNN's autotuning (the fastest convolution for each shape, timed on its first batch),
     # except where a run is to be reproducible: it may pick other kernels run to run
@@ -311,3 +313,61 @@ def build_trainer(settings: TrainerSpec, loggers: list, callbacks: list, verbose
     trainer = build(kwargs, logger=loggers or False, callbacks=callbacks, plugins=plugins, _convert_="all")
     skip_empty_hooks(trainer.callbacks)
     return trainer
+
+
+def check_strategy(strategy) -> None:
+    """``trainer.strategy`` named as the installed Lightning does not know it (``dpp``): one line
+    naming the key and the nearest name, instead of Lightning's 'Error in call to target ...
+    You selected an invalid strategy name' listing four of its names. An object is Lightning's."""
+    if not isinstance(strategy, str) or strategy.lower() == "auto":
+        return
+    from lightning.pytorch.strategies import StrategyRegistry
+
+    known = StrategyRegistry.available_strategies()
+    if strategy.lower() in known:
+        return
+    near = difflib.get_close_matches(strategy.lower(), known, n=1)
+    names = ["auto", *(name for name in known if "find_unused_parameters" not in name)]  # (and ddp's variants)
+    hint = f"did you mean {near[0]}? Its" if near else "its"
+    raise ConfigError(
+        f"trainer.strategy={excerpt(strategy)} is not a strategy of the installed Lightning; {hint} "
+        f"strategies: {', '.join(names)}"
+    )
+
+
+def check_sync_batchnorm(trainer: L.Trainer, module) -> None:
+    """``trainer.sync_batchnorm`` (``trainer=ddp``'s default) on the CPU, in a network with batch norm
+    layers: torch's SyncBatchNorm takes GPUs, and the run stopped in a traceback as training began
+    ('SyncBatchNorm layers only work with GPU modules'). One line, before the run's folder is touched."""
+    from lightning.pytorch.strategies import ParallelStrategy
+
+    strategy = trainer.strategy
+    if not isinstance(strategy, ParallelStrategy) or getattr(strategy, "_layer_sync", None) is None:
+        return
+    if strategy.root_device.type != "cpu":
+        return
+    if any(isinstance(layer, torch.nn.modules.batchnorm._BatchNorm) for layer in module.modules()):
+        raise ConfigError(
+            "trainer.sync_batchnorm=true shares the batch norm statistics across GPUs, and this run trains "
+            "on the CPU, where torch's SyncBatchNorm does not run: add trainer.sync_batchnorm=false (each "
+            "process then normalises by its own batch), or train on GPUs"
+        )
+
+
+def check_launcher(trainer: L.Trainer, setting=None) -> None:
+    """A strategy whose processes torch.multiprocessing starts (``ddp_spawn``, ``ddp_fork``,
+    ``ddp_notebook``): Lightning hands their result back to the first process as bare weights in a
+    file of its own, which the run's safe reader refused as training ended ('not written by swwae's
+    train.py'), the run trained for nothing. One line before the run's folder is touched, naming
+    the ``trainer.strategy`` ``setting``."""
+    from lightning.pytorch.strategies.launchers import _MultiProcessingLauncher
+
+    launcher = getattr(trainer.strategy, "launcher", None)
+    if isinstance(launcher, _MultiProcessingLauncher):
+        shown = excerpt(setting) if isinstance(setting, str) else type(trainer.strategy).__name__
+        start = getattr(launcher, "_start_method", "spawn")
+        raise ConfigError(
+            f"trainer.strategy={shown} starts its processes with torch.multiprocessing ({start}), and a run of "
+            "swwae's cannot be taken back from them: use trainer=ddp (strategy ddp: Lightning starts each "
+            "process by running the command again)"
+        )

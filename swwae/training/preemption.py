@@ -25,6 +25,7 @@ import subprocess
 from pathlib import Path
 
 import lightning as L
+import torch
 from lightning.fabric.plugins.environments import SLURMEnvironment
 
 from swwae.checkpoint_file import POSITION_KEY
@@ -71,6 +72,15 @@ def mid_accumulation(trainer: L.Trainer, batch_idx: int) -> bool:
     return done % trainer.accumulate_grad_batches != 0 and done != trainer.num_training_batches
 
 
+def agreed_signal(trainer: L.Trainer, received: int | None) -> int | None:
+    """The signal that every DDP process stops on, agreed at the same batch end: one that any of
+    them noted (SIGTERM where one noted SIGTERM and another SIGUSR1), or None. A signal sent to one
+    process alone (``kill`` of the command's own, Lightning's first) stops them all; the others
+    had stopped with it and, having noted none, failed to say which in a traceback."""
+    noted = torch.tensor(int(received or 0), device=trainer.strategy.root_device)
+    return int(trainer.strategy.reduce(noted, reduce_op="max")) or None
+
+
 class Preemption(L.Callback):
     """Notes SIGTERM and SIGUSR1 while training and, at the end of the batch in progress, saves
     a resumable checkpoint into ``folder`` and stops the run (see the module docstring)."""
@@ -114,17 +124,18 @@ class Preemption(L.Callback):
 
     def on_train_batch_end(self, trainer: L.Trainer, module, outputs, batch, batch_idx: int) -> None:
         if not self._stopping:
-            stop = self.received is not None
+            signum = self.received
             if trainer.world_size > 1:  # every rank stops at the same batch, or the collectives hang:
                 if not processes_meet_after(trainer, batch_idx):  # they agree where they read back anyway
                     return
-                stop = trainer.strategy.reduce_boolean_decision(stop, all=False)
-            if not stop:
+                signum = agreed_signal(trainer, signum)
+            if signum is None:
                 return
+            self.received = signum  # under DDP the signal of any process (a kill of the command's own)
             self._stopping = True  # agreed: every rank stops at the same batch below
         if mid_accumulation(trainer, batch_idx):
             return
-        signum = self.received or signal.SIGTERM
+        signum = self.received
         self._position = {"epoch": trainer.current_epoch, "batches_done": batch_idx + 1}
         means = getattr(module, "term_means", None)  # the epoch's training sums so far, every process's
         if means is not None and (totals := means.totals(every_process_sum(trainer))) is not None:

@@ -42,7 +42,7 @@ from swwae.errors import CheckpointError, ConfigError, DiskError, Interrupted, N
 from swwae.install import this_command
 from swwae.settings import own_settings
 from swwae.training.callbacks import RunClock, for_the_loggers, job_callbacks, log_final, run_params
-from swwae.training.checkpoints import build_trainer, check_fits_model
+from swwae.training.checkpoints import build_trainer, check_fits_model, check_launcher, check_sync_batchnorm
 from swwae.training.composing import Launch, build, build_all, build_loggers, check_monitor, launch
 from swwae.training.folders import check_folders, check_writable, write_failed
 from swwae.training.preemption import Preemption, PreemptionSaved
@@ -158,6 +158,8 @@ def build_job(cfg: DictConfig, spec: RunSpec, run_config: dict, folder: RunFolde
     callbacks = job_callbacks(configured, run_config, params, identity_record, module, datamodule, spec.seed)
     preemption = Preemption(folder.path)
     trainer = build_trainer(spec.trainer, [], [*callbacks, preemption], verbose=spec.verbose)
+    check_launcher(trainer, spec.trainer.strategy)
+    check_sync_batchnorm(trainer, module)
     use_channels_last(module, spec.channels_last, trainer.strategy.root_device)  # a layout: the same checkpoints
     compile_network(module, spec.compile)  # compile=true: in place, checkpoints unchanged
     check_epoch(spec.trainer, datamodule, trainer.world_size)  # batch settings against the data, before the folder
@@ -320,16 +322,23 @@ def fit_and_test(
         stopped.during_training = True  # not a rejected input: train.py keeps the run's output folder
         raise stopped from None
     except PreemptionSaved:
-        raise Preempted(preempted_line(folder, preemption, spec.resume, overrides), preemption.received) from None
+        line = preempted_line(folder, preemption, spec.resume, overrides)
+        raise said_once(Preempted(line, preemption.received), job) from None
     except (KeyboardInterrupt, SystemExit):  # Lightning turns Ctrl-C into sys.exit(1)
         if trainer.state.status != TrainerStatus.INTERRUPTED:
             raise
         if preemption.received is not None:  # SIGTERM during validation: Lightning stopped it there
             line = preempted_line(folder, preemption, spec.resume, overrides)
-            raise Preempted(line, preemption.received) from None
-        raise Interrupted(
-            f"interrupted {stopped_where(trainer)}; {folder.kept()}; continue with: {continue_command(overrides)}"
-        ) from None
+            raise said_once(Preempted(line, preemption.received), job) from None
+        line = f"interrupted {stopped_where(trainer)}; {folder.kept()}; continue with: {continue_command(overrides)}"
+        raise said_once(Interrupted(line), job) from None
+
+
+def said_once(stopped: Interrupted, job: Job) -> Interrupted:
+    """``stopped``, its line said by the process that owns the run alone: under DDP every process
+    stops alike (a pre-emption is agreed on), and each said the same line."""
+    stopped.said_elsewhere = not job.owns_run
+    return stopped
 
 
 def stopped_where(trainer: L.Trainer) -> str:

@@ -17,8 +17,11 @@ before any data is read. Lightning finds out late, and says it in its own words
 a GPU); the spec calls :func:`check_devices` with its other checks, so the user reads what
 was asked and what is there, and how to ask for what is. Only what can be known from torch is
 checked: a CUDA GPU (``gpu``, ``cuda``) or Apple's MPS asked for, and how many. ``auto`` takes
-what there is, and CPU runs may ask for several processes; other accelerators are Lightning's
-to judge.
+what there is; a CPU run may ask for several processes, as many as the CPUs it may run on (64 on
+2 CPUs were killed for memory, without a word); other accelerators are Lightning's to judge.
+Several machines (``num_nodes``) only where something starts this process as one of them (a
+SLURM job, torchrun, LSF, MPI, or ``NODE_RANK``/``MASTER_ADDR`` set by hand): elsewhere its
+processes waited for the other machines' forever, deaf to SIGTERM.
 
 Plain Python: no Lightning, and torch only to count the GPUs that a run asks for.
 """
@@ -26,6 +29,7 @@ Plain Python: no Lightning, and torch only to count the GPUs that a run asks for
 from __future__ import annotations
 
 import math
+import os
 import re
 from collections.abc import Mapping, Sequence
 from datetime import timedelta
@@ -36,6 +40,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr, create
 from swwae.errors import ConfigError, excerpt, plural
 from swwae.install import command
 from swwae.settings import whole
+from swwae.threads import affinity_cpus
 from swwae.training.lightning_api import precision_values, takes_time_intervals, trainer_arguments
 
 Count = Annotated[int, Field(strict=True, ge=0)]
@@ -136,6 +141,63 @@ def check_cuda(devices) -> None:
         )
 
 
+def cpu_processes_line(devices, cpus: int | None) -> str | None:
+    """What is wrong with ``devices`` as Lightning's count of CPU processes (a whole number >= 1,
+    or ``auto``: one), on a machine where this process may run on ``cpus`` CPUs (None: not known
+    here, as in a process a cluster started, which has its own share); None if nothing."""
+    if devices in ("auto", None):
+        return None
+    count = wanted_count(devices)
+    if count is None or count < 1:
+        return (
+            f"trainer.devices={excerpt(str(devices))} on the CPU: there it is a number of processes, 1 or more "
+            "(trainer=ddp trainer.devices=2 trains in two)"
+        )
+    if cpus is not None and count > cpus:
+        return (
+            f"trainer.devices={count} asks for {count} CPU processes, and this process may run on "
+            f"{plural(cpus, 'CPU')}: each process holds its own copy of the model and the data, so give "
+            f"trainer.devices={cpus} or fewer"
+        )
+    return None
+
+
+# what starts a process as one of several machines': Lightning's cluster environments (which start
+# a run's processes themselves, each with its own share of the CPUs), and its own (every machine
+# started by hand with NODE_RANK and MASTER_ADDR)
+LAUNCHER_VARIABLES = (
+    "SLURM_NTASKS",  # a SLURM job
+    "TORCHELASTIC_RUN_ID",  # torchrun
+    "LSB_JOBID",  # LSF
+    "OMPI_COMM_WORLD_SIZE",  # Open MPI's mpirun
+    "PMI_SIZE",  # MPICH's, Intel MPI's
+)
+CLUSTER_VARIABLES = (*LAUNCHER_VARIABLES, "NODE_RANK", "GROUP_RANK", "MASTER_ADDR")
+
+
+def cpus_here(environ: Mapping[str, str] = os.environ) -> int | None:
+    """The CPUs this process may run on, for a count of CPU processes; None in a process a cluster
+    launcher started (its share is the task's, and the count of processes the cluster's)."""
+    return None if any(name in environ for name in LAUNCHER_VARIABLES) else affinity_cpus()
+
+
+def check_nodes(trainer_cfg: Mapping, environ: Mapping[str, str] = os.environ) -> None:
+    """Several machines asked for (``num_nodes``) in a process that nothing started as one of
+    them: its processes would wait for the other machines' forever. A ``plugins`` setting may
+    name a cluster environment of its own: Lightning's to judge."""
+    nodes = trainer_cfg.get("num_nodes", 1)
+    if not isinstance(nodes, int) or nodes <= 1 or trainer_cfg.get("plugins"):
+        return
+    if any(name in environ for name in CLUSTER_VARIABLES):
+        return
+    raise ConfigError(
+        f"trainer.num_nodes={nodes} asks for {nodes} machines, and nothing started this process as one of "
+        "them (a SLURM job's srun, torchrun, LSF, MPI, or NODE_RANK and MASTER_ADDR set by hand): its processes "
+        "would wait for the others forever; on one machine leave trainer.num_nodes=1 (trainer.devices=N trains "
+        "in N processes), on a cluster start the command on each machine with srun or torchrun"
+    )
+
+
 FLOAT16_AUTOCAST = ("16-mixed", "16", 16)  # Lightning's names for it
 
 
@@ -156,8 +218,12 @@ def check_devices(trainer_cfg: Mapping) -> None:
             f"train in bf16-mixed instead, while the run records {precision}; on the CPU ask for "
             "trainer.precision=bf16-mixed (or 32-true), or train on a GPU with trainer=gpu"
         )
+    check_nodes(trainer_cfg)
     if accelerator in CUDA:
         check_cuda(devices)
+    elif accelerator in ("cpu", "auto") and (line := cpu_processes_line(devices, cpus_here())):
+        if on_the_cpu(accelerator):  # (auto: torch asked only where the CPU would refuse them)
+            raise ConfigError(line)
     elif accelerator == "mps" and not mps_available():
         cuda = cuda_count()
         instead = f"trainer=gpu (this machine has {plural(cuda, 'CUDA GPU')})" if cuda else "trainer=default (the CPU)"

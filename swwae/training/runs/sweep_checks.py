@@ -3,7 +3,8 @@ run is refused in one line (``refusal``), before its folder is made. Without the
 problem shows after the sweep folder is written: an Optuna search with no trial or a direction
 Optuna does not know fails in Optuna's traceback; an ``optimized_mode`` that is neither min nor
 max fails every job alike, one line each; a submitit job with no time is killed as it starts;
-the Slurm launcher off a cluster fails in submitit's traceback (no ``sbatch``).
+the Slurm launcher off a cluster fails in submitit's traceback (no ``sbatch``); the local
+launcher given several tasks a job runs each job that many times at once.
 
 The keys swept are not in the sweep's config (Hydra composes it without them), so a value
 refused here is one every job would run with.
@@ -73,8 +74,10 @@ def search_line(sweeper, optimized_mode) -> str | None:
 
 def launcher_line(launcher) -> str | None:
     """A submitit launcher (``hydra/launcher=submitit_local`` or ``submitit_slurm``) whose jobs
-    get no time (``timeout_min`` < 1: each is killed as it starts), or the Slurm one where Slurm
-    is not (no ``sbatch`` to submit the jobs with); None otherwise."""
+    get no time (``timeout_min`` < 1: each is killed as it starts), the local one asked for several
+    tasks a job (each ran the whole job: Lightning makes a DDP run of SLURM's tasks, not of
+    submitit's local ones), or the Slurm one where Slurm is not (no ``sbatch`` to submit the jobs
+    with); None otherwise."""
     target = str(launcher.get("_target_", "")) if launcher is not None else ""
     if not target.startswith(SUBMITIT):
         return None
@@ -83,6 +86,13 @@ def launcher_line(launcher) -> str | None:
         return (
             f"hydra.launcher.timeout_min={minutes}: each job of the sweep is given this many minutes "
             "before submitit stops it; give it at least 1 (timeout_min=60)"
+        )
+    tasks = launcher.get("tasks_per_node", 1)
+    if target.endswith("LocalLauncher") and tasks != 1:
+        return (
+            f"hydra.launcher.tasks_per_node={tasks} runs each job {tasks} times at once under submitit_local "
+            "(Lightning finds no cluster there to make them one DDP run, and the job's run is trained twice "
+            "or refused): leave it at 1; trainer=ddp trainer.devices=N starts a job's N processes"
         )
     if target.endswith("SlurmLauncher") and shutil.which("sbatch") is None:
         return (

@@ -43,6 +43,7 @@ from pathlib import Path
 from hydra.experimental.callback import Callback
 
 from swwae.errors import ConfigError
+from swwae.training.runs.identity import check_run_name
 from swwae.training.runs.sweep_checks import refusal
 
 NEW_FOLDER_TRIES = 1000  # <time>, <time>_2 ... <time>_1000: sweeps started in one second
@@ -156,15 +157,20 @@ def first_clash(jobs: list[list[str]], run_folder_of) -> tuple[int, int, Path, l
     return None
 
 
-def clash_line(first: int, second: int, folder: Path, differing: list[str]) -> str:
+def clash_line(first: int, second: int, folder: Path, differing: list[str], groups=()) -> str:
+    """The refusal of a grid whose jobs ``first`` and ``second`` map to ``folder``, with how to
+    name the value they differ by (``differing``) in the run name: a key's value, or the option
+    chosen in a config group (``groups``: ``logger=csv,tensorboard``; ``${logger}`` is the group's
+    whole node, which made a run name of its settings, and the job failed in a traceback)."""
     shown = os.path.relpath(folder) if folder.is_relative_to(Path.cwd()) else str(folder)
     line = f"sweep jobs {first} and {second} would both run in {shown}"
     if not differing:
         return f"{line}: job {second} repeats job {first}; drop the repeated value"
-    keys = [o.partition("=")[0].lstrip("+~") for o in differing]
+    key = differing[0].partition("=")[0].lstrip("+~")
+    value = f"hydra:runtime.choices.{key}" if key in groups else key
     return (
         f"{line} ({', '.join(differing)} is not part of the run name), and the second would continue or report "
-        f"the first's run as its own: put it in the run name, e.g. run_name=<name>_${{{keys[0]}}}"
+        f"the first's run as its own: put it in the run name, e.g. run_name=<name>_${{{value}}}"
     )
 
 
@@ -205,21 +211,31 @@ class DistinctRunFolders(Callback):
 
             def run_folder_of(overrides: list[str]) -> Path | None:
                 """One job's run folder, its config composed as Hydra will compose it; None when it
-                does not compose or resolve: the job then fails by itself, in its own words."""
+                does not compose or resolve: the job then fails by itself, in its own words. A
+                run name that names no folder (``run_name=r_${logger}``: the group's settings, with
+                slashes) is refused here: Hydra names the job's folder by it before the job runs,
+                and the sweep stopped in a traceback."""
                 try:
                     job = GlobalHydra.instance().config_loader().load_sweep_config(config, overrides)
                     HydraConfig.instance().set_config(job)
-                    return (Path(str(job.paths.checkpoint_dir)) / str(job.run_name)).absolute()
+                    name = str(job.run_name)
+                    folder = (Path(str(job.paths.checkpoint_dir)) / name).absolute()
                 except Exception:
                     return None
+                check_run_name(name)
+                return folder
 
             jobs = job_overrides(params, task)
             try:
                 clash = first_clash(jobs, run_folder_of)
+            except ConfigError as err:
+                print(f"error: {err}", file=sys.stderr)
+                raise SystemExit(2) from None
             finally:
                 HydraConfig.instance().set_config(config)
             if clash is not None:
-                print(f"error: {clash_line(*clash)}", file=sys.stderr)
+                groups = set(config.hydra.runtime.get("choices") or {})
+                print(f"error: {clash_line(*clash, groups=groups)}", file=sys.stderr)
                 raise SystemExit(2)
         started.append(Path(str(config.hydra.sweep.dir)).absolute())  # named here: claimed, by default
 

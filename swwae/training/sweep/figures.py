@@ -155,7 +155,11 @@ def reconstruction_figure(summary: Summary, out, num_images: int = 6, split: str
             images[key] = datamodule.images(split, num_images)
         cells[group.label] = reconstruction_panels(module.net, images[key], scale=1, labels=False)["reconstructions"]
     if not cells:
-        raise ConfigError(f"no finished job in {summary.folder} has a checkpoint to reconstruct with")
+        places = " or ".join([str(summary.folder), *map(str, roots)])
+        raise ConfigError(
+            f"no finished job in {summary.folder} has a checkpoint to reconstruct with in {places}: "
+            "--checkpoints DIR adds the folder its runs saved them in (their paths.checkpoint_dir)"
+        )
     x_key = numeric_axis(summary)
     if x_key is None:
         rows = [[g.label] for g in summary.groups if g.label in cells]
