@@ -99,6 +99,17 @@ def own_callback(target) -> OwnCallback | None:
     return next((c for c in CALLBACKS.values() if c.target == target), None)
 
 
+def callback_nodes(nodes: Mapping | None, name: str) -> list[tuple[str, Mapping]]:
+    """(key, node) of each node of a ``callbacks`` section that builds our callback ``name``
+    (``CALLBACKS``), whatever key the config gives it."""
+    wanted = CALLBACKS[name]
+    return [
+        (key, node)
+        for key, node in (nodes or {}).items()
+        if isinstance(node, Mapping) and own_callback(node.get("_target_")) is wanted
+    ]
+
+
 def check_callbacks(nodes: Mapping) -> None:
     """Each node of the ``callbacks`` section that builds one of ours, by its settings: a bad value
     is one line (``callbacks.<key>.<setting>``) before torch is imported. Others check themselves
@@ -117,12 +128,7 @@ def is_tensorboard(target) -> bool:
 def check_projector(nodes: Mapping | None, loggers: Mapping | None) -> None:
     """``callbacks.embeddings.enabled=true`` writes to TensorBoard's projector only: without a
     TensorBoard logger it would be on and write nothing. One line, before anything is written."""
-    wanted = any(
-        isinstance(node, Mapping)
-        and own_callback(node.get("_target_")) is CALLBACKS["embeddings"]
-        and node.get("enabled")
-        for node in (nodes or {}).values()
-    )
+    wanted = any(node.get("enabled") for _, node in callback_nodes(nodes, "embeddings"))
     targets = [node.get("_target_") for node in (loggers or {}).values() if isinstance(node, Mapping)]
     if wanted and not any(is_tensorboard(target) for target in targets):
         raise ConfigError(
@@ -144,11 +150,7 @@ def check_knn_monitor(metric, nodes: Mapping | None, every_validation: int | Non
     batches, in any epoch). One line, before torch is imported, saying what to set."""
     if metric != KNN_METRIC:
         return
-    found = [
-        (key, node)
-        for key, node in (nodes or {}).items()
-        if isinstance(node, Mapping) and own_callback(node.get("_target_")) is CALLBACKS["knn_accuracy"]
-    ]
+    found = callback_nodes(nodes, "knn_accuracy")
     key = found[0][0] if found else "knn_accuracy"
     every = max((int(node.get("every_n_epochs") or 0) for _, node in found), default=0)
     if every == 1 or (every and every_validation and every_validation % every == 0):

@@ -124,13 +124,13 @@ def monitor_measure(metric: str | None, callbacks: Mapping | None) -> dict:
     ``k`` and ``max_train_images`` (another vote picks another best.ckpt), under
     ``callbacks.knn_accuracy``; nothing for the model's own metrics, so that their runs' identities
     stay what they were."""
-    from swwae.training.callback_settings import CALLBACKS, KNN_METRIC, own_callback
+    from swwae.training.callback_settings import CALLBACKS, KNN_METRIC, callback_nodes
 
     if metric != KNN_METRIC:
         return {}
     knn = CALLBACKS["knn_accuracy"]
-    nodes = [n for n in (callbacks or {}).values() if isinstance(n, Mapping) and own_callback(n.get("_target_")) is knn]
-    values = dict(nodes[0]) if nodes else {}
+    nodes = callback_nodes(callbacks, knn.name)
+    values = dict(nodes[0][1]) if nodes else {}
     defaults = knn.settings()
     return {
         f"callbacks.{knn.name}": {key: values.get(key, getattr(defaults, key)) for key in ("k", "max_train_images")}
